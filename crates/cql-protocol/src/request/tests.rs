@@ -1,0 +1,409 @@
+//! Request codec tests: golden bytes, round trips, zero copy, and a seeded
+//! property loop over truncations, mutations and random bytes.
+
+use super::*;
+use crate::frame::{parse_header, HEADER_LEN};
+use ::types::Consistency;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const MAX: u32 = 256 * 1024 * 1024;
+
+fn split(frame: &[u8]) -> (FrameHeader, Bytes) {
+    let header = parse_header(frame, MAX).unwrap().unwrap();
+    assert_eq!(frame.len(), header.frame_len());
+    (header, Bytes::copy_from_slice(&frame[HEADER_LEN..]))
+}
+
+fn encode(stream: i16, compression: Option<Compression>, req: &Request) -> BytesMut {
+    let mut out = BytesMut::new();
+    encode_request(&mut out, stream, compression, req);
+    out
+}
+
+fn round_trip(compression: Option<Compression>, req: &Request) {
+    let frame = encode(3, compression, req);
+    let (header, body) = split(&frame);
+    assert_eq!(header.stream, 3);
+    assert_eq!(header.opcode, req.opcode());
+    let got = decode_request(&header, body, compression).unwrap();
+    assert_eq!(&got, req);
+}
+
+fn value(b: &'static [u8]) -> BoundValue {
+    BoundValue::Set(Bytes::from_static(b))
+}
+
+fn full_params() -> QueryParams {
+    QueryParams {
+        consistency: Consistency::LocalQuorum,
+        values: BoundValues::Positional(vec![
+            value(b"\x00\x00\x00\x2a"),
+            BoundValue::Null,
+            BoundValue::Unset,
+        ]),
+        skip_metadata: true,
+        page_size: Some(5000),
+        paging_state: Some(Bytes::from_static(b"state")),
+        serial_consistency: Some(Consistency::LocalSerial),
+        default_timestamp: Some(1_700_000_000_000_000),
+    }
+}
+
+/// One of every request kind, with most options used.
+pub(crate) fn sample_requests() -> Vec<Request> {
+    let mut named = QueryParams::new(Consistency::One);
+    named.values = BoundValues::Named(vec![
+        ("k".into(), value(b"abc")),
+        ("v".into(), BoundValue::Null),
+    ]);
+    vec![
+        Request::Startup(
+            StartupOptions::new("3.0.0")
+                .with("COMPRESSION", "lz4")
+                .with("DRIVER_NAME", "test"),
+        ),
+        Request::Options,
+        Request::Query {
+            query: "SELECT * FROM ks.t WHERE k = ?".into(),
+            params: full_params(),
+        },
+        Request::Query {
+            query: "INSERT INTO t (k, v) VALUES (:k, :v)".into(),
+            params: named.clone(),
+        },
+        Request::Query {
+            query: "USE ks".into(),
+            params: QueryParams::new(Consistency::Any),
+        },
+        Request::Prepare {
+            query: "SELECT v FROM t WHERE k = ?".into(),
+        },
+        Request::Execute {
+            id: Bytes::from_static(&[0xde, 0xad, 0xbe, 0xef]),
+            params: full_params(),
+        },
+        Request::Execute {
+            id: Bytes::from_static(b"id"),
+            params: named,
+        },
+        Request::Batch(Batch {
+            kind: BatchKind::Unlogged,
+            statements: vec![
+                BatchStatement::Query {
+                    query: "INSERT INTO t (k) VALUES (?)".into(),
+                    values: BoundValues::Positional(vec![value(b"\x01")]),
+                },
+                BatchStatement::Prepared {
+                    id: Bytes::from_static(b"0123456789abcdef"),
+                    values: BoundValues::Positional(vec![value(b""), BoundValue::Unset]),
+                },
+            ],
+            consistency: Consistency::Quorum,
+            serial_consistency: Some(Consistency::Serial),
+            default_timestamp: Some(42),
+        }),
+        Request::Batch(Batch {
+            kind: BatchKind::Counter,
+            statements: vec![BatchStatement::Prepared {
+                id: Bytes::from_static(b"p"),
+                values: BoundValues::Named(vec![(
+                    "c".into(),
+                    value(b"\x00\x00\x00\x00\x00\x00\x00\x01"),
+                )]),
+            }],
+            consistency: Consistency::One,
+            serial_consistency: None,
+            default_timestamp: None,
+        }),
+        Request::Register {
+            events: vec![
+                "TOPOLOGY_CHANGE".into(),
+                "STATUS_CHANGE".into(),
+                "SCHEMA_CHANGE".into(),
+            ],
+        },
+        Request::AuthResponse(Bytes::from_static(b"\0cassandra\0cassandra")),
+    ]
+}
+
+#[test]
+fn golden_startup() {
+    let frame = encode(0, None, &Request::Startup(StartupOptions::new("3.0.0")));
+    let mut want = vec![0x04, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x16];
+    want.extend_from_slice(b"\x00\x01\x00\x0bCQL_VERSION\x00\x053.0.0");
+    assert_eq!(&frame[..], &want[..]);
+    let (h, body) = split(&want);
+    match decode_request(&h, body, None).unwrap() {
+        Request::Startup(o) => assert_eq!(o.cql_version(), Some("3.0.0")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn golden_options() {
+    let frame = encode(1, Some(Compression::Lz4), &Request::Options);
+    assert_eq!(
+        &frame[..],
+        &[0x04, 0x00, 0x00, 0x01, 0x05, 0x00, 0x00, 0x00, 0x00]
+    );
+}
+
+#[test]
+fn golden_query_with_values_and_paging() {
+    let query = "SELECT * FROM t WHERE k = ?";
+    let mut want = vec![0x04, 0x00, 0x00, 0x02, 0x07, 0, 0, 0, 0];
+    let mut body = Vec::new();
+    body.extend_from_slice(&(query.len() as u32).to_be_bytes());
+    body.extend_from_slice(query.as_bytes());
+    body.extend_from_slice(&[0x00, 0x01]); // ONE
+    body.push(0x01 | 0x04 | 0x08); // values, page size, paging state
+    body.extend_from_slice(&[0x00, 0x01, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x01]);
+    body.extend_from_slice(&[0x00, 0x00, 0x00, 0x64]); // 100 rows
+    body.extend_from_slice(&[0x00, 0x00, 0x00, 0x02, b'a', b'b']);
+    want[5..9].copy_from_slice(&(body.len() as u32).to_be_bytes());
+    want.extend_from_slice(&body);
+
+    let mut params = QueryParams::new(Consistency::One);
+    params.values = BoundValues::Positional(vec![value(b"\x00\x00\x00\x01")]);
+    params.page_size = Some(100);
+    params.paging_state = Some(Bytes::from_static(b"ab"));
+    let req = Request::Query {
+        query: query.into(),
+        params,
+    };
+    assert_eq!(&encode(2, None, &req)[..], &want[..]);
+    let (h, body) = split(&want);
+    assert_eq!(decode_request(&h, body, None).unwrap(), req);
+}
+
+#[test]
+fn round_trips_plain_and_compressed() {
+    for req in sample_requests() {
+        round_trip(None, &req);
+        round_trip(Some(Compression::Lz4), &req);
+        round_trip(Some(Compression::Snappy), &req);
+    }
+}
+
+#[test]
+fn startup_is_never_compressed() {
+    let frame = encode(
+        0,
+        Some(Compression::Snappy),
+        &Request::Startup(StartupOptions::new("3.0.0")),
+    );
+    assert_eq!(frame[1] & crate::FLAG_COMPRESSION, 0);
+}
+
+#[test]
+fn tracing_and_custom_payload() {
+    let payload = vec![
+        ("k".to_string(), Some(Bytes::from_static(b"v"))),
+        ("n".to_string(), None),
+    ];
+    for req in sample_requests() {
+        let mut out = BytesMut::new();
+        encode_request_with(
+            &mut out,
+            9,
+            Some(Compression::Lz4),
+            true,
+            Some(&payload),
+            &req,
+        );
+        let (h, body) = split(&out);
+        assert!(h.is_tracing() && h.has_custom_payload());
+        let f = decode_request_frame(&h, body, Some(Compression::Lz4)).unwrap();
+        assert!(f.tracing);
+        assert_eq!(f.custom_payload.as_ref(), Some(&payload));
+        assert_eq!(f.request, req);
+    }
+}
+
+#[test]
+fn values_are_slices_of_the_body() {
+    let req = Request::Execute {
+        id: Bytes::from_static(b"id"),
+        params: full_params(),
+    };
+    let frame = encode(0, None, &req);
+    let (h, body) = split(&frame);
+    let range = body.as_ptr_range();
+    let Request::Execute { id, params } = decode_request(&h, body.clone(), None).unwrap() else {
+        panic!()
+    };
+    assert!(range.contains(&id.as_ptr()));
+    let BoundValues::Positional(values) = params.values else {
+        panic!()
+    };
+    let BoundValue::Set(v) = &values[0] else {
+        panic!()
+    };
+    assert!(range.contains(&v.as_ptr()));
+    assert!(range.contains(&params.paging_state.unwrap().as_ptr()));
+}
+
+#[test]
+fn compressed_frame_without_negotiation_is_refused() {
+    let req = Request::Prepare {
+        query: "SELECT 1".into(),
+    };
+    let frame = encode(0, Some(Compression::Lz4), &req);
+    let (h, body) = split(&frame);
+    assert_eq!(
+        decode_request(&h, body, None),
+        Err(ProtocolError::CompressionNotNegotiated)
+    );
+}
+
+#[test]
+fn bad_fields_give_cassandra_errors() {
+    let decode = |opcode: Opcode, body: &[u8]| {
+        let h = FrameHeader {
+            version: 4,
+            flags: 0,
+            stream: 0,
+            opcode,
+            body_len: body.len() as u32,
+        };
+        decode_request(&h, Bytes::copy_from_slice(body), None)
+    };
+    // QUERY "" at consistency 0x000B.
+    assert_eq!(
+        decode(Opcode::Query, &[0, 0, 0, 0, 0, 0x0B, 0]),
+        Err(ProtocolError::UnknownConsistency(11))
+    );
+    // A value of length -3.
+    let body = [0, 0, 0, 0, 0, 1, 0x01, 0, 1, 0xFF, 0xFF, 0xFF, 0xFD];
+    assert_eq!(
+        decode(Opcode::Query, &body),
+        Err(ProtocolError::InvalidValueLength(-3))
+    );
+    // Default timestamp i64::MIN.
+    let mut body = vec![0, 0, 0, 0, 0, 1, 0x20];
+    body.extend_from_slice(&i64::MIN.to_be_bytes());
+    assert_eq!(
+        decode(Opcode::Query, &body),
+        Err(ProtocolError::TimestampOutOfBound(i64::MIN))
+    );
+    // Batch type 3, query kind 2, reserved flag bits.
+    assert_eq!(
+        decode(Opcode::Batch, &[3, 0, 0, 0, 1, 0]),
+        Err(ProtocolError::InvalidBatchType(3))
+    );
+    assert_eq!(
+        decode(Opcode::Batch, &[0, 0, 1, 2]),
+        Err(ProtocolError::InvalidBatchQueryKind(2))
+    );
+    assert_eq!(
+        decode(Opcode::Batch, &[0, 0, 0, 0, 1, 0x01]),
+        Err(ProtocolError::InvalidBatchFlags(1))
+    );
+    // A response opcode.
+    assert_eq!(
+        decode(Opcode::Ready, &[]),
+        Err(ProtocolError::NotARequest(Opcode::Ready))
+    );
+}
+
+#[test]
+fn batch_names_flag_is_honoured() {
+    // Same statements, once positional and once named: each decodes as sent.
+    let positional = sample_requests()
+        .into_iter()
+        .find(|r| matches!(r, Request::Batch(_)))
+        .unwrap();
+    round_trip(None, &positional);
+    let Request::Batch(mut b) = positional else {
+        unreachable!()
+    };
+    for s in &mut b.statements {
+        let (BatchStatement::Query { values, .. } | BatchStatement::Prepared { values, .. }) = s;
+        if let BoundValues::Positional(v) = values {
+            *values = BoundValues::Named(
+                v.iter()
+                    .enumerate()
+                    .map(|(i, v)| (format!("m{i}"), v.clone()))
+                    .collect(),
+            );
+        }
+    }
+    round_trip(None, &Request::Batch(b));
+}
+
+fn valid_frames() -> Vec<(BytesMut, Option<Compression>)> {
+    let mut frames = Vec::new();
+    for req in sample_requests() {
+        for c in [None, Some(Compression::Lz4), Some(Compression::Snappy)] {
+            frames.push((encode(1, c, &req), c));
+        }
+    }
+    frames
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    for (frame, c) in valid_frames() {
+        let (h, body) = split(&frame);
+        for n in 0..body.len() {
+            let mut short = h;
+            short.body_len = n as u32;
+            let got = decode_request(&short, body.slice(..n), c);
+            assert!(
+                got.is_err(),
+                "{:?} cut at {n}/{} decoded: {got:?}",
+                h.opcode,
+                body.len()
+            );
+        }
+        // And the header itself, byte by byte.
+        for n in 0..HEADER_LEN {
+            assert_eq!(parse_header(&frame[..n], MAX), Ok(None));
+        }
+    }
+}
+
+#[test]
+fn mutated_and_random_frames_never_panic() {
+    let mut rng = StdRng::seed_from_u64(0x5EED_CAFE);
+    let frames = valid_frames();
+    for _ in 0..20_000 {
+        let (frame, c) = &frames[rng.gen_range(0..frames.len())];
+        let mut bytes = frame.to_vec();
+        for _ in 0..rng.gen_range(1..4) {
+            let i = rng.gen_range(HEADER_LEN..bytes.len().max(HEADER_LEN + 1));
+            if let Some(b) = bytes.get_mut(i) {
+                *b = rng.gen();
+            }
+        }
+        let (h, _) = split(frame);
+        let _ = decode_request(&h, Bytes::copy_from_slice(&bytes[HEADER_LEN..]), *c);
+    }
+    let opcodes = [
+        Opcode::Startup,
+        Opcode::Options,
+        Opcode::Query,
+        Opcode::Prepare,
+        Opcode::Execute,
+        Opcode::Batch,
+        Opcode::Register,
+        Opcode::AuthResponse,
+    ];
+    for _ in 0..20_000 {
+        let len = rng.gen_range(0..64);
+        let bytes: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+        let _ = parse_header(&bytes, MAX);
+        let flags = rng.gen::<u8>() & 0x07;
+        let opcode = opcodes[rng.gen_range(0..opcodes.len())];
+        let h = FrameHeader {
+            version: 4,
+            flags,
+            stream: 0,
+            opcode,
+            body_len: len as u32,
+        };
+        let c = [None, Some(Compression::Lz4), Some(Compression::Snappy)][rng.gen_range(0..3)];
+        let _ = decode_request(&h, Bytes::from(bytes), c);
+    }
+}

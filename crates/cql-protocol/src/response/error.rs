@@ -1,0 +1,357 @@
+//! ERROR (opcode 0x00): `<code><message>` then a payload that depends on the
+//! code (spec section 9). Every v4 code is here with its payload.
+
+use bytes::{Bytes, BytesMut};
+use types::Consistency;
+
+use crate::error::ProtocolError;
+use crate::wire::{self, Reader};
+
+/// What kind of write timed out or failed (WriteTimeout, WriteFailure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WriteType {
+    Simple,
+    Batch,
+    UnloggedBatch,
+    Counter,
+    BatchLog,
+    Cas,
+    View,
+    Cdc,
+}
+
+impl WriteType {
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteType::Simple => "SIMPLE",
+            WriteType::Batch => "BATCH",
+            WriteType::UnloggedBatch => "UNLOGGED_BATCH",
+            WriteType::Counter => "COUNTER",
+            WriteType::BatchLog => "BATCH_LOG",
+            WriteType::Cas => "CAS",
+            WriteType::View => "VIEW",
+            WriteType::Cdc => "CDC",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<WriteType> {
+        Some(match name {
+            "SIMPLE" => WriteType::Simple,
+            "BATCH" => WriteType::Batch,
+            "UNLOGGED_BATCH" => WriteType::UnloggedBatch,
+            "COUNTER" => WriteType::Counter,
+            "BATCH_LOG" => WriteType::BatchLog,
+            "CAS" => WriteType::Cas,
+            "VIEW" => WriteType::View,
+            "CDC" => WriteType::Cdc,
+            _ => return None,
+        })
+    }
+}
+
+/// An error code with its payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 0x0000: a server-side bug.
+    ServerError,
+    /// 0x000A: the client broke the protocol.
+    ProtocolError,
+    /// 0x0100
+    AuthenticationError,
+    /// 0x1000: not enough replicas alive to try.
+    Unavailable {
+        consistency: Consistency,
+        required: i32,
+        alive: i32,
+    },
+    /// 0x1001
+    Overloaded,
+    /// 0x1002
+    IsBootstrapping,
+    /// 0x1003
+    TruncateError,
+    /// 0x1100
+    WriteTimeout {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        write_type: WriteType,
+    },
+    /// 0x1200
+    ReadTimeout {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        data_present: bool,
+    },
+    /// 0x1300
+    ReadFailure {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        num_failures: i32,
+        data_present: bool,
+    },
+    /// 0x1400
+    FunctionFailure {
+        keyspace: String,
+        function: String,
+        arg_types: Vec<String>,
+    },
+    /// 0x1500
+    WriteFailure {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        num_failures: i32,
+        write_type: WriteType,
+    },
+    /// 0x2000
+    SyntaxError,
+    /// 0x2100
+    Unauthorized,
+    /// 0x2200: syntactically fine but invalid (also unknown tables).
+    Invalid,
+    /// 0x2300
+    ConfigError,
+    /// 0x2400: `table` is empty when a keyspace already exists.
+    AlreadyExists { keyspace: String, table: String },
+    /// 0x2500: unknown prepared statement id.
+    Unprepared { id: Bytes },
+}
+
+pub const SERVER_ERROR: i32 = 0x0000;
+pub const PROTOCOL_ERROR: i32 = 0x000A;
+pub const AUTHENTICATION_ERROR: i32 = 0x0100;
+pub const UNAVAILABLE: i32 = 0x1000;
+pub const OVERLOADED: i32 = 0x1001;
+pub const IS_BOOTSTRAPPING: i32 = 0x1002;
+pub const TRUNCATE_ERROR: i32 = 0x1003;
+pub const WRITE_TIMEOUT: i32 = 0x1100;
+pub const READ_TIMEOUT: i32 = 0x1200;
+pub const READ_FAILURE: i32 = 0x1300;
+pub const FUNCTION_FAILURE: i32 = 0x1400;
+pub const WRITE_FAILURE: i32 = 0x1500;
+pub const SYNTAX_ERROR: i32 = 0x2000;
+pub const UNAUTHORIZED: i32 = 0x2100;
+pub const INVALID: i32 = 0x2200;
+pub const CONFIG_ERROR: i32 = 0x2300;
+pub const ALREADY_EXISTS: i32 = 0x2400;
+pub const UNPREPARED: i32 = 0x2500;
+
+impl ErrorKind {
+    pub fn code(&self) -> i32 {
+        match self {
+            ErrorKind::ServerError => SERVER_ERROR,
+            ErrorKind::ProtocolError => PROTOCOL_ERROR,
+            ErrorKind::AuthenticationError => AUTHENTICATION_ERROR,
+            ErrorKind::Unavailable { .. } => UNAVAILABLE,
+            ErrorKind::Overloaded => OVERLOADED,
+            ErrorKind::IsBootstrapping => IS_BOOTSTRAPPING,
+            ErrorKind::TruncateError => TRUNCATE_ERROR,
+            ErrorKind::WriteTimeout { .. } => WRITE_TIMEOUT,
+            ErrorKind::ReadTimeout { .. } => READ_TIMEOUT,
+            ErrorKind::ReadFailure { .. } => READ_FAILURE,
+            ErrorKind::FunctionFailure { .. } => FUNCTION_FAILURE,
+            ErrorKind::WriteFailure { .. } => WRITE_FAILURE,
+            ErrorKind::SyntaxError => SYNTAX_ERROR,
+            ErrorKind::Unauthorized => UNAUTHORIZED,
+            ErrorKind::Invalid => INVALID,
+            ErrorKind::ConfigError => CONFIG_ERROR,
+            ErrorKind::AlreadyExists { .. } => ALREADY_EXISTS,
+            ErrorKind::Unprepared { .. } => UNPREPARED,
+        }
+    }
+}
+
+/// The body of an ERROR response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorBody {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn server_error(message: impl Into<String>) -> ErrorBody {
+        ErrorBody::new(ErrorKind::ServerError, message)
+    }
+    pub fn protocol_error(message: impl Into<String>) -> ErrorBody {
+        ErrorBody::new(ErrorKind::ProtocolError, message)
+    }
+    pub fn invalid(message: impl Into<String>) -> ErrorBody {
+        ErrorBody::new(ErrorKind::Invalid, message)
+    }
+    pub fn syntax_error(message: impl Into<String>) -> ErrorBody {
+        ErrorBody::new(ErrorKind::SyntaxError, message)
+    }
+    pub fn config_error(message: impl Into<String>) -> ErrorBody {
+        ErrorBody::new(ErrorKind::ConfigError, message)
+    }
+
+    pub fn code(&self) -> i32 {
+        self.kind.code()
+    }
+
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
+        wire::write_int(out, self.kind.code());
+        wire::write_string(out, &self.message);
+        match &self.kind {
+            ErrorKind::Unavailable {
+                consistency,
+                required,
+                alive,
+            } => {
+                wire::write_consistency(out, *consistency);
+                wire::write_int(out, *required);
+                wire::write_int(out, *alive);
+            }
+            ErrorKind::WriteTimeout {
+                consistency,
+                received,
+                block_for,
+                write_type,
+            } => {
+                wire::write_consistency(out, *consistency);
+                wire::write_int(out, *received);
+                wire::write_int(out, *block_for);
+                wire::write_string(out, write_type.name());
+            }
+            ErrorKind::ReadTimeout {
+                consistency,
+                received,
+                block_for,
+                data_present,
+            } => {
+                wire::write_consistency(out, *consistency);
+                wire::write_int(out, *received);
+                wire::write_int(out, *block_for);
+                wire::write_u8(out, u8::from(*data_present));
+            }
+            ErrorKind::ReadFailure {
+                consistency,
+                received,
+                block_for,
+                num_failures,
+                data_present,
+            } => {
+                wire::write_consistency(out, *consistency);
+                wire::write_int(out, *received);
+                wire::write_int(out, *block_for);
+                wire::write_int(out, *num_failures);
+                wire::write_u8(out, u8::from(*data_present));
+            }
+            ErrorKind::FunctionFailure {
+                keyspace,
+                function,
+                arg_types,
+            } => {
+                wire::write_string(out, keyspace);
+                wire::write_string(out, function);
+                wire::write_string_list(out, arg_types);
+            }
+            ErrorKind::WriteFailure {
+                consistency,
+                received,
+                block_for,
+                num_failures,
+                write_type,
+            } => {
+                wire::write_consistency(out, *consistency);
+                wire::write_int(out, *received);
+                wire::write_int(out, *block_for);
+                wire::write_int(out, *num_failures);
+                wire::write_string(out, write_type.name());
+            }
+            ErrorKind::AlreadyExists { keyspace, table } => {
+                wire::write_string(out, keyspace);
+                wire::write_string(out, table);
+            }
+            ErrorKind::Unprepared { id } => wire::write_short_bytes(out, id),
+            ErrorKind::ServerError
+            | ErrorKind::ProtocolError
+            | ErrorKind::AuthenticationError
+            | ErrorKind::Overloaded
+            | ErrorKind::IsBootstrapping
+            | ErrorKind::TruncateError
+            | ErrorKind::SyntaxError
+            | ErrorKind::Unauthorized
+            | ErrorKind::Invalid
+            | ErrorKind::ConfigError => {}
+        }
+    }
+
+    pub(crate) fn decode(r: &mut Reader) -> Result<ErrorBody, ProtocolError> {
+        let code = r.read_int()?;
+        let message = r.read_string()?;
+        let write_type = |r: &mut Reader| {
+            let name = r.read_string()?;
+            WriteType::from_name(&name).ok_or(ProtocolError::UnknownName {
+                what: "write type",
+                value: name,
+            })
+        };
+        let kind = match code {
+            SERVER_ERROR => ErrorKind::ServerError,
+            PROTOCOL_ERROR => ErrorKind::ProtocolError,
+            AUTHENTICATION_ERROR => ErrorKind::AuthenticationError,
+            UNAVAILABLE => ErrorKind::Unavailable {
+                consistency: r.read_consistency()?,
+                required: r.read_int()?,
+                alive: r.read_int()?,
+            },
+            OVERLOADED => ErrorKind::Overloaded,
+            IS_BOOTSTRAPPING => ErrorKind::IsBootstrapping,
+            TRUNCATE_ERROR => ErrorKind::TruncateError,
+            WRITE_TIMEOUT => ErrorKind::WriteTimeout {
+                consistency: r.read_consistency()?,
+                received: r.read_int()?,
+                block_for: r.read_int()?,
+                write_type: write_type(r)?,
+            },
+            READ_TIMEOUT => ErrorKind::ReadTimeout {
+                consistency: r.read_consistency()?,
+                received: r.read_int()?,
+                block_for: r.read_int()?,
+                data_present: r.read_u8()? != 0,
+            },
+            READ_FAILURE => ErrorKind::ReadFailure {
+                consistency: r.read_consistency()?,
+                received: r.read_int()?,
+                block_for: r.read_int()?,
+                num_failures: r.read_int()?,
+                data_present: r.read_u8()? != 0,
+            },
+            FUNCTION_FAILURE => ErrorKind::FunctionFailure {
+                keyspace: r.read_string()?,
+                function: r.read_string()?,
+                arg_types: r.read_string_list()?,
+            },
+            WRITE_FAILURE => ErrorKind::WriteFailure {
+                consistency: r.read_consistency()?,
+                received: r.read_int()?,
+                block_for: r.read_int()?,
+                num_failures: r.read_int()?,
+                write_type: write_type(r)?,
+            },
+            SYNTAX_ERROR => ErrorKind::SyntaxError,
+            UNAUTHORIZED => ErrorKind::Unauthorized,
+            INVALID => ErrorKind::Invalid,
+            CONFIG_ERROR => ErrorKind::ConfigError,
+            ALREADY_EXISTS => ErrorKind::AlreadyExists {
+                keyspace: r.read_string()?,
+                table: r.read_string()?,
+            },
+            UNPREPARED => ErrorKind::Unprepared {
+                id: r.read_short_bytes()?,
+            },
+            other => return Err(ProtocolError::UnknownErrorCode(other)),
+        };
+        Ok(ErrorBody { kind, message })
+    }
+}

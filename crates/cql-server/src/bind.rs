@@ -1,0 +1,434 @@
+//! Evaluating terms: literals, bind markers, collection literals and the
+//! native functions (now(), uuid(), toTimestamp(), ...) into the serialized
+//! bytes of a target type, with Cassandra's error messages.
+//!
+//! Invariants:
+//! - Every produced value has passed `types::codec::validate` for its type:
+//!   nothing malformed reaches storage.
+//! - Sets and maps are produced sorted and deduplicated by their comparator.
+
+use bytes::Bytes;
+use cql::ast::{Literal, Term};
+use cql_protocol::BoundValue;
+use types::value::ValueError;
+use types::{CqlType, Value};
+
+use crate::clock::Clock;
+use crate::error::QueryError;
+
+/// A bound term: a value, null, or unset (a v4 "not set" bind value).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bound {
+    Value(Bytes),
+    Null,
+    Unset,
+}
+
+impl Bound {
+    pub fn into_option(self) -> Option<Bytes> {
+        match self {
+            Bound::Value(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// Bound values of one execution plus what functions need.
+pub struct BindCtx<'a> {
+    pub values: &'a [BoundValue],
+    pub clock: &'a Clock,
+}
+
+/// Where a value goes, for error messages ("for \"col\" of type int").
+pub struct Receiver<'a> {
+    pub name: &'a str,
+    pub ty: &'a CqlType,
+}
+
+fn literal_kind(l: &Literal) -> &'static str {
+    match l {
+        Literal::String(_) => "STRING",
+        Literal::Integer(_) => "INTEGER",
+        Literal::Float(_) => "FLOAT",
+        Literal::Boolean(_) => "BOOLEAN",
+        Literal::Uuid(_) => "UUID",
+        Literal::Hex(_) => "HEX",
+        Literal::Duration(_) => "DURATION",
+        Literal::Null => "NULL",
+    }
+}
+
+fn invalid_constant(l: &Literal, r: &Receiver<'_>) -> QueryError {
+    QueryError::Invalid(format!(
+        "Invalid {} constant ({}) for \"{}\" of type {}",
+        literal_kind(l),
+        l.raw_text(),
+        r.name,
+        r.ty.to_cql()
+    ))
+}
+
+fn marshal(e: ValueError, r: &Receiver<'_>) -> QueryError {
+    QueryError::Invalid(format!("Invalid value for \"{}\" of type {}: {}", r.name, r.ty.to_cql(), e))
+}
+
+/// Converts a literal to a `Value` of type `ty`.
+pub fn literal_value(l: &Literal, r: &Receiver<'_>) -> Result<Option<Value>, QueryError> {
+    use types::literal as lit;
+    let ty = r.ty;
+    let bad = || invalid_constant(l, r);
+    let v = match (l, ty) {
+        (Literal::Null, _) => return Ok(None),
+        (Literal::String(s), CqlType::Text) => Value::Text(s.clone()),
+        (Literal::String(s), CqlType::Ascii) => {
+            if !s.is_ascii() {
+                return Err(QueryError::Invalid(format!("Invalid ASCII character in string literal \"{}\"", r.name)));
+            }
+            Value::Ascii(s.clone())
+        }
+        (Literal::String(s), CqlType::Timestamp) => {
+            Value::Timestamp(lit::parse_timestamp(s).map_err(|e| marshal(e, r))?)
+        }
+        (Literal::Integer(s), CqlType::Timestamp) => Value::Timestamp(s.parse().map_err(|_| bad())?),
+        (Literal::String(s), CqlType::Date) => Value::Date(lit::parse_date(s).map_err(|e| marshal(e, r))?),
+        (Literal::Integer(s), CqlType::Date) => Value::Date(s.parse().map_err(|_| bad())?),
+        (Literal::String(s), CqlType::Time) => Value::Time(lit::parse_time(s).map_err(|e| marshal(e, r))?),
+        (Literal::Integer(s), CqlType::Time) => Value::Time(s.parse().map_err(|_| bad())?),
+        (Literal::String(s), CqlType::Inet) => Value::Inet(lit::parse_inet(s).map_err(|e| marshal(e, r))?),
+        (Literal::Boolean(b), CqlType::Boolean) => Value::Boolean(*b),
+        (Literal::String(s), CqlType::Boolean) => match s.to_ascii_lowercase().as_str() {
+            "true" => Value::Boolean(true),
+            "false" => Value::Boolean(false),
+            _ => return Err(bad()),
+        },
+        (Literal::Integer(s), CqlType::TinyInt) => Value::TinyInt(s.parse().map_err(|_| bad())?),
+        (Literal::Integer(s), CqlType::SmallInt) => Value::SmallInt(s.parse().map_err(|_| bad())?),
+        (Literal::Integer(s), CqlType::Int) => Value::Int(s.parse().map_err(|_| bad())?),
+        (Literal::Integer(s), CqlType::BigInt | CqlType::Counter) => Value::BigInt(s.parse().map_err(|_| bad())?),
+        (Literal::Integer(s), CqlType::Varint) => Value::Varint(s.parse().map_err(|_| bad())?),
+        (Literal::Integer(s) | Literal::Float(s), CqlType::Float) => Value::Float(parse_float(s).ok_or_else(bad)? as f32),
+        (Literal::Integer(s) | Literal::Float(s), CqlType::Double) => Value::Double(parse_float(s).ok_or_else(bad)?),
+        (Literal::Integer(s) | Literal::Float(s), CqlType::Decimal) => parse_decimal(s).ok_or_else(bad)?,
+        (Literal::Uuid(u), CqlType::Uuid) => Value::Uuid(*u),
+        (Literal::Uuid(u), CqlType::TimeUuid) => {
+            if u.get_version_num() != 1 {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid UUID constant ({u}) for \"{}\" of type timeuuid: not a time-based UUID",
+                    r.name
+                )));
+            }
+            Value::TimeUuid(*u)
+        }
+        (Literal::Hex(b), CqlType::Blob) => Value::Blob(b.clone()),
+        (Literal::Duration(s), CqlType::Duration) | (Literal::String(s), CqlType::Duration) => {
+            let (months, days, nanos) = lit::parse_duration(s).map_err(|e| marshal(e, r))?;
+            Value::Duration { months, days, nanos }
+        }
+        _ => return Err(bad()),
+    };
+    Ok(Some(v))
+}
+
+fn parse_float(s: &str) -> Option<f64> {
+    match s {
+        "NaN" => Some(f64::NAN),
+        "Infinity" | "+Infinity" => Some(f64::INFINITY),
+        "-Infinity" => Some(f64::NEG_INFINITY),
+        _ => s.parse().ok(),
+    }
+}
+
+fn parse_decimal(s: &str) -> Option<Value> {
+    let (mantissa, exp) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], s[i + 1..].parse::<i32>().ok()?),
+        None => (s, 0),
+    };
+    let (int_part, frac) = match mantissa.find('.') {
+        Some(i) => (&mantissa[..i], &mantissa[i + 1..]),
+        None => (mantissa, ""),
+    };
+    let digits = format!("{int_part}{frac}");
+    let unscaled: num_bigint::BigInt = digits.parse().ok()?;
+    let scale = (frac.len() as i32).checked_sub(exp)?;
+    Some(Value::Decimal { unscaled, scale })
+}
+
+/// Evaluates a term for a receiver of type `r.ty`.
+pub fn eval(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Bound, QueryError> {
+    match term {
+        Term::Bind(marker) => {
+            let Some(v) = ctx.values.get(marker.index) else {
+                return Err(QueryError::Invalid(format!(
+                    "There were {} markers(?) in CQL but {} bound variables",
+                    marker.index + 1,
+                    ctx.values.len()
+                )));
+            };
+            match v {
+                BoundValue::Null => Ok(Bound::Null),
+                BoundValue::Unset => Ok(Bound::Unset),
+                BoundValue::Set(bytes) => {
+                    types::codec::validate(r.ty, bytes).map_err(|e| {
+                        QueryError::Invalid(format!(
+                            "Exception while binding column {}: {}",
+                            r.name,
+                            e
+                        ))
+                    })?;
+                    Ok(Bound::Value(bytes.clone()))
+                }
+            }
+        }
+        other => match eval_value(other, r, ctx)? {
+            Some(v) => Ok(Bound::Value(Bytes::from(v.to_bytes()))),
+            None => Ok(Bound::Null),
+        },
+    }
+}
+
+/// Evaluates a term to a `Value` (bind markers are deserialized).
+pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Option<Value>, QueryError> {
+    let ty = r.ty;
+    match term {
+        Term::Literal(l) => literal_value(l, r),
+        Term::Bind(_) => match eval(term, r, ctx)? {
+            Bound::Value(b) => Value::deserialize(ty, &b).map(Some).map_err(|e| marshal(e, r)),
+            _ => Ok(None),
+        },
+        Term::Negate(inner) => match eval_value(inner, r, ctx)? {
+            Some(v) => negate(v).map(Some).ok_or_else(|| QueryError::Invalid(format!("Cannot negate a value of type {}", ty.to_cql()))),
+            None => Ok(None),
+        },
+        Term::List(items) | Term::Set(items) => {
+            let elem = match (ty, term) {
+                (CqlType::List { elem, .. }, _) | (CqlType::Set { elem, .. }, _) => elem,
+                _ => return Err(QueryError::Invalid(format!("Invalid list literal for {} of type {}", r.name, ty.to_cql()))),
+            };
+            let er = Receiver { name: r.name, ty: elem };
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                match eval_value(item, &er, ctx)? {
+                    Some(v) => out.push(v),
+                    None => {
+                        return Err(QueryError::Invalid(format!(
+                            "null is not supported inside collections"
+                        )))
+                    }
+                }
+            }
+            Ok(Some(match ty {
+                CqlType::Set { .. } => {
+                    if matches!(term, Term::List(_)) {
+                        return Err(QueryError::Invalid(format!("Invalid list literal for {} of type {}", r.name, ty.to_cql())));
+                    }
+                    normalize_set(out)
+                }
+                _ => {
+                    if matches!(term, Term::Set(_)) {
+                        return Err(QueryError::Invalid(format!("Invalid set literal for {} of type {}", r.name, ty.to_cql())));
+                    }
+                    Value::List(out)
+                }
+            }))
+        }
+        Term::EmptyMapOrSet => match ty {
+            CqlType::Set { .. } => Ok(Some(Value::Set(Vec::new()))),
+            CqlType::Map { .. } => Ok(Some(Value::Map(Vec::new()))),
+            _ => Err(QueryError::Invalid(format!("Invalid empty collection literal for {} of type {}", r.name, ty.to_cql()))),
+        },
+        Term::Map(pairs) => {
+            let CqlType::Map { key, value, .. } = ty else {
+                return Err(QueryError::Invalid(format!("Invalid map literal for {} of type {}", r.name, ty.to_cql())));
+            };
+            let kr = Receiver { name: r.name, ty: key };
+            let vr = Receiver { name: r.name, ty: value };
+            let mut out = Vec::with_capacity(pairs.len());
+            for (k, v) in pairs {
+                let k = eval_value(k, &kr, ctx)?.ok_or_else(|| QueryError::invalid("null is not supported inside collections"))?;
+                let v = eval_value(v, &vr, ctx)?.ok_or_else(|| QueryError::invalid("null is not supported inside collections"))?;
+                out.push((k, v));
+            }
+            Ok(Some(normalize_map(out)))
+        }
+        Term::Tuple(items) => {
+            let CqlType::Tuple(types) = ty else {
+                return Err(QueryError::Invalid(format!("Invalid tuple literal for {}: {} is not a tuple", r.name, ty.to_cql())));
+            };
+            if items.len() > types.len() {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid tuple literal for {}: too many elements. Type {} expects {} but got {}",
+                    r.name,
+                    ty.to_cql(),
+                    types.len(),
+                    items.len()
+                )));
+            }
+            let mut out = Vec::with_capacity(types.len());
+            for (i, t) in types.iter().enumerate() {
+                match items.get(i) {
+                    Some(item) => out.push(eval_value(item, &Receiver { name: r.name, ty: t }, ctx)?),
+                    None => out.push(None),
+                }
+            }
+            Ok(Some(Value::Tuple(out)))
+        }
+        Term::Udt(fields) => {
+            let CqlType::Udt { fields: defs, name, .. } = ty else {
+                return Err(QueryError::Invalid(format!("Invalid user type literal for {} of type {}", r.name, ty.to_cql())));
+            };
+            for (f, _) in fields {
+                if !defs.iter().any(|(n, _)| n == f) {
+                    return Err(QueryError::Invalid(format!("Unknown field '{f}' in value of user defined type {name}")));
+                }
+            }
+            let mut out = Vec::with_capacity(defs.len());
+            for (fname, fty) in defs {
+                match fields.iter().find(|(n, _)| n == fname) {
+                    Some((_, t)) => out.push(eval_value(t, &Receiver { name: r.name, ty: fty }, ctx)?),
+                    None => out.push(None),
+                }
+            }
+            Ok(Some(Value::Udt(out)))
+        }
+        Term::FunctionCall { function, args } => call_function(&function.name, args, r, ctx),
+        Term::Cast { term, .. } | Term::TypeHint { term, .. } => eval_value(term, r, ctx),
+        Term::BinaryOp { .. } => Err(QueryError::Invalid("Arithmetic operations in terms are not supported".into())),
+    }
+}
+
+fn negate(v: Value) -> Option<Value> {
+    Some(match v {
+        Value::TinyInt(x) => Value::TinyInt(x.checked_neg()?),
+        Value::SmallInt(x) => Value::SmallInt(x.checked_neg()?),
+        Value::Int(x) => Value::Int(x.checked_neg()?),
+        Value::BigInt(x) => Value::BigInt(x.checked_neg()?),
+        Value::Varint(x) => Value::Varint(-x),
+        Value::Float(x) => Value::Float(-x),
+        Value::Double(x) => Value::Double(-x),
+        Value::Decimal { unscaled, scale } => Value::Decimal { unscaled: -unscaled, scale },
+        _ => return None,
+    })
+}
+
+fn normalize_set(mut items: Vec<Value>) -> Value {
+    items.sort_by(types::compare::compare_values);
+    items.dedup_by(|a, b| types::compare::compare_values(a, b).is_eq());
+    Value::Set(items)
+}
+
+fn normalize_map(mut pairs: Vec<(Value, Value)>) -> Value {
+    // Later entries win for duplicate keys, as in Cassandra.
+    pairs.reverse();
+    pairs.sort_by(|a, b| types::compare::compare_values(&a.0, &b.0));
+    pairs.dedup_by(|a, b| types::compare::compare_values(&a.0, &b.0).is_eq());
+    Value::Map(pairs)
+}
+
+/// The native scalar functions usable in terms.
+fn call_function(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Option<Value>, QueryError> {
+    use types::literal as lit;
+    let lname = name.to_ascii_lowercase();
+    let argc = |n: usize| -> Result<(), QueryError> {
+        if args.len() != n {
+            return Err(QueryError::Invalid(format!(
+                "Invalid number of arguments in call to function system.{lname}: {n} required but {} provided",
+                args.len()
+            )));
+        }
+        Ok(())
+    };
+    let arg = |i: usize, ty: &CqlType| -> Result<Option<Value>, QueryError> {
+        eval_value(&args[i], &Receiver { name: &lname, ty }, ctx)
+    };
+    let result = match lname.as_str() {
+        "now" | "currenttimeuuid" => {
+            argc(0)?;
+            Value::TimeUuid(ctx.clock.new_timeuuid())
+        }
+        "uuid" => {
+            argc(0)?;
+            Value::Uuid(uuid::Uuid::new_v4())
+        }
+        "currenttimestamp" => {
+            argc(0)?;
+            Value::Timestamp(ctx.clock.now_micros() / 1000)
+        }
+        "currentdate" => {
+            argc(0)?;
+            Value::Date(lit::timestamp_to_date(ctx.clock.now_micros() / 1000))
+        }
+        "currenttime" => {
+            argc(0)?;
+            Value::Time((ctx.clock.now_micros() % 86_400_000_000) * 1000)
+        }
+        "mintimeuuid" | "maxtimeuuid" => {
+            argc(1)?;
+            let Some(Value::Timestamp(ms)) = arg(0, &CqlType::Timestamp)? else { return Ok(None) };
+            Value::TimeUuid(if lname == "mintimeuuid" { lit::min_timeuuid(ms) } else { lit::max_timeuuid(ms) })
+        }
+        "totimestamp" | "dateof" | "todate" | "tounixtimestamp" | "unixtimestampof" => {
+            argc(1)?;
+            // The argument's type is whatever the term is; try timeuuid, then date, then timestamp.
+            let ms = arg_as_unix_ms(&args[0], &lname, ctx)?;
+            let Some(ms) = ms else { return Ok(None) };
+            match lname.as_str() {
+                "totimestamp" | "dateof" => Value::Timestamp(ms),
+                "todate" => Value::Date(lit::timestamp_to_date(ms)),
+                _ => Value::BigInt(ms),
+            }
+        }
+        "token" => {
+            return Err(QueryError::Invalid("token() can only be used in the WHERE clause or in a selection".into()))
+        }
+        other if other.starts_with("blobas") => {
+            argc(1)?;
+            let Some(Value::Blob(b)) = arg(0, &CqlType::Blob)? else { return Ok(None) };
+            let ty = CqlType::from_simple_name(&other[6..])
+                .ok_or_else(|| QueryError::Invalid(format!("Unknown function system.{other}")))?;
+            return Value::deserialize(&ty, &b).map(Some).map_err(|e| marshal(e, r));
+        }
+        other if other.ends_with("asblob") => {
+            argc(1)?;
+            let ty = CqlType::from_simple_name(&other[..other.len() - 6])
+                .ok_or_else(|| QueryError::Invalid(format!("Unknown function system.{other}")))?;
+            match arg(0, &ty)? {
+                Some(v) => Value::Blob(v.to_bytes()),
+                None => return Ok(None),
+            }
+        }
+        other => return Err(QueryError::Invalid(format!("Unknown function '{other}'"))),
+    };
+    coerce(result, r)
+}
+
+fn arg_as_unix_ms(term: &Term, fname: &str, ctx: &BindCtx<'_>) -> Result<Option<i64>, QueryError> {
+    use types::literal as lit;
+    for ty in [CqlType::TimeUuid, CqlType::Timestamp, CqlType::Date] {
+        if let Ok(v) = eval_value(term, &Receiver { name: fname, ty: &ty }, ctx) {
+            return Ok(match v {
+                Some(Value::TimeUuid(u)) => lit::timeuuid_unix_ms(&u),
+                Some(Value::Timestamp(ms)) => Some(ms),
+                Some(Value::Date(d)) => Some(lit::date_to_timestamp(d)),
+                _ => None,
+            });
+        }
+    }
+    Err(QueryError::Invalid(format!("Type error: cannot pass the argument to function {fname}")))
+}
+
+/// Checks a function result against the receiver, allowing the compatible pairs Cassandra allows.
+fn coerce(v: Value, r: &Receiver<'_>) -> Result<Option<Value>, QueryError> {
+    let ok = v.is_of_type(r.ty)
+        || matches!((&v, r.ty), (Value::TimeUuid(_), CqlType::Uuid) | (Value::Ascii(_), CqlType::Text));
+    if !ok {
+        return Err(QueryError::Invalid(format!(
+            "Type error: cannot assign result of function to \"{}\" of type {}",
+            r.name,
+            r.ty.to_cql()
+        )));
+    }
+    Ok(Some(match (v, r.ty) {
+        (Value::TimeUuid(u), CqlType::Uuid) => Value::Uuid(u),
+        (v, _) => v,
+    }))
+}

@@ -1,0 +1,29 @@
+//! The CQL native-protocol server and the statement executors behind it.
+//!
+//! `server` owns sockets and frames; `processor` turns requests into
+//! executions: `select`, `modify` (INSERT/UPDATE/DELETE/BATCH), `ddl`,
+//! `describe`, over the `schema` service, `storage`, and the virtual
+//! `system` tables. `bind` evaluates terms; `prepare` describes bind markers.
+//!
+//! Invariants:
+//! - Only `server` knows about connections; only `cql-protocol` knows bytes
+//!   on the wire; statement executors never see a socket.
+//! - Every error that reaches a client is a `QueryError` with Cassandra's
+//!   error code and wording.
+
+pub mod bind;
+pub mod clock;
+pub mod common;
+pub mod ddl;
+// pub mod describe; (being written)
+pub mod error;
+pub mod modify;
+pub mod prepare;
+pub mod processor;
+pub mod schema;
+pub mod select;
+pub mod server;
+pub mod system;
+
+pub use processor::Processor;
+pub use server::{serve, ServerConfig};

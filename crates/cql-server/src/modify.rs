@@ -1,0 +1,688 @@
+//! INSERT, UPDATE, DELETE and BATCH: turning statements into mutations.
+//!
+//! Invariants:
+//! - Writes never read first, except where Cassandra reads too: list element
+//!   replacement/removal by index or by value (`l[i] = x`, `l = l - [..]`).
+//! - Every mutation carries one timestamp: USING TIMESTAMP, else the client's
+//!   default timestamp, else the node's monotonic clock.
+//! - Primary key values are never null or unset; a missing key part is an
+//!   error naming the column, in Cassandra's words.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use cql::ast::{self, AssignmentOp, DeleteTarget, InsertValues, Operator, RelationLhs, Term};
+use storage::{ColumnData, PartitionRead};
+use types::mutation::{CellWrite, ClusteringBound, DeletionTime, Liveness, Mutation, RangeTombstone, RowWrite};
+use types::schema::{ColumnDef, ColumnKind, KeyspaceDef, TableDef};
+use types::{CqlType, Value};
+
+use crate::bind::{eval, eval_value, BindCtx, Bound, Receiver};
+use crate::common;
+use crate::error::QueryError;
+use crate::processor::Processor;
+use crate::schema::Schema;
+
+/// Cassandra's maximum TTL (20 years).
+pub const MAX_TTL: i32 = 630_720_000;
+
+const LWT: &str = "Conditional updates (IF NOT EXISTS, IF EXISTS, IF <condition>: lightweight transactions) are not supported by Shoal yet";
+
+/// Per-execution write settings.
+pub struct WriteOpts {
+    /// The client's default timestamp (protocol) or a BATCH's USING TIMESTAMP.
+    pub default_timestamp: Option<i64>,
+}
+
+/// The mutations of one statement and the keyspace they belong to.
+pub struct Planned {
+    pub keyspace: Arc<KeyspaceDef>,
+    pub mutations: Vec<Mutation>,
+}
+
+fn using_values(using: &ast::Using, table: &TableDef, ctx: &BindCtx<'_>, proc: &Processor, opts: &WriteOpts) -> Result<(i64, i32), QueryError> {
+    let timestamp = match &using.timestamp {
+        Some(t) => match eval_value(t, &Receiver { name: "[timestamp]", ty: &CqlType::BigInt }, ctx)? {
+            Some(Value::BigInt(ts)) => {
+                if ts == i64::MIN {
+                    return Err(QueryError::invalid("Invalid timestamp: the minimum long value is reserved"));
+                }
+                ts
+            }
+            _ => return Err(QueryError::invalid("Invalid null value of timestamp")),
+        },
+        None => opts.default_timestamp.unwrap_or_else(|| proc.clock.now_micros()),
+    };
+    let ttl = match &using.ttl {
+        Some(t) => match eval(t, &Receiver { name: "[ttl]", ty: &CqlType::Int }, ctx)? {
+            Bound::Value(b) => {
+                let ttl = i32::from_be_bytes(b.as_ref().try_into().map_err(|_| QueryError::invalid("Invalid TTL value"))?);
+                if ttl < 0 {
+                    return Err(QueryError::Invalid(format!("A TTL must be greater or equal to 0, but was {ttl}")));
+                }
+                if ttl > MAX_TTL {
+                    return Err(QueryError::Invalid(format!("ttl is too large. requested ({ttl}) maximum ({MAX_TTL})")));
+                }
+                ttl
+            }
+            Bound::Unset => table.options.default_time_to_live,
+            Bound::Null => return Err(QueryError::invalid("Invalid null value of TTL")),
+        },
+        None => table.options.default_time_to_live,
+    };
+    Ok((timestamp, ttl))
+}
+
+/// Candidate values for each column restricted by = / IN in a WHERE clause of
+/// a modification, by column index.
+struct KeyRestrictions {
+    values: Vec<Option<Vec<Bytes>>>,
+    /// A clustering slice (for range deletions): column position, lower, upper.
+    slice: Option<(usize, Option<(Bytes, bool)>, Option<(Bytes, bool)>)>,
+}
+
+fn key_restrictions(table: &TableDef, where_clause: &[ast::Relation], ctx: &BindCtx<'_>, allow_slice: bool) -> Result<KeyRestrictions, QueryError> {
+    let mut values: Vec<Option<Vec<Bytes>>> = vec![None; table.columns.len()];
+    let mut slice: Option<(usize, Option<(Bytes, bool)>, Option<(Bytes, bool)>)> = None;
+    for rel in where_clause {
+        let name = match &rel.lhs {
+            RelationLhs::Column(n) => n,
+            RelationLhs::Token(_) => return Err(QueryError::invalid("The token function cannot be used in WHERE clauses for UPDATE and DELETE statements")),
+            RelationLhs::MultiColumn(_) => return Err(QueryError::invalid("Multi-column relations are not supported in UPDATE and DELETE statements yet")),
+            RelationLhs::MapElement { column, .. } => return Err(QueryError::Invalid(format!("Non PRIMARY KEY columns found in where clause: {column}"))),
+        };
+        let (i, c) = common::column(table, name)?;
+        if !matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
+            return Err(QueryError::Invalid(format!("Non PRIMARY KEY columns found in where clause: {name}")));
+        }
+        let r = Receiver { name, ty: &c.ty };
+        let value = |t: &Term| -> Result<Bytes, QueryError> {
+            match eval(t, &r, ctx)? {
+                Bound::Value(b) => Ok(b),
+                Bound::Null => Err(QueryError::Invalid(format!("Invalid null value in condition for column {name}"))),
+                Bound::Unset => Err(QueryError::Invalid(format!("Invalid unset value for column {name}"))),
+            }
+        };
+        match rel.op {
+            Operator::Eq => values[i] = Some(vec![value(&rel.rhs)?]),
+            Operator::In => {
+                let list = match &rel.rhs {
+                    Term::List(items) => items.iter().map(&value).collect::<Result<Vec<_>, _>>()?,
+                    Term::Bind(_) => {
+                        let lt = CqlType::List { elem: Box::new(c.ty.clone()), frozen: true };
+                        match eval_value(&rel.rhs, &Receiver { name, ty: &lt }, ctx)? {
+                            Some(Value::List(items)) => items.into_iter().map(|v| Bytes::from(v.to_bytes())).collect(),
+                            _ => return Err(QueryError::Invalid(format!("Invalid null value for IN restriction on {name}"))),
+                        }
+                    }
+                    _ => return Err(QueryError::Invalid(format!("Invalid IN restriction on {name}"))),
+                };
+                values[i] = Some(list);
+            }
+            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte if c.kind == ColumnKind::Clustering && allow_slice => {
+                let v = value(&rel.rhs)?;
+                let pos = c.position as usize;
+                let s = slice.get_or_insert((pos, None, None));
+                if s.0 != pos {
+                    return Err(QueryError::invalid("Only one clustering column can be restricted by a slice in a DELETE"));
+                }
+                match rel.op {
+                    Operator::Gt => s.1 = Some((v, false)),
+                    Operator::Gte => s.1 = Some((v, true)),
+                    Operator::Lt => s.2 = Some((v, false)),
+                    _ => s.2 = Some((v, true)),
+                }
+            }
+            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte if c.kind == ColumnKind::Clustering => {
+                return Err(QueryError::invalid("Slice restrictions are not supported on the clustering columns in UPDATE statements"))
+            }
+            _ => return Err(QueryError::Invalid(format!("Invalid operator for PRIMARY KEY column {name} in a modification statement"))),
+        }
+    }
+    Ok(KeyRestrictions { values, slice })
+}
+
+fn cartesian(lists: &[&Vec<Bytes>]) -> Vec<Vec<Bytes>> {
+    let mut out: Vec<Vec<Bytes>> = vec![Vec::new()];
+    for list in lists {
+        let mut next = Vec::with_capacity(out.len() * list.len());
+        for prefix in &out {
+            for v in list.iter() {
+                let mut p = prefix.clone();
+                p.push(v.clone());
+                next.push(p);
+            }
+        }
+        out = next;
+    }
+    out
+}
+
+/// Partition keys (serialized) for the restricted partition key columns.
+fn partition_keys(table: &TableDef, r: &KeyRestrictions) -> Result<Vec<Bytes>, QueryError> {
+    let mut lists = Vec::new();
+    let mut missing = Vec::new();
+    for (i, c) in table.columns.iter().enumerate() {
+        if c.kind == ColumnKind::PartitionKey {
+            match &r.values[i] {
+                Some(v) => lists.push(v),
+                None => missing.push(c.name.clone()),
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(QueryError::Invalid(format!("Some partition key parts are missing: {}", missing.join(", "))));
+    }
+    cartesian(&lists).iter().map(|k| common::compose_partition_key(k)).collect()
+}
+
+/// Clustering value lists in clustering order; the leading restricted prefix.
+fn clustering_lists<'r>(table: &TableDef, r: &'r KeyRestrictions) -> (Vec<&'r Vec<Bytes>>, Vec<String>) {
+    let mut lists = Vec::new();
+    let mut missing = Vec::new();
+    for (i, c) in table.columns.iter().enumerate() {
+        if c.kind == ColumnKind::Clustering {
+            match &r.values[i] {
+                Some(v) if missing.is_empty() => lists.push(v),
+                _ => missing.push(c.name.clone()),
+            }
+        }
+    }
+    (lists, missing)
+}
+
+fn new_mutation(table: &TableDef, key: Bytes) -> Mutation {
+    Mutation::new(table.id, ring::token_of(&key), key)
+}
+
+/// A list element id: ordered by time, then by position within the statement.
+/// Prepended elements get ids below every appended one.
+fn list_path(timestamp: i64, index: usize, prepend: bool) -> Bytes {
+    let base: u64 = 1 << 63;
+    let t = timestamp.max(0) as u64;
+    let order = if prepend { base - t.min(base - 1) } else { base + t.min(base - 1) };
+    let mut path = Vec::with_capacity(16);
+    path.extend_from_slice(&order.to_be_bytes());
+    path.extend_from_slice(&(index as u64).to_be_bytes());
+    Bytes::from(path)
+}
+
+struct CellCtx {
+    timestamp: i64,
+    ttl: i32,
+    now: i32,
+}
+
+impl CellCtx {
+    fn cell(&self, column: u16, path: Option<Bytes>, value: Option<Bytes>) -> CellWrite {
+        let (ttl, ldt) = match &value {
+            None => (0, self.now),
+            Some(_) if self.ttl > 0 => (self.ttl, self.now.saturating_add(self.ttl)),
+            Some(_) => (0, 0),
+        };
+        CellWrite { column, path, timestamp: self.timestamp, ttl, local_deletion_time: ldt, value }
+    }
+
+    fn deletion(&self) -> DeletionTime {
+        DeletionTime { timestamp: self.timestamp, local_deletion_time: self.now }
+    }
+}
+
+fn check_value_size(col: &ColumnDef, v: &Bytes) -> Result<(), QueryError> {
+    // Cells are limited by the commit log segment in Cassandra; Shoal caps a cell at 64 MiB.
+    const MAX_CELL: usize = 64 << 20;
+    if v.len() > MAX_CELL {
+        return Err(QueryError::Invalid(format!(
+            "Value for column {} is too large: {} bytes (maximum {} bytes)",
+            col.name,
+            v.len(),
+            MAX_CELL
+        )));
+    }
+    Ok(())
+}
+
+/// Writes a whole value to a column: one cell, or for a non-frozen
+/// collection a collection tombstone just before the new elements.
+fn set_column(row: &mut RowWrite, col: &ColumnDef, bound: Bound, cc: &CellCtx) -> Result<(), QueryError> {
+    let value = match bound {
+        Bound::Unset => return Ok(()),
+        Bound::Null => None,
+        Bound::Value(v) => Some(v),
+    };
+    if !col.ty.is_multi_cell() {
+        if let Some(v) = &value {
+            check_value_size(col, v)?;
+        }
+        row.cells.push(cc.cell(col.id, None, value));
+        return Ok(());
+    }
+    row.complex_deletions.push((col.id, DeletionTime { timestamp: cc.timestamp - 1, local_deletion_time: cc.now }));
+    if let Some(v) = value {
+        add_elements(row, col, &v, cc, false)?;
+    }
+    Ok(())
+}
+
+/// Adds elements of a serialized collection value as cells.
+fn add_elements(row: &mut RowWrite, col: &ColumnDef, value: &[u8], cc: &CellCtx, prepend: bool) -> Result<(), QueryError> {
+    let parsed = Value::deserialize(&col.ty, value).map_err(|e| QueryError::Invalid(format!("Invalid value for column {}: {e}", col.name)))?;
+    match parsed {
+        Value::Set(items) => {
+            for item in items {
+                row.cells.push(cc.cell(col.id, Some(Bytes::from(item.to_bytes())), Some(Bytes::new())));
+            }
+        }
+        Value::Map(pairs) => {
+            for (k, v) in pairs {
+                row.cells.push(cc.cell(col.id, Some(Bytes::from(k.to_bytes())), Some(Bytes::from(v.to_bytes()))));
+            }
+        }
+        Value::List(items) => {
+            for (i, item) in items.into_iter().enumerate() {
+                row.cells.push(cc.cell(col.id, Some(list_path(cc.timestamp, i, prepend)), Some(Bytes::from(item.to_bytes()))));
+            }
+        }
+        _ => return Err(QueryError::Invalid(format!("Invalid collection value for column {}", col.name))),
+    }
+    Ok(())
+}
+
+fn reject_lwt(if_clause: &Option<ast::IfClause>) -> Result<(), QueryError> {
+    if if_clause.is_some() {
+        return Err(QueryError::Invalid(LWT.into()));
+    }
+    Ok(())
+}
+
+pub fn insert(proc: &Processor, schema: &Schema, session: Option<&str>, ins: &ast::Insert, ctx: &BindCtx<'_>, opts: &WriteOpts) -> Result<Planned, QueryError> {
+    let (ks, table) = common::resolve_table(schema, &ins.table, session)?;
+    reject_virtual(ks)?;
+    if ins.if_not_exists {
+        return Err(QueryError::Invalid(LWT.into()));
+    }
+    let (columns, values) = match &ins.values {
+        InsertValues::Columns { columns, values } => (columns, values),
+        InsertValues::Json { .. } => return Err(QueryError::invalid("INSERT JSON is not supported yet")),
+    };
+    if columns.len() != values.len() {
+        return Err(QueryError::invalid("Unmatched column names/values"));
+    }
+    let (timestamp, ttl) = using_values(&ins.using, table, ctx, proc, opts)?;
+    let cc = CellCtx { timestamp, ttl, now: proc.clock.now_seconds() };
+    let mut pk: Vec<Option<Bytes>> = vec![None; table.partition_key_len()];
+    let mut ck: Vec<Option<Bytes>> = vec![None; table.clustering_len()];
+    let mut row = RowWrite::default();
+    let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, term) in columns.iter().zip(values) {
+        if seen.contains(&name.as_str()) {
+            return Err(QueryError::Invalid(format!("Multiple definitions found for column {name}")));
+        }
+        seen.push(name);
+        let (_, col) = common::column(table, name)?;
+        let bound = eval(term, &Receiver { name, ty: &col.ty }, ctx)?;
+        match col.kind {
+            ColumnKind::PartitionKey | ColumnKind::Clustering => {
+                let v = match bound {
+                    Bound::Value(v) => v,
+                    Bound::Null => return Err(QueryError::Invalid(format!("Invalid null value in condition for column {name}"))),
+                    Bound::Unset => return Err(QueryError::Invalid(format!("Invalid unset value for column {name}"))),
+                };
+                if col.kind == ColumnKind::PartitionKey {
+                    pk[col.position as usize] = Some(v);
+                } else {
+                    if v.len() > u16::MAX as usize {
+                        return Err(QueryError::Invalid(format!("Key length of {} is longer than maximum of {}", v.len(), u16::MAX)));
+                    }
+                    ck[col.position as usize] = Some(v);
+                }
+            }
+            ColumnKind::Static => set_column(&mut static_row, col, bound, &cc)?,
+            ColumnKind::Regular => set_column(&mut row, col, bound, &cc)?,
+        }
+    }
+    let missing: Vec<&str> = table.partition_key().filter(|c| pk[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
+    if !missing.is_empty() {
+        return Err(QueryError::Invalid(format!("Some partition key parts are missing: {}", missing.join(", "))));
+    }
+    let only_static = row.cells.is_empty() && row.complex_deletions.is_empty() && !static_row.cells.is_empty();
+    let missing_ck: Vec<&str> = table.clustering().filter(|c| ck[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
+    if !missing_ck.is_empty() && !(only_static && missing_ck.len() == table.clustering_len()) {
+        return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
+    }
+    let key = common::compose_partition_key(&pk.into_iter().flatten().collect::<Vec<_>>())?;
+    let mut m = new_mutation(table, key);
+    if missing_ck.is_empty() {
+        row.clustering = ck.into_iter().flatten().collect();
+        row.marker = Some(Liveness {
+            timestamp,
+            ttl,
+            local_expiration: if ttl > 0 { cc.now.saturating_add(ttl) } else { 0 },
+        });
+        m.rows.push(row);
+    }
+    if !static_row.cells.is_empty() || !static_row.complex_deletions.is_empty() {
+        m.rows.push(static_row);
+    }
+    Ok(Planned { keyspace: Arc::clone(ks), mutations: vec![m] })
+}
+
+fn reject_virtual(ks: &KeyspaceDef) -> Result<(), QueryError> {
+    if crate::system::is_virtual(&ks.name) || crate::schema::Schema::is_system(&ks.name) {
+        return Err(QueryError::Invalid(format!("Modification to keyspace {} is not allowed", ks.name)));
+    }
+    Ok(())
+}
+
+pub fn update(proc: &Processor, schema: &Schema, session: Option<&str>, upd: &ast::Update, ctx: &BindCtx<'_>, opts: &WriteOpts) -> Result<Planned, QueryError> {
+    let (ks, table) = common::resolve_table(schema, &upd.table, session)?;
+    reject_virtual(ks)?;
+    reject_lwt(&upd.if_clause)?;
+    let (timestamp, ttl) = using_values(&upd.using, table, ctx, proc, opts)?;
+    let cc = CellCtx { timestamp, ttl, now: proc.clock.now_seconds() };
+    let r = key_restrictions(table, &upd.where_clause, ctx, false)?;
+    let keys = partition_keys(table, &r)?;
+    let (ck_lists, missing_ck) = clustering_lists(table, &r);
+    let assigned: Vec<&ColumnDef> = upd
+        .assignments
+        .iter()
+        .map(|a| common::column(table, &a.column).map(|(_, c)| c))
+        .collect::<Result<_, _>>()?;
+    for c in &assigned {
+        if matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
+            return Err(QueryError::Invalid(format!("PRIMARY KEY part {} found in SET part", c.name)));
+        }
+    }
+    let only_static = assigned.iter().all(|c| c.kind == ColumnKind::Static);
+    if !missing_ck.is_empty() && !(only_static && ck_lists.is_empty()) {
+        return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
+    }
+    let clusterings = if ck_lists.is_empty() && table.clustering_len() > 0 { Vec::new() } else { cartesian(&ck_lists) };
+    let mut mutations = Vec::new();
+    for key in keys {
+        let mut m = new_mutation(table, key.clone());
+        let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };
+        let targets: Vec<Vec<Bytes>> = if clusterings.is_empty() { vec![] } else { clusterings.clone() };
+        let mut rows: Vec<RowWrite> = targets.into_iter().map(|c| RowWrite { clustering: c, ..RowWrite::default() }).collect();
+        for (a, col) in upd.assignments.iter().zip(&assigned) {
+            if col.kind == ColumnKind::Static {
+                apply_assignment(proc, table, &key, &mut static_row, a, col, ctx, &cc)?;
+            } else {
+                for row in rows.iter_mut() {
+                    apply_assignment(proc, table, &key, row, a, col, ctx, &cc)?;
+                }
+            }
+        }
+        m.rows = rows;
+        if !static_row.cells.is_empty() || !static_row.complex_deletions.is_empty() {
+            m.rows.push(static_row);
+        }
+        mutations.push(m);
+    }
+    Ok(Planned { keyspace: Arc::clone(ks), mutations })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn apply_assignment(
+    proc: &Processor,
+    table: &TableDef,
+    key: &Bytes,
+    row: &mut RowWrite,
+    a: &ast::Assignment,
+    col: &ColumnDef,
+    ctx: &BindCtx<'_>,
+    cc: &CellCtx,
+) -> Result<(), QueryError> {
+    let name = col.name.as_str();
+    let r = Receiver { name, ty: &col.ty };
+    match &a.op {
+        AssignmentOp::Set(term) => set_column(row, col, eval(term, &r, ctx)?, cc),
+        AssignmentOp::Add(term) | AssignmentOp::Prepend(term) => {
+            let prepend = matches!(a.op, AssignmentOp::Prepend(_));
+            if col.ty == CqlType::Counter {
+                return Err(QueryError::invalid("Counter columns are not supported by Shoal yet"));
+            }
+            if !col.ty.is_multi_cell() {
+                return Err(QueryError::Invalid(format!("Invalid operation ({name} = {name} + ?) for non counter column {name}")));
+            }
+            if prepend && !matches!(col.ty, CqlType::List { .. }) {
+                return Err(QueryError::Invalid(format!("Invalid operation ({name} = ? + {name}) for non list column {name}")));
+            }
+            match eval(term, &r, ctx)? {
+                Bound::Value(v) => add_elements(row, col, &v, cc, prepend),
+                Bound::Unset => Ok(()),
+                Bound::Null => Ok(()),
+            }
+        }
+        AssignmentOp::Subtract(term) => {
+            if !col.ty.is_multi_cell() {
+                return Err(QueryError::Invalid(format!("Invalid operation ({name} = {name} - ?) for non counter column {name}")));
+            }
+            match &col.ty {
+                CqlType::Set { .. } => {
+                    if let Bound::Value(v) = eval(term, &r, ctx)? {
+                        if let Ok(Value::Set(items)) = Value::deserialize(&col.ty, &v) {
+                            for item in items {
+                                row.cells.push(cc.cell(col.id, Some(Bytes::from(item.to_bytes())), None));
+                            }
+                        }
+                    }
+                    Ok(())
+                }
+                CqlType::Map { key: kt, .. } => {
+                    let keys_ty = CqlType::Set { elem: kt.clone(), frozen: true };
+                    if let Some(Value::Set(keys)) = eval_value(term, &Receiver { name, ty: &keys_ty }, ctx)? {
+                        for k in keys {
+                            row.cells.push(cc.cell(col.id, Some(Bytes::from(k.to_bytes())), None));
+                        }
+                    }
+                    Ok(())
+                }
+                CqlType::List { .. } => {
+                    let Some(Value::List(remove)) = eval_value(term, &r, ctx)? else { return Ok(()) };
+                    let remove: Vec<Vec<u8>> = remove.iter().map(Value::to_bytes).collect();
+                    for (path, value) in read_list(proc, table, key, &row.clustering, col, cc.now)? {
+                        if remove.contains(&value) {
+                            row.cells.push(cc.cell(col.id, Some(Bytes::from(path)), None));
+                        }
+                    }
+                    Ok(())
+                }
+                _ => Err(QueryError::Invalid(format!("Invalid operation for column {name}"))),
+            }
+        }
+        AssignmentOp::SetElement { key: k, value } => match &col.ty {
+            CqlType::Map { key: kt, value: vt, frozen: false } => {
+                let kb = match eval(k, &Receiver { name, ty: kt }, ctx)? {
+                    Bound::Value(b) => b,
+                    _ => return Err(QueryError::Invalid(format!("Invalid null map key for column {name}"))),
+                };
+                let vb = eval(value, &Receiver { name, ty: vt }, ctx)?.into_option();
+                row.cells.push(cc.cell(col.id, Some(kb), vb));
+                Ok(())
+            }
+            CqlType::List { elem, frozen: false } => {
+                let idx = match eval_value(k, &Receiver { name: "[list index]", ty: &CqlType::Int }, ctx)? {
+                    Some(Value::Int(i)) => i,
+                    _ => return Err(QueryError::invalid("Invalid null value for list index")),
+                };
+                let vb = eval(value, &Receiver { name, ty: elem }, ctx)?.into_option();
+                let list = read_list(proc, table, key, &row.clustering, col, cc.now)?;
+                let Some((path, _)) = usize::try_from(idx).ok().and_then(|i| list.get(i)) else {
+                    return Err(QueryError::Invalid(format!("List index {idx} out of bound, list has size {}", list.len())));
+                };
+                row.cells.push(cc.cell(col.id, Some(Bytes::from(path.clone())), vb));
+                Ok(())
+            }
+            _ => Err(QueryError::Invalid(format!("Invalid operation ({name}[?] = ?) for non collection column {name}"))),
+        },
+        AssignmentOp::SetField { .. } => Err(QueryError::invalid("Setting fields of non-frozen user types is not supported yet")),
+    }
+}
+
+/// The live elements (path, value) of a list column, read before a
+/// read-modify-write list operation (as Cassandra does).
+fn read_list(proc: &Processor, table: &TableDef, key: &Bytes, clustering: &[Bytes], col: &ColumnDef, now: i32) -> Result<Vec<(Vec<u8>, Vec<u8>)>, QueryError> {
+    let bound = ClusteringBound { prefix: clustering.to_vec(), inclusive: true };
+    let read = PartitionRead {
+        table: table.id,
+        token: ring::token_of(key),
+        partition_key: key.to_vec(),
+        ranges: if clustering.is_empty() { Vec::new() } else { vec![(bound.clone(), bound)] },
+        reversed: false,
+        include_static: col.kind == ColumnKind::Static,
+        row_limit: 1,
+        now,
+    };
+    let Some(p) = proc.storage.read_partition(&read)? else { return Ok(Vec::new()) };
+    let row = if col.kind == ColumnKind::Static { p.static_row } else { p.rows.into_iter().next() };
+    let Some(row) = row else { return Ok(Vec::new()) };
+    match row.column(col.id) {
+        Some(ColumnData::Complex(items)) => Ok(items.iter().map(|(p, c)| (p.clone(), c.value.clone())).collect()),
+        _ => Ok(Vec::new()),
+    }
+}
+
+pub fn delete(proc: &Processor, schema: &Schema, session: Option<&str>, del: &ast::Delete, ctx: &BindCtx<'_>, opts: &WriteOpts) -> Result<Planned, QueryError> {
+    let (ks, table) = common::resolve_table(schema, &del.table, session)?;
+    reject_virtual(ks)?;
+    reject_lwt(&del.if_clause)?;
+    if del.using.ttl.is_some() {
+        return Err(QueryError::invalid("TTL attribute is not allowed for deletes"));
+    }
+    let (timestamp, _) = using_values(&del.using, table, ctx, proc, opts)?;
+    let cc = CellCtx { timestamp, ttl: 0, now: proc.clock.now_seconds() };
+    let r = key_restrictions(table, &del.where_clause, ctx, del.targets.is_empty())?;
+    let keys = partition_keys(table, &r)?;
+    let (ck_lists, missing_ck) = clustering_lists(table, &r);
+    let mut mutations = Vec::new();
+    for key in keys {
+        let mut m = new_mutation(table, key.clone());
+        if del.targets.is_empty() {
+            // Whole rows: a partition, a range of rows, or rows.
+            if ck_lists.is_empty() && r.slice.is_none() {
+                m.partition_deletion = Some(cc.deletion());
+            } else if missing_ck.is_empty() && r.slice.is_none() {
+                for c in cartesian(&ck_lists) {
+                    m.rows.push(RowWrite { clustering: c, deletion: Some(cc.deletion()), ..RowWrite::default() });
+                }
+            } else {
+                let clustering: Vec<&ColumnDef> = table.clustering().collect();
+                for prefix in cartesian(&ck_lists) {
+                    let (start, end) = match &r.slice {
+                        None => {
+                            let b = ClusteringBound { prefix: prefix.clone(), inclusive: true };
+                            (b.clone(), b)
+                        }
+                        Some((pos, lo, hi)) => {
+                            if *pos != prefix.len() {
+                                return Err(QueryError::Invalid(format!(
+                                    "PRIMARY KEY column \"{}\" cannot be restricted as preceding column \"{}\" is not restricted",
+                                    clustering.get(*pos).map(|c| c.name.as_str()).unwrap_or("?"),
+                                    clustering.get(prefix.len()).map(|c| c.name.as_str()).unwrap_or("?")
+                                )));
+                            }
+                            let make = |v: &Option<(Bytes, bool)>| match v {
+                                Some((b, incl)) => {
+                                    let mut p = prefix.clone();
+                                    p.push(b.clone());
+                                    ClusteringBound { prefix: p, inclusive: *incl }
+                                }
+                                None => ClusteringBound { prefix: prefix.clone(), inclusive: true },
+                            };
+                            let (s, e) = (make(lo), make(hi));
+                            if clustering[*pos].order == types::schema::ClusteringOrder::Desc {
+                                (e, s)
+                            } else {
+                                (s, e)
+                            }
+                        }
+                    };
+                    m.range_tombstones.push(RangeTombstone { start, end, deletion: cc.deletion() });
+                }
+            }
+        } else {
+            let cols: Vec<(&DeleteTarget, &ColumnDef)> = del
+                .targets
+                .iter()
+                .map(|t| {
+                    let name = match t {
+                        DeleteTarget::Column(n) | DeleteTarget::Element { column: n, .. } | DeleteTarget::Field { column: n, .. } => n,
+                    };
+                    common::column(table, name).map(|(_, c)| (t, c))
+                })
+                .collect::<Result<_, _>>()?;
+            for (_, c) in &cols {
+                if matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
+                    return Err(QueryError::Invalid(format!("Invalid identifier {} for deletion (should not be a PRIMARY KEY part)", c.name)));
+                }
+            }
+            let only_static = cols.iter().all(|(_, c)| c.kind == ColumnKind::Static);
+            if !missing_ck.is_empty() && !(only_static && ck_lists.is_empty()) {
+                return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
+            }
+            let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };
+            let mut rows: Vec<RowWrite> = if missing_ck.is_empty() {
+                cartesian(&ck_lists).into_iter().map(|c| RowWrite { clustering: c, ..RowWrite::default() }).collect()
+            } else {
+                Vec::new()
+            };
+            for (target, col) in &cols {
+                let apply = |row: &mut RowWrite| -> Result<(), QueryError> {
+                    match target {
+                        DeleteTarget::Column(_) => {
+                            if col.ty.is_multi_cell() {
+                                row.complex_deletions.push((col.id, cc.deletion()));
+                            } else {
+                                row.cells.push(cc.cell(col.id, None, None));
+                            }
+                            Ok(())
+                        }
+                        DeleteTarget::Element { key: k, .. } => match &col.ty {
+                            CqlType::Map { key: kt, frozen: false, .. } => {
+                                if let Bound::Value(kb) = eval(k, &Receiver { name: &col.name, ty: kt }, ctx)? {
+                                    row.cells.push(cc.cell(col.id, Some(kb), None));
+                                }
+                                Ok(())
+                            }
+                            CqlType::Set { elem, frozen: false } => {
+                                if let Bound::Value(kb) = eval(k, &Receiver { name: &col.name, ty: elem }, ctx)? {
+                                    row.cells.push(cc.cell(col.id, Some(kb), None));
+                                }
+                                Ok(())
+                            }
+                            CqlType::List { frozen: false, .. } => {
+                                let idx = match eval_value(k, &Receiver { name: "[list index]", ty: &CqlType::Int }, ctx)? {
+                                    Some(Value::Int(i)) => i,
+                                    _ => return Err(QueryError::invalid("Invalid null value for list index")),
+                                };
+                                let list = read_list(proc, table, &key, &row.clustering, col, cc.now)?;
+                                let Some((path, _)) = usize::try_from(idx).ok().and_then(|i| list.get(i)) else {
+                                    return Err(QueryError::Invalid(format!("List index {idx} out of bound, list has size {}", list.len())));
+                                };
+                                row.cells.push(cc.cell(col.id, Some(Bytes::from(path.clone())), None));
+                                Ok(())
+                            }
+                            _ => Err(QueryError::Invalid(format!("Invalid element deletion for column {} of type {}", col.name, col.ty.to_cql()))),
+                        },
+                        DeleteTarget::Field { .. } => Err(QueryError::invalid("Deleting fields of user types is not supported yet")),
+                    }
+                };
+                if col.kind == ColumnKind::Static {
+                    apply(&mut static_row)?;
+                } else {
+                    for row in rows.iter_mut() {
+                        apply(row)?;
+                    }
+                }
+            }
+            m.rows = rows;
+            if !static_row.cells.is_empty() || !static_row.complex_deletions.is_empty() {
+                m.rows.push(static_row);
+            }
+        }
+        mutations.push(m);
+    }
+    Ok(Planned { keyspace: Arc::clone(ks), mutations })
+}

@@ -1,0 +1,345 @@
+//! The query processor: parses, prepares and executes statements, keeps the
+//! prepared-statement cache, and applies writes at a consistency level.
+//!
+//! Invariants:
+//! - A prepared statement's id is MD5(keyspace + query text), as Cassandra
+//!   computes it, so re-preparing the same text gives the same id.
+//! - Writes are applied atomically per request (one storage batch) after the
+//!   consistency level was checked against the live replicas.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use cql::ast::Statement;
+use cql_protocol::{
+    Batch, BatchStatement, BoundValue, BoundValues, Event, Prepared, PreparedMetadata, QueryParams, ResultBody, RowsMetadata,
+};
+use storage::Storage;
+use types::mutation::Mutation;
+use types::schema::{KeyspaceDef, Replication};
+use types::Consistency;
+
+use crate::bind::BindCtx;
+use crate::clock::Clock;
+use crate::error::QueryError;
+use crate::modify::{self, Planned, WriteOpts};
+use crate::prepare;
+use crate::schema::SchemaService;
+use crate::select::{self, Page};
+use crate::system::NodeInfo;
+use crate::ddl;
+
+/// A prepared statement as cached.
+pub struct PreparedEntry {
+    pub query: String,
+    pub keyspace: Option<String>,
+    pub statement: Statement,
+}
+
+pub struct Processor {
+    pub schema: Arc<SchemaService>,
+    pub storage: Arc<Storage>,
+    pub node: NodeInfo,
+    pub clock: Clock,
+    prepared: RwLock<HashMap<Bytes, Arc<PreparedEntry>>>,
+    pub events: tokio::sync::broadcast::Sender<Event>,
+}
+
+/// Cassandra caps the prepared statement cache by memory; Shoal by count.
+const MAX_PREPARED: usize = 100_000;
+
+impl Processor {
+    pub fn new(schema: Arc<SchemaService>, storage: Arc<Storage>, node: NodeInfo) -> Processor {
+        let seed = u64::from_be_bytes(node.host_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
+        let (events, _) = tokio::sync::broadcast::channel(1024);
+        Processor { schema, storage, node, clock: Clock::new(seed), prepared: RwLock::new(HashMap::new()), events }
+    }
+
+    /// QUERY: parse and run a statement with the session's keyspace.
+    pub fn query(&self, session: &mut Option<String>, text: &str, params: &QueryParams) -> Result<ResultBody, QueryError> {
+        let statement = cql::parse(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
+        let values = self.positional(&statement, session.as_deref(), &params.values)?;
+        self.run(&statement, session, &values, params)
+    }
+
+    /// PREPARE: parse, check against the schema, cache, and describe the bind
+    /// variables and the result.
+    pub fn prepare(&self, session: Option<&str>, text: &str) -> Result<ResultBody, QueryError> {
+        let statement = cql::parse(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
+        let schema = self.schema.snapshot();
+        let info = prepare::analyze(&schema, session, &statement)?;
+        let id = prepared_id(session, text);
+        {
+            let mut cache = self.prepared.write().unwrap_or_else(|p| p.into_inner());
+            if cache.len() >= MAX_PREPARED && !cache.contains_key(&id) {
+                cache.clear();
+            }
+            cache.insert(
+                id.clone(),
+                Arc::new(PreparedEntry { query: text.to_string(), keyspace: session.map(str::to_string), statement }),
+            );
+        }
+        Ok(ResultBody::Prepared(Prepared {
+            id,
+            metadata: PreparedMetadata::new(info.pk_indexes, info.variables),
+            result_metadata: RowsMetadata::new(info.result),
+        }))
+    }
+
+    fn lookup(&self, id: &Bytes) -> Result<Arc<PreparedEntry>, QueryError> {
+        self.prepared
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+            .ok_or_else(|| QueryError::Unprepared(id.to_vec()))
+    }
+
+    /// EXECUTE of a prepared statement.
+    pub fn execute(&self, session: &mut Option<String>, id: &Bytes, params: &QueryParams) -> Result<ResultBody, QueryError> {
+        let entry = self.lookup(id)?;
+        // A prepared statement runs in the keyspace it was prepared in.
+        let mut keyspace = entry.keyspace.clone().or_else(|| session.clone());
+        let values = self.positional(&entry.statement, keyspace.as_deref(), &params.values)?;
+        let result = self.run(&entry.statement, &mut keyspace, &values, params)?;
+        if let ResultBody::SetKeyspace(k) = &result {
+            *session = Some(k.clone());
+        }
+        Ok(result)
+    }
+
+    /// BATCH: every statement's mutations applied together.
+    pub fn batch(&self, session: Option<&str>, batch: &Batch) -> Result<ResultBody, QueryError> {
+        let schema = self.schema.snapshot();
+        let mut all: Vec<Mutation> = Vec::new();
+        let mut keyspaces: Vec<Arc<KeyspaceDef>> = Vec::new();
+        let opts = WriteOpts { default_timestamp: batch.default_timestamp };
+        for item in &batch.statements {
+            let (statement, keyspace, values) = match item {
+                BatchStatement::Query { query, values } => {
+                    let st = cql::parse(query).map_err(|e| QueryError::Syntax(e.to_string()))?;
+                    (Arc::new(PreparedEntry { query: query.clone(), keyspace: session.map(str::to_string), statement: st }), session.map(str::to_string), values)
+                }
+                BatchStatement::Prepared { id, values } => {
+                    let e = self.lookup(id)?;
+                    let ks = e.keyspace.clone().or_else(|| session.map(str::to_string));
+                    (e, ks, values)
+                }
+            };
+            let values = self.positional(&statement.statement, keyspace.as_deref(), values)?;
+            let ctx = BindCtx { values: &values, clock: &self.clock };
+            let planned = match &statement.statement {
+                Statement::Insert(s) => modify::insert(self, &schema, keyspace.as_deref(), s, &ctx, &opts)?,
+                Statement::Update(s) => modify::update(self, &schema, keyspace.as_deref(), s, &ctx, &opts)?,
+                Statement::Delete(s) => modify::delete(self, &schema, keyspace.as_deref(), s, &ctx, &opts)?,
+                _ => return Err(QueryError::invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.")),
+            };
+            keyspaces.push(planned.keyspace);
+            all.extend(planned.mutations);
+        }
+        for ks in &keyspaces {
+            check_consistency(ks, batch.consistency, true, &self.node.data_center)?;
+        }
+        self.storage.apply(&all)?;
+        Ok(ResultBody::Void)
+    }
+
+    /// Turns named values into positional ones by the statement's marker names.
+    fn positional(&self, statement: &Statement, session: Option<&str>, values: &BoundValues) -> Result<Vec<BoundValue>, QueryError> {
+        match values {
+            BoundValues::Positional(v) => {
+                let expected = statement.bind_markers().len();
+                if v.len() != expected {
+                    return Err(QueryError::Invalid(format!(
+                        "There were {expected} markers(?) in CQL but {} bound variables",
+                        v.len()
+                    )));
+                }
+                Ok(v.clone())
+            }
+            BoundValues::Named(named) => {
+                let schema = self.schema.snapshot();
+                let info = prepare::analyze(&schema, session, statement)?;
+                let mut out = Vec::with_capacity(info.variables.len());
+                for spec in &info.variables {
+                    let found = named.iter().find(|(n, _)| n.eq_ignore_ascii_case(&spec.name));
+                    match found {
+                        Some((_, v)) => out.push(v.clone()),
+                        None => return Err(QueryError::Invalid(format!("Missing value for bind variable {}", spec.name))),
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    fn run(&self, statement: &Statement, session: &mut Option<String>, values: &[BoundValue], params: &QueryParams) -> Result<ResultBody, QueryError> {
+        let schema = self.schema.snapshot();
+        let ctx = BindCtx { values, clock: &self.clock };
+        let opts = WriteOpts { default_timestamp: params.default_timestamp };
+        let write = |planned: Planned| -> Result<ResultBody, QueryError> {
+            check_consistency(&planned.keyspace, params.consistency, true, &self.node.data_center)?;
+            self.storage.apply(&planned.mutations)?;
+            Ok(ResultBody::Void)
+        };
+        match statement {
+            Statement::Select(s) => {
+                let (ks, _) = crate::common::resolve_table(&schema, &s.table, session.as_deref())?;
+                check_consistency(ks, params.consistency, false, &self.node.data_center)?;
+                let page = Page {
+                    page_size: params.page_size.and_then(|p| usize::try_from(p).ok()),
+                    paging_state: params.paging_state.as_deref(),
+                    skip_metadata: params.skip_metadata,
+                };
+                select::execute(self, &schema, session.as_deref(), s, &ctx, &page)
+            }
+            Statement::Insert(s) => write(modify::insert(self, &schema, session.as_deref(), s, &ctx, &opts)?),
+            Statement::Update(s) => write(modify::update(self, &schema, session.as_deref(), s, &ctx, &opts)?),
+            Statement::Delete(s) => write(modify::delete(self, &schema, session.as_deref(), s, &ctx, &opts)?),
+            Statement::Batch(b) => {
+                if b.kind == cql::ast::BatchKind::Counter {
+                    return Err(QueryError::invalid("Counter batches are not supported by Shoal yet"));
+                }
+                let opts = match &b.using.timestamp {
+                    Some(t) => {
+                        let ts = crate::bind::eval_value(t, &crate::bind::Receiver { name: "[timestamp]", ty: &types::CqlType::BigInt }, &ctx)?;
+                        match ts {
+                            Some(types::Value::BigInt(ts)) => WriteOpts { default_timestamp: Some(ts) },
+                            _ => return Err(QueryError::invalid("Invalid null value of timestamp")),
+                        }
+                    }
+                    None => opts,
+                };
+                let mut all = Vec::new();
+                let mut kss = Vec::new();
+                for st in &b.statements {
+                    let planned = match st {
+                        cql::ast::BatchStatement::Insert(s) => {
+                            if b.using.timestamp.is_some() && s.using.timestamp.is_some() {
+                                return Err(QueryError::invalid("Timestamp must be set either on BATCH or individual statements"));
+                            }
+                            modify::insert(self, &schema, session.as_deref(), s, &ctx, &opts)?
+                        }
+                        cql::ast::BatchStatement::Update(s) => {
+                            if b.using.timestamp.is_some() && s.using.timestamp.is_some() {
+                                return Err(QueryError::invalid("Timestamp must be set either on BATCH or individual statements"));
+                            }
+                            modify::update(self, &schema, session.as_deref(), s, &ctx, &opts)?
+                        }
+                        cql::ast::BatchStatement::Delete(s) => {
+                            if b.using.timestamp.is_some() && s.using.timestamp.is_some() {
+                                return Err(QueryError::invalid("Timestamp must be set either on BATCH or individual statements"));
+                            }
+                            modify::delete(self, &schema, session.as_deref(), s, &ctx, &opts)?
+                        }
+                    };
+                    kss.push(planned.keyspace);
+                    all.extend(planned.mutations);
+                }
+                for ks in &kss {
+                    check_consistency(ks, params.consistency, true, &self.node.data_center)?;
+                }
+                self.storage.apply(&all)?;
+                Ok(ResultBody::Void)
+            }
+            Statement::Use { keyspace } => {
+                if schema.keyspace(keyspace).is_none() {
+                    return Err(QueryError::Invalid(format!("Keyspace '{keyspace}' does not exist")));
+                }
+                *session = Some(keyspace.clone());
+                Ok(ResultBody::SetKeyspace(keyspace.clone()))
+            }
+            Statement::Truncate { table } => {
+                let (ks, t) = crate::common::resolve_table(&schema, table, session.as_deref())?;
+                if crate::schema::Schema::is_system(&ks.name) {
+                    return Err(QueryError::Unauthorized(format!("Cannot TRUNCATE table {} in system keyspace {}", t.name, ks.name)));
+                }
+                self.storage.truncate(&t.id)?;
+                Ok(ResultBody::Void)
+            }
+            Statement::Describe(_) => Err(QueryError::invalid("DESCRIBE is not available yet")),
+            Statement::Unsupported { kind } => Err(QueryError::Invalid(format!("{kind} is not supported by Shoal yet"))),
+            ddl_statement => {
+                let outcome = ddl::execute(&self.schema, session.as_deref(), ddl_statement, self.clock.now_micros())?;
+                match outcome {
+                    Some(change) => {
+                        let _ = self.events.send(Event::SchemaChange(change.clone()));
+                        Ok(ResultBody::SchemaChange(change))
+                    }
+                    None => Ok(ResultBody::Void),
+                }
+            }
+        }
+    }
+}
+
+fn prepared_id(keyspace: Option<&str>, query: &str) -> Bytes {
+    use md5::{Digest, Md5};
+    let mut h = Md5::new();
+    if let Some(k) = keyspace {
+        h.update(k.as_bytes());
+    }
+    h.update(query.as_bytes());
+    Bytes::copy_from_slice(&h.finalize())
+}
+
+/// Replicas a keyspace has on a single node, and in which data centers.
+fn replication_factors(ks: &KeyspaceDef, local_dc: &str) -> (u32, u32) {
+    match &ks.replication {
+        Replication::Simple { replication_factor } => (*replication_factor, *replication_factor),
+        Replication::NetworkTopology { data_centers } => {
+            (data_centers.values().sum(), data_centers.get(local_dc).copied().unwrap_or(0))
+        }
+        Replication::Local => (1, 1),
+    }
+}
+
+/// Cassandra's availability check before a request is sent to replicas. On a
+/// single node, at most one replica of any keyspace is alive: this one (and
+/// only when the keyspace has a replica in this node's data center).
+pub fn check_consistency(ks: &KeyspaceDef, cl: Consistency, write: bool, local_dc: &str) -> Result<(), QueryError> {
+    if matches!(ks.replication, Replication::Local) {
+        return Ok(());
+    }
+    if !write && cl == Consistency::Any {
+        return Err(QueryError::invalid("ANY ConsistencyLevel is only supported for writes"));
+    }
+    if matches!(cl, Consistency::Serial | Consistency::LocalSerial) {
+        return Err(QueryError::Invalid(format!(
+            "You must use conditional updates for serializable writes; {} is not a valid consistency level here",
+            cl.name()
+        )));
+    }
+    let (total_rf, local_rf) = replication_factors(ks, local_dc);
+    let alive_total = total_rf.min(1) as i32;
+    let alive_local = local_rf.min(1) as i32;
+    let quorum = |rf: u32| (rf / 2 + 1) as i32;
+    let (required, alive) = match cl {
+        Consistency::Any => return Ok(()),
+        Consistency::One => (1, alive_total),
+        Consistency::Two => (2, alive_total),
+        Consistency::Three => (3, alive_total),
+        Consistency::Quorum => (quorum(total_rf), alive_total),
+        Consistency::All => (total_rf as i32, alive_total),
+        Consistency::LocalOne => (1, alive_local),
+        Consistency::LocalQuorum => (quorum(local_rf), alive_local),
+        Consistency::EachQuorum => {
+            if let Replication::NetworkTopology { data_centers } = &ks.replication {
+                for (dc, rf) in data_centers {
+                    let alive = if dc == local_dc { (*rf).min(1) as i32 } else { 0 };
+                    if alive < quorum(*rf) && *rf > 0 {
+                        return Err(QueryError::Unavailable { consistency: cl, required: quorum(*rf), alive });
+                    }
+                }
+                return Ok(());
+            }
+            (quorum(total_rf), alive_total)
+        }
+        Consistency::Serial | Consistency::LocalSerial => (quorum(total_rf), alive_total),
+    };
+    if alive < required {
+        return Err(QueryError::Unavailable { consistency: cl, required, alive });
+    }
+    Ok(())
+}

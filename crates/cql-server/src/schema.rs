@@ -1,0 +1,104 @@
+//! The schema service: the node's current schema as an immutable snapshot,
+//! replaced atomically on every DDL and persisted through storage.
+//!
+//! Invariants:
+//! - Readers take an `Arc<Schema>` snapshot and never see a half-applied change.
+//! - The schema version is a digest of the user keyspaces' definitions, so two
+//!   nodes with the same schema report the same `schema_version`.
+//! - Built-in keyspaces (`system`, `system_schema`, ...) are virtual: they are
+//!   part of every snapshot, never persisted and never stored in RocksDB.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use types::schema::KeyspaceDef;
+use uuid::Uuid;
+
+use crate::error::QueryError;
+use crate::system;
+
+/// A consistent view of all keyspaces.
+#[derive(Debug)]
+pub struct Schema {
+    pub keyspaces: BTreeMap<String, Arc<KeyspaceDef>>,
+    pub version: Uuid,
+}
+
+impl Schema {
+    pub fn keyspace(&self, name: &str) -> Option<&Arc<KeyspaceDef>> {
+        self.keyspaces.get(name)
+    }
+
+    pub fn is_system(name: &str) -> bool {
+        system::SYSTEM_KEYSPACES.contains(&name)
+    }
+
+    /// User keyspaces only (what is persisted).
+    pub fn user_keyspaces(&self) -> Vec<KeyspaceDef> {
+        self.keyspaces.values().filter(|k| !Schema::is_system(&k.name)).map(|k| (**k).clone()).collect()
+    }
+}
+
+pub struct SchemaService {
+    current: RwLock<Arc<Schema>>,
+    /// Serializes DDL so each change applies to the latest schema.
+    ddl: Mutex<()>,
+    storage: Arc<storage::Storage>,
+}
+
+impl SchemaService {
+    pub fn new(storage: Arc<storage::Storage>, user: Vec<KeyspaceDef>) -> SchemaService {
+        let schema = build(user);
+        SchemaService { current: RwLock::new(Arc::new(schema)), ddl: Mutex::new(()), storage }
+    }
+
+    pub fn snapshot(&self) -> Arc<Schema> {
+        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Applies a change to the user keyspaces: `change` gets the current user
+    /// keyspaces and edits them (or refuses). The result is persisted before
+    /// it becomes visible.
+    pub fn update<T>(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, KeyspaceDef>) -> Result<T, QueryError>,
+    ) -> Result<T, QueryError> {
+        let _guard = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.snapshot();
+        let mut user: BTreeMap<String, KeyspaceDef> =
+            current.user_keyspaces().into_iter().map(|k| (k.name.clone(), k)).collect();
+        let out = change(&mut user)?;
+        let list: Vec<KeyspaceDef> = user.into_values().collect();
+        self.storage.set_schema(&list).map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(build(list));
+        Ok(out)
+    }
+}
+
+fn build(user: Vec<KeyspaceDef>) -> Schema {
+    let version = digest(&user);
+    let mut keyspaces: BTreeMap<String, Arc<KeyspaceDef>> = BTreeMap::new();
+    for ks in system::keyspaces() {
+        keyspaces.insert(ks.name.clone(), Arc::new(ks));
+    }
+    for ks in user {
+        keyspaces.insert(ks.name.clone(), Arc::new(ks));
+    }
+    Schema { keyspaces, version }
+}
+
+fn digest(user: &[KeyspaceDef]) -> Uuid {
+    use md5::{Digest, Md5};
+    let mut hasher = Md5::new();
+    for ks in user {
+        // serde_json of a BTreeMap-based structure is deterministic.
+        if let Ok(bytes) = serde_json::to_vec(ks) {
+            hasher.update(&bytes);
+        }
+    }
+    let mut bytes: [u8; 16] = hasher.finalize().into();
+    // Mark it as a name-based (version 3) UUID, as Cassandra's schema versions are.
+    bytes[6] = (bytes[6] & 0x0f) | 0x30;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    Uuid::from_bytes(bytes)
+}

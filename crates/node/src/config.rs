@@ -1,0 +1,382 @@
+//! Node configuration: a YAML file with cassandra.yaml's names where the
+//! concept is the same, overridden by command-line flags, validated once into
+//! a typed `NodeConfig` with no options left to resolve.
+//!
+//! Invariants:
+//! - Unknown keys are an error that names them (never silently ignored).
+//! - Every duration and size accepts Cassandra 4.1's unit syntax
+//!   (`10000ms`, `10s`, `3h`, `16MiB`) and the legacy `_in_ms` / `_in_mb` keys.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use storage::CommitlogSync;
+
+/// The file as written. Every field is optional; defaults come from `build`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub cluster_name: Option<String>,
+    pub num_tokens: Option<u32>,
+    pub partitioner: Option<String>,
+    pub data_file_directories: Option<Vec<String>>,
+    pub listen_address: Option<String>,
+    pub rpc_address: Option<String>,
+    pub native_transport_port: Option<u16>,
+    pub storage_port: Option<u16>,
+    pub native_transport_max_frame_size: Option<Size>,
+    pub native_transport_max_frame_size_in_mb: Option<u64>,
+    pub commitlog_sync: Option<String>,
+    pub commitlog_sync_period: Option<Dur>,
+    pub commitlog_sync_period_in_ms: Option<u64>,
+    pub commitlog_sync_group_window: Option<Dur>,
+    pub commitlog_sync_group_window_in_ms: Option<u64>,
+    pub concurrent_writes: Option<u32>,
+    pub concurrent_reads: Option<u32>,
+    pub endpoint_snitch: Option<String>,
+    pub seed_provider: Option<Vec<SeedProvider>>,
+    pub dc: Option<String>,
+    pub rack: Option<String>,
+    pub hinted_handoff_enabled: Option<bool>,
+    pub max_hint_window: Option<Dur>,
+    pub max_hint_window_in_ms: Option<u64>,
+    pub write_request_timeout: Option<Dur>,
+    pub read_request_timeout: Option<Dur>,
+    pub memtable_size: Option<Size>,
+    pub block_cache_size: Option<Size>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedProvider {
+    pub class_name: String,
+    #[serde(default)]
+    pub parameters: Vec<SeedParameters>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedParameters {
+    pub seeds: String,
+}
+
+/// A duration written as a number (milliseconds) or with a unit.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Dur {
+    Millis(u64),
+    Text(String),
+}
+
+/// A size written as a number (bytes) or with a unit (KiB, MiB, GiB, B).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+/// Overrides from the command line (`shoal server --data-dir ...`).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub data_dir: Option<PathBuf>,
+    pub listen_address: Option<String>,
+    pub native_port: Option<u16>,
+    pub cluster_name: Option<String>,
+    pub num_tokens: Option<u32>,
+    pub dc: Option<String>,
+    pub rack: Option<String>,
+    pub seeds: Option<String>,
+}
+
+/// The validated configuration of one node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub cluster_name: String,
+    pub num_tokens: u32,
+    pub data_dir: PathBuf,
+    pub listen_address: IpAddr,
+    pub rpc_address: IpAddr,
+    pub native_port: u16,
+    pub storage_port: u16,
+    pub max_frame_bytes: u32,
+    pub commitlog_sync: CommitlogSync,
+    pub concurrent_writes: u32,
+    pub concurrent_reads: u32,
+    pub endpoint_snitch: String,
+    pub seeds: Vec<String>,
+    pub dc: String,
+    pub rack: String,
+    pub hinted_handoff_enabled: bool,
+    pub max_hint_window: Duration,
+    pub write_request_timeout: Duration,
+    pub read_request_timeout: Duration,
+    pub memtable_bytes: usize,
+    pub block_cache_bytes: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(pub String);
+
+impl ConfigFile {
+    pub fn parse(text: &str) -> Result<ConfigFile, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(ConfigFile::default());
+        }
+        serde_saphyr::from_str(text).map_err(|e| ConfigError(e.to_string()))
+    }
+
+    pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+        ConfigFile::parse(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
+    }
+
+    /// Applies overrides and defaults and validates everything once.
+    pub fn build(self, o: Overrides) -> Result<NodeConfig, ConfigError> {
+        let cluster_name = o.cluster_name.or(self.cluster_name).unwrap_or_else(|| "Test Cluster".to_string());
+        let num_tokens = o.num_tokens.or(self.num_tokens).unwrap_or(16);
+        if num_tokens == 0 || num_tokens > 1536 {
+            return Err(ConfigError(format!("num_tokens must be between 1 and 1536, got {num_tokens}")));
+        }
+        if let Some(p) = &self.partitioner {
+            if !p.ends_with("Murmur3Partitioner") {
+                return Err(ConfigError(format!(
+                    "partitioner {p} is not supported; Shoal uses org.apache.cassandra.dht.Murmur3Partitioner"
+                )));
+            }
+        }
+        let data_dir = match (o.data_dir, self.data_file_directories) {
+            (Some(d), _) => d,
+            (None, Some(dirs)) if dirs.len() == 1 => PathBuf::from(&dirs[0]),
+            (None, Some(dirs)) => {
+                return Err(ConfigError(format!(
+                    "data_file_directories must name exactly one directory, got {}",
+                    dirs.len()
+                )))
+            }
+            (None, None) => PathBuf::from("data"),
+        };
+        let listen_text = o.listen_address.clone().or(self.listen_address).unwrap_or_else(|| "127.0.0.1".to_string());
+        let listen_address = parse_ip("listen_address", &listen_text)?;
+        let rpc_address = match o.listen_address.or(self.rpc_address) {
+            Some(a) => parse_ip("rpc_address", &a)?,
+            None => listen_address,
+        };
+        if rpc_address.is_unspecified() {
+            return Err(ConfigError("rpc_address must be a concrete address, not 0.0.0.0".to_string()));
+        }
+        let native_port = o.native_port.or(self.native_transport_port).unwrap_or(9042);
+        let storage_port = self.storage_port.unwrap_or(7000);
+        let max_frame_bytes = match (self.native_transport_max_frame_size, self.native_transport_max_frame_size_in_mb) {
+            (Some(s), _) => size_bytes("native_transport_max_frame_size", &s)?,
+            (None, Some(mb)) => mb.saturating_mul(1 << 20),
+            (None, None) => 16 << 20,
+        };
+        if !(1024..=(1u64 << 30)).contains(&max_frame_bytes) {
+            return Err(ConfigError(format!(
+                "native_transport_max_frame_size must be between 1KiB and 1GiB, got {max_frame_bytes} bytes"
+            )));
+        }
+        let period = match (self.commitlog_sync_period, self.commitlog_sync_period_in_ms) {
+            (Some(d), _) => duration("commitlog_sync_period", &d)?,
+            (None, Some(ms)) => Duration::from_millis(ms),
+            (None, None) => Duration::from_millis(10_000),
+        };
+        let window = match (self.commitlog_sync_group_window, self.commitlog_sync_group_window_in_ms) {
+            (Some(d), _) => duration("commitlog_sync_group_window", &d)?,
+            (None, Some(ms)) => Duration::from_millis(ms),
+            (None, None) => Duration::from_millis(2),
+        };
+        let commitlog_sync = match self.commitlog_sync.as_deref().unwrap_or("periodic") {
+            "periodic" => {
+                if period.is_zero() {
+                    return Err(ConfigError("commitlog_sync_period must be greater than 0 in periodic mode".into()));
+                }
+                CommitlogSync::Periodic { period }
+            }
+            "batch" => CommitlogSync::Batch,
+            "group" => CommitlogSync::Group { window },
+            other => {
+                return Err(ConfigError(format!(
+                    "commitlog_sync must be one of periodic, batch or group; got '{other}'"
+                )))
+            }
+        };
+        let seeds = match (o.seeds, self.seed_provider) {
+            (Some(s), _) => split_seeds(&s),
+            (None, Some(providers)) => providers
+                .iter()
+                .flat_map(|p| p.parameters.iter().flat_map(|param| split_seeds(&param.seeds)))
+                .collect(),
+            (None, None) => vec![listen_text.clone()],
+        };
+        let endpoint_snitch = self.endpoint_snitch.unwrap_or_else(|| "SimpleSnitch".to_string());
+        let snitch_short = endpoint_snitch.rsplit('.').next().unwrap_or(&endpoint_snitch).to_string();
+        if !["SimpleSnitch", "GossipingPropertyFileSnitch"].contains(&snitch_short.as_str()) {
+            return Err(ConfigError(format!(
+                "endpoint_snitch {endpoint_snitch} is not supported; use SimpleSnitch or GossipingPropertyFileSnitch"
+            )));
+        }
+        let max_hint_window = match (self.max_hint_window, self.max_hint_window_in_ms) {
+            (Some(d), _) => duration("max_hint_window", &d)?,
+            (None, Some(ms)) => Duration::from_millis(ms),
+            (None, None) => Duration::from_secs(3 * 3600),
+        };
+        let concurrent_writes = self.concurrent_writes.unwrap_or(32);
+        let concurrent_reads = self.concurrent_reads.unwrap_or(32);
+        if concurrent_writes == 0 || concurrent_reads == 0 {
+            return Err(ConfigError("concurrent_writes and concurrent_reads must be at least 1".into()));
+        }
+        Ok(NodeConfig {
+            cluster_name,
+            num_tokens,
+            data_dir,
+            listen_address,
+            rpc_address,
+            native_port,
+            storage_port,
+            max_frame_bytes: max_frame_bytes as u32,
+            commitlog_sync,
+            concurrent_writes,
+            concurrent_reads,
+            endpoint_snitch: snitch_short,
+            seeds,
+            dc: o.dc.or(self.dc).unwrap_or_else(|| "datacenter1".to_string()),
+            rack: o.rack.or(self.rack).unwrap_or_else(|| "rack1".to_string()),
+            hinted_handoff_enabled: self.hinted_handoff_enabled.unwrap_or(true),
+            max_hint_window,
+            write_request_timeout: match self.write_request_timeout {
+                Some(d) => duration("write_request_timeout", &d)?,
+                None => Duration::from_millis(2000),
+            },
+            read_request_timeout: match self.read_request_timeout {
+                Some(d) => duration("read_request_timeout", &d)?,
+                None => Duration::from_millis(5000),
+            },
+            memtable_bytes: match self.memtable_size {
+                Some(s) => size_bytes("memtable_size", &s)? as usize,
+                None => 64 << 20,
+            },
+            block_cache_bytes: match self.block_cache_size {
+                Some(s) => size_bytes("block_cache_size", &s)? as usize,
+                None => 256 << 20,
+            },
+        })
+    }
+}
+
+fn split_seeds(s: &str) -> Vec<String> {
+    s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect()
+}
+
+fn parse_ip(key: &str, text: &str) -> Result<IpAddr, ConfigError> {
+    if text == "localhost" {
+        return Ok(IpAddr::from([127, 0, 0, 1]));
+    }
+    text.parse().map_err(|_| ConfigError(format!("{key}: '{text}' is not an IP address")))
+}
+
+/// Parses `10000ms`, `10s`, `5m`, `3h`, `1d`, `250us` (or a bare number of milliseconds).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let d = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "ms" | "milliseconds" => Duration::from_millis(n),
+        "us" | "µs" | "microseconds" => Duration::from_micros(n),
+        "ns" | "nanoseconds" => Duration::from_nanos(n),
+        "s" | "seconds" => Duration::from_secs(n),
+        "m" | "minutes" => Duration::from_secs(n.checked_mul(60)?),
+        "h" | "hours" => Duration::from_secs(n.checked_mul(3600)?),
+        "d" | "days" => Duration::from_secs(n.checked_mul(86400)?),
+        _ => return None,
+    };
+    Some(d)
+}
+
+/// Parses `16MiB`, `512KiB`, `1GiB`, `100B` (or a bare number of bytes).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+fn duration(key: &str, d: &Dur) -> Result<Duration, ConfigError> {
+    match d {
+        Dur::Millis(ms) => Ok(Duration::from_millis(*ms)),
+        Dur::Text(t) => parse_duration(t)
+            .ok_or_else(|| ConfigError(format!("{key}: '{t}' is not a duration (e.g. 10000ms, 10s, 3h)"))),
+    }
+}
+
+fn size_bytes(key: &str, s: &Size) -> Result<u64, ConfigError> {
+    match s {
+        Size::Bytes(b) => Ok(*b),
+        Size::Text(t) => {
+            parse_size(t).ok_or_else(|| ConfigError(format!("{key}: '{t}' is not a size (e.g. 16MiB, 512KiB)")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_cassandras() {
+        let c = ConfigFile::parse("").unwrap().build(Overrides::default()).unwrap();
+        assert_eq!(c.native_port, 9042);
+        assert_eq!(c.num_tokens, 16);
+        assert_eq!(c.cluster_name, "Test Cluster");
+        assert_eq!(c.commitlog_sync, CommitlogSync::Periodic { period: Duration::from_secs(10) });
+        assert_eq!(c.max_frame_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn cassandra_yaml_names_and_units() {
+        let yaml = "cluster_name: prod\ncommitlog_sync: batch\nnative_transport_max_frame_size: 32MiB\n\
+                    seed_provider:\n  - class_name: org.apache.cassandra.locator.SimpleSeedProvider\n    parameters:\n      - seeds: \"127.0.0.1,127.0.0.2\"\n\
+                    max_hint_window: 3h\n";
+        let c = ConfigFile::parse(yaml).unwrap().build(Overrides::default()).unwrap();
+        assert_eq!(c.cluster_name, "prod");
+        assert_eq!(c.commitlog_sync, CommitlogSync::Batch);
+        assert_eq!(c.max_frame_bytes, 32 << 20);
+        assert_eq!(c.seeds, vec!["127.0.0.1", "127.0.0.2"]);
+        assert_eq!(c.max_hint_window, Duration::from_secs(10800));
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = ConfigFile::parse("cluster_nmae: x\n").unwrap_err();
+        assert!(err.0.contains("cluster_nmae"), "{}", err.0);
+    }
+
+    #[test]
+    fn bad_values_are_explained() {
+        let err = ConfigFile::parse("commitlog_sync: sometimes\n").unwrap().build(Overrides::default()).unwrap_err();
+        assert!(err.0.contains("commitlog_sync"), "{}", err.0);
+        let err = ConfigFile::parse("commitlog_sync_period: 10 parsecs\n").unwrap().build(Overrides::default()).unwrap_err();
+        assert!(err.0.contains("commitlog_sync_period"), "{}", err.0);
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let o = Overrides { native_port: Some(9999), data_dir: Some("/tmp/x".into()), ..Overrides::default() };
+        let c = ConfigFile::parse("native_transport_port: 1234\n").unwrap().build(o).unwrap();
+        assert_eq!(c.native_port, 9999);
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+    }
+}

@@ -1,0 +1,133 @@
+//! A Shoal node: configuration, wiring and lifecycle.
+//!
+//! `run` opens storage, restores the node's identity (host id, tokens) and
+//! schema, serves CQL until SIGTERM/SIGINT, then shuts down cleanly: stops
+//! accepting, syncs the commit log and flushes memtables.
+//!
+//! Invariants:
+//! - The host id and tokens are generated once and persisted in the data
+//!   directory; a restart (even under another address) keeps them.
+//! - Only this crate reads files, flags and environment variables; the
+//!   libraries below take typed configuration.
+
+pub mod config;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use cql_server::schema::SchemaService;
+use cql_server::system::NodeInfo;
+use cql_server::{Processor, ServerConfig};
+use rand::SeedableRng;
+use storage::{Storage, StorageConfig};
+use uuid::Uuid;
+
+pub use config::{ConfigFile, NodeConfig, Overrides};
+
+/// Opens the node's storage and identity and returns the processor that serves it.
+pub fn open(config: &NodeConfig) -> anyhow::Result<(Arc<Storage>, Arc<Processor>)> {
+    let storage_config = StorageConfig {
+        data_dir: config.data_dir.clone(),
+        commitlog_sync: config.commitlog_sync,
+        cache_bytes: config.block_cache_bytes,
+        memtable_bytes: config.memtable_bytes,
+    };
+    let (storage, keyspaces) = Storage::open(storage_config)
+        .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
+    let storage = Arc::new(storage);
+
+    if let Some(name) = storage.local_get("cluster_name") {
+        if name != config.cluster_name {
+            anyhow::bail!(
+                "Saved cluster name {name} != configured name {}: this data directory belongs to another cluster",
+                config.cluster_name
+            );
+        }
+    } else {
+        storage.local_set("cluster_name", &config.cluster_name)?;
+    }
+    let host_id = match storage.local_get("host_id").and_then(|h| h.parse::<Uuid>().ok()) {
+        Some(id) => id,
+        None => {
+            let id = Uuid::new_v4();
+            storage.local_set("host_id", &id.to_string())?;
+            id
+        }
+    };
+    let tokens: Vec<i64> = match storage.local_get("tokens") {
+        Some(t) => t.split(',').filter_map(|x| x.parse().ok()).collect(),
+        None => {
+            let mut rng = rand::rngs::StdRng::from_entropy();
+            let tokens = ring::tokens::random_tokens(&mut rng, config.num_tokens as usize);
+            let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+            storage.local_set("tokens", &text.join(","))?;
+            tokens
+        }
+    };
+    let generation = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0);
+    let node = NodeInfo {
+        cluster_name: config.cluster_name.clone(),
+        host_id,
+        listen_address: config.listen_address,
+        rpc_address: config.rpc_address,
+        native_port: config.native_port,
+        storage_port: config.storage_port,
+        data_center: config.dc.clone(),
+        rack: config.rack.clone(),
+        tokens,
+        gossip_generation: generation,
+    };
+    let schema = Arc::new(SchemaService::new(Arc::clone(&storage), keyspaces));
+    let processor = Arc::new(Processor::new(schema, Arc::clone(&storage), node));
+    Ok((storage, processor))
+}
+
+/// Runs a node in the foreground until SIGTERM or SIGINT.
+pub fn run(config: NodeConfig) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("shoal").build()?;
+    let (storage, processor) = open(&config)?;
+    let addr = SocketAddr::new(config.rpc_address, config.native_port);
+    let result = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen for CQL on {addr}"))?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let server_config = ServerConfig { max_frame_bytes: config.max_frame_bytes };
+        let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx));
+        tracing::info!(
+            %addr,
+            cluster = %config.cluster_name,
+            host_id = %processor.node.host_id,
+            data_dir = %config.data_dir.display(),
+            "Starting listening for CQL clients on {addr}"
+        );
+        eprintln!("shoal: node {} listening for CQL clients on {addr}", processor.node.host_id);
+        wait_for_signal().await;
+        tracing::info!("shutting down: stop accepting, sync the commit log, flush memtables");
+        let _ = stop_tx.send(true);
+        let _ = server.await;
+        anyhow::Ok(())
+    });
+    drop(processor);
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    storage.shutdown().context("clean shutdown failed")?;
+    eprintln!("shoal: stopped cleanly");
+    result
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

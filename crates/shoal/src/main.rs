@@ -1,0 +1,88 @@
+//! The `shoal` binary: one entry point with subcommands (`shoal server`, and
+//! later `stress`, `tool`, `cluster`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "shoal", version, about = "Shoal: a Cassandra-compatible, write-optimized database")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node in the foreground (CQL on 127.0.0.1:9042, data under ./data by default).
+    Server(ServerArgs),
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// YAML configuration (cassandra.yaml names where the concept is the same).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory (commit log, tables, schema).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address for CQL clients (and, later, peers).
+    #[arg(long, value_name = "IP")]
+    listen_address: Option<String>,
+    /// CQL native protocol port.
+    #[arg(long, value_name = "PORT")]
+    native_port: Option<u16>,
+    #[arg(long, value_name = "NAME")]
+    cluster_name: Option<String>,
+    /// Vnodes per node.
+    #[arg(long, value_name = "N")]
+    num_tokens: Option<u32>,
+    /// Data center name (used by the cluster).
+    #[arg(long, value_name = "DC")]
+    dc: Option<String>,
+    /// Rack name (used by the cluster).
+    #[arg(long, value_name = "RACK")]
+    rack: Option<String>,
+    /// Comma-separated seed addresses (used by the cluster).
+    #[arg(long, value_name = "IP,IP")]
+    seeds: Option<String>,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Server(args) => match server(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("shoal: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn server(args: ServerArgs) -> anyhow::Result<()> {
+    let file = match &args.config {
+        Some(path) => node::ConfigFile::load(path)?,
+        None => node::ConfigFile::default(),
+    };
+    let overrides = node::Overrides {
+        data_dir: args.data_dir,
+        listen_address: args.listen_address,
+        native_port: args.native_port,
+        cluster_name: args.cluster_name,
+        num_tokens: args.num_tokens,
+        dc: args.dc,
+        rack: args.rack,
+        seeds: args.seeds,
+    };
+    let config = file.build(overrides)?;
+    node::run(config)
+}

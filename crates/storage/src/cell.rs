@@ -1,0 +1,206 @@
+//! The on-disk form of a cell (and of every deletion marker) and
+//! last-write-wins reconciliation with Cassandra's tie rules.
+//!
+//! Layout: `kind: u8 | timestamp: i64 BE | [ttl: i32 BE | expiry: i32 BE] (expiring) |
+//! [deletion time: i32 BE] (tombstone) | value bytes`.
+//!
+//! Invariants:
+//! - `reconcile` is commutative and associative, so RocksDB may merge operands
+//!   in any grouping (partial merges) and still reach Cassandra's answer.
+//! - Bytes that fail to decode never win a merge and never panic.
+
+use std::cmp::Ordering;
+
+pub const KIND_LIVE: u8 = 0;
+pub const KIND_EXPIRING: u8 = 1;
+pub const KIND_TOMBSTONE: u8 = 2;
+
+/// A decoded view of a stored cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CellRef<'a> {
+    pub kind: u8,
+    pub timestamp: i64,
+    /// Expiring cells only.
+    pub ttl: i32,
+    /// Expiry for expiring cells, deletion time for tombstones, `i32::MAX` for live cells.
+    pub local_deletion_time: i32,
+    pub value: &'a [u8],
+}
+
+pub const NO_DELETION_TIME: i32 = i32::MAX;
+
+impl<'a> CellRef<'a> {
+    pub fn decode(bytes: &'a [u8]) -> Option<CellRef<'a>> {
+        let kind = *bytes.first()?;
+        let timestamp = i64::from_be_bytes(bytes.get(1..9)?.try_into().ok()?);
+        match kind {
+            KIND_LIVE => Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: NO_DELETION_TIME, value: &bytes[9..] }),
+            KIND_EXPIRING => {
+                let ttl = i32::from_be_bytes(bytes.get(9..13)?.try_into().ok()?);
+                let expiry = i32::from_be_bytes(bytes.get(13..17)?.try_into().ok()?);
+                Some(CellRef { kind, timestamp, ttl, local_deletion_time: expiry, value: &bytes[17..] })
+            }
+            KIND_TOMBSTONE => {
+                let ldt = i32::from_be_bytes(bytes.get(9..13)?.try_into().ok()?);
+                Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: ldt, value: &bytes[13..] })
+            }
+            _ => None,
+        }
+    }
+
+    pub fn is_tombstone(&self) -> bool {
+        self.kind == KIND_TOMBSTONE
+    }
+
+    /// Live at `now` (seconds since epoch): not a tombstone and not expired.
+    pub fn is_live(&self, now: i32) -> bool {
+        match self.kind {
+            KIND_LIVE => true,
+            KIND_EXPIRING => self.local_deletion_time > now,
+            _ => false,
+        }
+    }
+}
+
+pub fn encode_live(timestamp: i64, value: &[u8], out: &mut Vec<u8>) {
+    out.reserve(9 + value.len());
+    out.push(KIND_LIVE);
+    out.extend_from_slice(&timestamp.to_be_bytes());
+    out.extend_from_slice(value);
+}
+
+pub fn encode_expiring(timestamp: i64, ttl: i32, expiry: i32, value: &[u8], out: &mut Vec<u8>) {
+    out.reserve(17 + value.len());
+    out.push(KIND_EXPIRING);
+    out.extend_from_slice(&timestamp.to_be_bytes());
+    out.extend_from_slice(&ttl.to_be_bytes());
+    out.extend_from_slice(&expiry.to_be_bytes());
+    out.extend_from_slice(value);
+}
+
+pub fn encode_tombstone(timestamp: i64, local_deletion_time: i32, out: &mut Vec<u8>) {
+    out.push(KIND_TOMBSTONE);
+    out.extend_from_slice(&timestamp.to_be_bytes());
+    out.extend_from_slice(&local_deletion_time.to_be_bytes());
+}
+
+/// Encodes a cell or marker: a tombstone when `value` is `None`, expiring when `ttl > 0`.
+pub fn encode(timestamp: i64, ttl: i32, local_deletion_time: i32, value: Option<&[u8]>, out: &mut Vec<u8>) {
+    match value {
+        None => encode_tombstone(timestamp, local_deletion_time, out),
+        Some(v) if ttl > 0 => encode_expiring(timestamp, ttl, local_deletion_time, v, out),
+        Some(v) => encode_live(timestamp, v, out),
+    }
+}
+
+/// Cassandra's `Cells.reconcile` for regular cells: the higher timestamp wins;
+/// on a tie, expiring-or-tombstone beats live, tombstone beats expiring, the
+/// later local deletion time wins, and finally the greater value wins.
+pub fn reconcile<'a>(left: CellRef<'a>, right: CellRef<'a>) -> CellRef<'a> {
+    if left.timestamp != right.timestamp {
+        return if left.timestamp > right.timestamp { left } else { right };
+    }
+    let left_dying = left.kind != KIND_LIVE;
+    let right_dying = right.kind != KIND_LIVE;
+    if left_dying || right_dying {
+        if left_dying != right_dying {
+            return if left_dying { left } else { right };
+        }
+        let left_tomb = left.is_tombstone();
+        let right_tomb = right.is_tombstone();
+        if left_tomb != right_tomb {
+            return if left_tomb { left } else { right };
+        }
+        if left.local_deletion_time != right.local_deletion_time {
+            return if left.local_deletion_time > right.local_deletion_time { left } else { right };
+        }
+    }
+    match left.value.cmp(right.value) {
+        Ordering::Less => right,
+        _ => left,
+    }
+}
+
+/// The RocksDB merge function: the winner among the existing value and all operands.
+pub fn merge_operands<'a>(existing: Option<&'a [u8]>, operands: impl Iterator<Item = &'a [u8]>) -> Option<Vec<u8>> {
+    let mut winner: Option<(CellRef<'a>, &'a [u8])> = None;
+    let mut first_raw: Option<&'a [u8]> = None;
+    for raw in existing.into_iter().chain(operands) {
+        if first_raw.is_none() {
+            first_raw = Some(raw);
+        }
+        let Some(cell) = CellRef::decode(raw) else { continue };
+        winner = Some(match winner {
+            None => (cell, raw),
+            Some((w, w_raw)) => {
+                let chosen = reconcile(w, cell);
+                if chosen == cell && chosen != w {
+                    (cell, raw)
+                } else {
+                    (w, w_raw)
+                }
+            }
+        });
+    }
+    match winner {
+        Some((_, raw)) => Some(raw.to_vec()),
+        // Everything was undecodable: keep the bytes rather than lose them.
+        None => first_raw.map(|r| r.to_vec()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(ts: i64, v: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_live(ts, v, &mut out);
+        out
+    }
+    fn tomb(ts: i64, ldt: i32) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_tombstone(ts, ldt, &mut out);
+        out
+    }
+    fn exp(ts: i64, ttl: i32, at: i32, v: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_expiring(ts, ttl, at, v, &mut out);
+        out
+    }
+    fn winner(cells: &[Vec<u8>]) -> Vec<u8> {
+        merge_operands(None, cells.iter().map(|c| c.as_slice())).unwrap()
+    }
+
+    #[test]
+    fn higher_timestamp_wins_in_any_order() {
+        let a = live(10, b"new");
+        let b = live(5, b"old");
+        assert_eq!(winner(&[a.clone(), b.clone()]), a);
+        assert_eq!(winner(&[b, a.clone()]), a);
+    }
+
+    #[test]
+    fn tombstone_wins_a_timestamp_tie() {
+        let a = live(10, b"x");
+        let t = tomb(10, 100);
+        assert_eq!(winner(&[a.clone(), t.clone()]), t);
+        assert_eq!(winner(&[t.clone(), a]), t);
+        let e = exp(10, 5, 200, b"x");
+        assert_eq!(winner(&[e.clone(), t.clone()]), t);
+        assert_eq!(winner(&[live(10, b"z"), e.clone()]), e);
+    }
+
+    #[test]
+    fn greater_value_wins_a_full_tie() {
+        assert_eq!(winner(&[live(1, b"a"), live(1, b"b")]), live(1, b"b"));
+        assert_eq!(winner(&[live(1, b"b"), live(1, b"a")]), live(1, b"b"));
+    }
+
+    #[test]
+    fn garbage_never_wins() {
+        let a = live(1, b"a");
+        assert_eq!(winner(&[vec![9, 9], a.clone(), vec![]]), a);
+        assert_eq!(CellRef::decode(&[KIND_EXPIRING, 0, 0]), None);
+    }
+}

@@ -1,0 +1,622 @@
+//! The engine: opening RocksDB, the schema manifest, column families per
+//! table, the write path and commit-log sync modes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rocksdb::{
+    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBCompactionStyle, DBWithThreadMode,
+    MultiThreaded, Options, WriteBatch, WriteOptions,
+};
+use types::mutation::Mutation;
+use types::schema::{KeyspaceDef, TableDef};
+use uuid::Uuid;
+
+use crate::keys::{self, Layout};
+use crate::{cell, filter, StorageError};
+
+pub(crate) type Db = DBWithThreadMode<MultiThreaded>;
+
+/// Cassandra's `commitlog_sync` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitlogSync {
+    /// Acknowledge at once; fsync every `period`.
+    Periodic { period: Duration },
+    /// fsync before acknowledging; concurrent writers share one fsync.
+    Batch,
+    /// Acknowledge after the next group fsync, taken every `window`.
+    Group { window: Duration },
+}
+
+#[derive(Clone, Debug)]
+pub struct StorageConfig {
+    pub data_dir: PathBuf,
+    pub commitlog_sync: CommitlogSync,
+    /// Block cache size for reads.
+    pub cache_bytes: usize,
+    /// Memtable size per table before a flush.
+    pub memtable_bytes: usize,
+}
+
+pub(crate) struct TableStore {
+    pub def: TableDef,
+    pub layout: Layout,
+    pub cf_name: String,
+    pub durable: bool,
+    pub gc_grace: Arc<AtomicI32>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct Manifest {
+    keyspaces: Vec<KeyspaceDef>,
+    /// Table id -> column family name (the name changes on TRUNCATE).
+    column_families: BTreeMap<Uuid, String>,
+    /// Node-local metadata (host id, tokens, ...) owned by the node.
+    local: BTreeMap<String, String>,
+}
+
+pub struct Storage {
+    pub(crate) db: Arc<Db>,
+    pub(crate) tables: RwLock<HashMap<Uuid, Arc<TableStore>>>,
+    manifest: Mutex<Manifest>,
+    config: StorageConfig,
+    cache: Cache,
+    /// Shared with compaction filter factories: the live gc_grace per column family.
+    gc_registry: filter::GcRegistry,
+    poisoned: Arc<Mutex<Option<String>>>,
+    group: Arc<GroupCommit>,
+    stop: Arc<AtomicBool>,
+    syncer: Mutex<Option<JoinHandle<()>>>,
+}
+
+const MANIFEST: &str = "schema.json";
+
+impl Storage {
+    /// Opens (or creates) the data directory and returns the engine and the
+    /// schema it holds.
+    pub fn open(config: StorageConfig) -> Result<(Storage, Vec<KeyspaceDef>), StorageError> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        let db_path = config.data_dir.join("db");
+        let manifest = read_manifest(&config.data_dir)?;
+        let cache = Cache::new_lru_cache(config.cache_bytes);
+        let gc_registry = filter::GcRegistry::default();
+
+        let mut tables = HashMap::new();
+        let mut descriptors = vec![ColumnFamilyDescriptor::new("default", Options::default())];
+        for ks in &manifest.keyspaces {
+            for table in ks.tables.values() {
+                let Some(cf_name) = manifest.column_families.get(&table.id) else {
+                    return Err(StorageError::Invalid(format!(
+                        "manifest has table {}.{} without a column family",
+                        ks.name, table.name
+                    )));
+                };
+                let store = Arc::new(TableStore {
+                    def: table.clone(),
+                    layout: Layout::of(table),
+                    cf_name: cf_name.clone(),
+                    durable: ks.durable_writes,
+                    gc_grace: Arc::new(AtomicI32::new(table.options.gc_grace_seconds)),
+                });
+                gc_registry.register(&store);
+                descriptors.push(ColumnFamilyDescriptor::new(
+                    cf_name.clone(),
+                    table_options(&config, &cache, &store, &gc_registry),
+                ));
+                tables.insert(table.id, store);
+            }
+        }
+        // Column families left behind by a crash between creating/dropping a
+        // column family and writing the manifest: open them, then drop them.
+        let existing = if db_path.join("CURRENT").exists() {
+            Db::list_cf(&Options::default(), &db_path)?
+        } else {
+            Vec::new()
+        };
+        let named: Vec<String> = descriptors.iter().map(|d| d.name().to_string()).collect();
+        let orphans: Vec<String> = existing.into_iter().filter(|n| !named.contains(n)).collect();
+        for orphan in &orphans {
+            descriptors.push(ColumnFamilyDescriptor::new(orphan.clone(), Options::default()));
+        }
+
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_bytes_per_sync(1 << 20);
+        db_opts.set_keep_log_file_num(4);
+        let db = Db::open_cf_descriptors(&db_opts, &db_path, descriptors)?;
+        for orphan in &orphans {
+            tracing::warn!(column_family = %orphan, "dropping column family not named in the manifest");
+            db.drop_cf(orphan)?;
+        }
+
+        let keyspaces = manifest.keyspaces.clone();
+        let storage = Storage {
+            db: Arc::new(db),
+            tables: RwLock::new(tables),
+            manifest: Mutex::new(manifest),
+            config,
+            cache,
+            gc_registry,
+            poisoned: Arc::new(Mutex::new(None)),
+            group: Arc::new(GroupCommit::default()),
+            stop: Arc::new(AtomicBool::new(false)),
+            syncer: Mutex::new(None),
+        };
+        storage.start_syncer();
+        Ok((storage, keyspaces))
+    }
+
+    pub fn commitlog_sync(&self) -> CommitlogSync {
+        self.config.commitlog_sync
+    }
+
+    /// Whether `apply` may block on an fsync (callers on an async runtime
+    /// should then call it from a blocking thread).
+    pub fn writes_block(&self) -> bool {
+        !matches!(self.config.commitlog_sync, CommitlogSync::Periodic { .. })
+    }
+
+    fn start_syncer(&self) {
+        let db = Arc::clone(&self.db);
+        let stop = Arc::clone(&self.stop);
+        let poisoned = Arc::clone(&self.poisoned);
+        let group = Arc::clone(&self.group);
+        let handle = match self.config.commitlog_sync {
+            CommitlogSync::Batch => return,
+            CommitlogSync::Periodic { period } => std::thread::Builder::new()
+                .name("commitlog-sync".into())
+                .spawn(move || {
+                    let tick = Duration::from_millis(50).min(period);
+                    let mut waited = Duration::ZERO;
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(tick);
+                        waited += tick;
+                        if waited >= period {
+                            waited = Duration::ZERO;
+                            if let Err(e) = db.flush_wal(true) {
+                                poison(&poisoned, &e.into_string());
+                            }
+                        }
+                    }
+                }),
+            CommitlogSync::Group { window } => std::thread::Builder::new()
+                .name("commitlog-group".into())
+                .spawn(move || group.run(&db, window, &stop, &poisoned)),
+        };
+        match handle {
+            Ok(h) => *lock(&self.syncer) = Some(h),
+            Err(e) => poison(&self.poisoned, &format!("cannot start commit log sync thread: {e}")),
+        }
+    }
+
+    fn check_poisoned(&self) -> Result<(), StorageError> {
+        match &*lock(&self.poisoned) {
+            Some(reason) => Err(StorageError::Poisoned(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn table(&self, id: &Uuid) -> Result<Arc<TableStore>, StorageError> {
+        read_lock(&self.tables).get(id).cloned().ok_or(StorageError::UnknownTable(*id))
+    }
+
+    pub(crate) fn cf(&self, store: &TableStore) -> Result<Arc<BoundColumnFamily<'_>>, StorageError> {
+        self.db
+            .cf_handle(&store.cf_name)
+            .ok_or_else(|| StorageError::Engine(format!("column family {} is missing", store.cf_name)))
+    }
+
+    /// Applies mutations atomically (one write batch) and durably per the
+    /// commit log mode. Mutations of keyspaces with `durable_writes = false`
+    /// skip the log when every mutation in the call does.
+    pub fn apply(&self, mutations: &[Mutation]) -> Result<(), StorageError> {
+        self.check_poisoned()?;
+        let mut batch = WriteBatch::default();
+        let mut any_durable = false;
+        let mut key = Vec::with_capacity(64);
+        let mut value = Vec::with_capacity(64);
+        for m in mutations {
+            let store = self.table(&m.table)?;
+            let cf = self.cf(&store)?;
+            any_durable |= store.durable;
+            encode_mutation(&store, m, &mut key, &mut value, |k, v| batch.merge_cf(&cf, k, v))?;
+        }
+        let mut opts = WriteOptions::default();
+        opts.disable_wal(!any_durable);
+        let sync = matches!(self.config.commitlog_sync, CommitlogSync::Batch) && any_durable;
+        opts.set_sync(sync);
+        if let Err(e) = self.db.write_opt(batch, &opts) {
+            if sync {
+                poison(&self.poisoned, &e.to_string());
+            }
+            return Err(e.into());
+        }
+        if any_durable {
+            if let CommitlogSync::Group { .. } = self.config.commitlog_sync {
+                self.group.wait_synced(&self.poisoned)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the schema. Creates column families for new tables, drops
+    /// those of removed tables and records everything in the manifest.
+    pub fn set_schema(&self, keyspaces: &[KeyspaceDef]) -> Result<(), StorageError> {
+        let mut manifest = lock(&self.manifest);
+        let mut wanted: HashMap<Uuid, (&KeyspaceDef, &TableDef)> = HashMap::new();
+        for ks in keyspaces {
+            for t in ks.tables.values() {
+                wanted.insert(t.id, (ks, t));
+            }
+        }
+        // Create first, write the manifest, then drop: a crash at any point
+        // leaves at worst an orphan column family, dropped at the next open.
+        let mut new_tables = HashMap::new();
+        for (id, (ks, table)) in &wanted {
+            let existing = read_lock(&self.tables).get(id).cloned();
+            let cf_name = match existing {
+                Some(store) => store.cf_name.clone(),
+                None => {
+                    let name = format!("t_{}_0", id.simple());
+                    let probe = TableStore {
+                        def: (*table).clone(),
+                        layout: Layout::of(table),
+                        cf_name: name.clone(),
+                        durable: ks.durable_writes,
+                        gc_grace: Arc::new(AtomicI32::new(table.options.gc_grace_seconds)),
+                    };
+                    self.gc_registry.register(&probe);
+                    self.db.create_cf(&name, &table_options(&self.config, &self.cache, &probe, &self.gc_registry))?;
+                    name
+                }
+            };
+            let store = Arc::new(TableStore {
+                def: (*table).clone(),
+                layout: Layout::of(table),
+                cf_name: cf_name.clone(),
+                durable: ks.durable_writes,
+                gc_grace: self.gc_registry.get_or_insert(&cf_name, table.options.gc_grace_seconds),
+            });
+            store.gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
+            new_tables.insert(*id, store);
+        }
+        let removed: Vec<Arc<TableStore>> = read_lock(&self.tables)
+            .iter()
+            .filter(|(id, _)| !wanted.contains_key(id))
+            .map(|(_, s)| Arc::clone(s))
+            .collect();
+        manifest.keyspaces = keyspaces.to_vec();
+        manifest.column_families = new_tables.iter().map(|(id, s)| (*id, s.cf_name.clone())).collect();
+        write_manifest(&self.config.data_dir, &manifest)?;
+        *write_lock(&self.tables) = new_tables;
+        for store in removed {
+            self.db.drop_cf(&store.cf_name)?;
+            self.gc_registry.remove(&store.cf_name);
+        }
+        Ok(())
+    }
+
+    /// Removes every row of a table (TRUNCATE): the table gets a new, empty
+    /// column family and the old one is dropped.
+    pub fn truncate(&self, table: &Uuid) -> Result<(), StorageError> {
+        let mut manifest = lock(&self.manifest);
+        let old = self.table(table)?;
+        let generation = old.cf_name.rsplit('_').next().and_then(|g| g.parse::<u64>().ok()).unwrap_or(0) + 1;
+        let name = format!("t_{}_{}", table.simple(), generation);
+        let store = Arc::new(TableStore {
+            def: old.def.clone(),
+            layout: old.layout.clone(),
+            cf_name: name.clone(),
+            durable: old.durable,
+            gc_grace: Arc::new(AtomicI32::new(old.gc_grace.load(Ordering::Relaxed))),
+        });
+        self.gc_registry.register(&store);
+        self.db.create_cf(&name, &table_options(&self.config, &self.cache, &store, &self.gc_registry))?;
+        manifest.column_families.insert(*table, name);
+        write_manifest(&self.config.data_dir, &manifest)?;
+        write_lock(&self.tables).insert(*table, store);
+        self.db.drop_cf(&old.cf_name)?;
+        self.gc_registry.remove(&old.cf_name);
+        Ok(())
+    }
+
+    /// Node-local metadata kept in the manifest (host id, tokens, ...).
+    pub fn local_get(&self, key: &str) -> Option<String> {
+        lock(&self.manifest).local.get(key).cloned()
+    }
+
+    pub fn local_set(&self, key: &str, value: &str) -> Result<(), StorageError> {
+        let mut manifest = lock(&self.manifest);
+        manifest.local.insert(key.to_string(), value.to_string());
+        write_manifest(&self.config.data_dir, &manifest)
+    }
+
+    /// Flushes memtables of one table, or of all tables, to sorted files.
+    pub fn flush(&self, table: Option<&Uuid>) -> Result<(), StorageError> {
+        let stores: Vec<Arc<TableStore>> = match table {
+            Some(id) => vec![self.table(id)?],
+            None => read_lock(&self.tables).values().cloned().collect(),
+        };
+        for store in stores {
+            let cf = self.cf(&store)?;
+            self.db.flush_cf(&cf)?;
+        }
+        self.db.flush_wal(true)?;
+        Ok(())
+    }
+
+    /// A major compaction of one table (or all): purges what gc_grace allows.
+    pub fn compact(&self, table: Option<&Uuid>) -> Result<(), StorageError> {
+        let stores: Vec<Arc<TableStore>> = match table {
+            Some(id) => vec![self.table(id)?],
+            None => read_lock(&self.tables).values().cloned().collect(),
+        };
+        for store in stores {
+            let cf = self.cf(&store)?;
+            self.db.flush_cf(&cf)?;
+            let mut opts = rocksdb::CompactOptions::default();
+            opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
+            self.db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &opts);
+        }
+        Ok(())
+    }
+
+    /// Size of a table's files and memtables in bytes (for `load`).
+    pub fn table_size_bytes(&self, table: &Uuid) -> u64 {
+        let Ok(store) = self.table(table) else { return 0 };
+        let Ok(cf) = self.cf(&store) else { return 0 };
+        let sst = self.db.property_int_value_cf(&cf, "rocksdb.total-sst-files-size").ok().flatten().unwrap_or(0);
+        let mem = self.db.property_int_value_cf(&cf, "rocksdb.cur-size-all-mem-tables").ok().flatten().unwrap_or(0);
+        sst + mem
+    }
+
+    /// Stops the sync thread, syncs the log and flushes memtables.
+    pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.group.wake();
+        if let Some(handle) = lock(&self.syncer).take() {
+            let _ = handle.join();
+        }
+        self.db.flush_wal(true)?;
+        self.flush(None)
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.group.wake();
+        if let Some(handle) = lock(&self.syncer).take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn encode_mutation(
+    store: &TableStore,
+    m: &Mutation,
+    key: &mut Vec<u8>,
+    value: &mut Vec<u8>,
+    mut put: impl FnMut(&[u8], &[u8]),
+) -> Result<(), StorageError> {
+    key.clear();
+    keys::partition_prefix(m.token, &m.partition_key, key)?;
+    let prefix_len = key.len();
+    if let Some(d) = m.partition_deletion {
+        key.push(keys::SECTION_PARTITION_DELETION);
+        value.clear();
+        cell::encode_tombstone(d.timestamp, d.local_deletion_time, value);
+        put(key, value);
+    }
+    for rt in &m.range_tombstones {
+        key.truncate(prefix_len);
+        key.push(keys::SECTION_RANGE_TOMBSTONE);
+        let mut start = Vec::new();
+        keys::encode_clustering(&store.layout, &rt.start.prefix, &mut start)?;
+        let mut end = Vec::new();
+        keys::encode_clustering(&store.layout, &rt.end.prefix, &mut end)?;
+        keys::encode_range_bounds(&start, rt.start.inclusive, &end, rt.end.inclusive, key);
+        value.clear();
+        cell::encode_tombstone(rt.deletion.timestamp, rt.deletion.local_deletion_time, value);
+        put(key, value);
+    }
+    for row in &m.rows {
+        key.truncate(prefix_len);
+        if row.is_static {
+            key.push(keys::SECTION_STATIC);
+        } else {
+            if row.clustering.len() != store.layout.clustering.len() {
+                return Err(StorageError::Invalid(format!(
+                    "row has {} clustering values, table {} has {}",
+                    row.clustering.len(),
+                    store.def.name,
+                    store.layout.clustering.len()
+                )));
+            }
+            key.push(keys::SECTION_ROWS);
+            keys::encode_clustering(&store.layout, &row.clustering, key)?;
+        }
+        let row_len = key.len();
+        if let Some(d) = row.deletion {
+            key.extend_from_slice(&keys::COLUMN_ROW_DELETION.to_be_bytes());
+            value.clear();
+            cell::encode_tombstone(d.timestamp, d.local_deletion_time, value);
+            put(key, value);
+        }
+        if let Some(l) = row.marker {
+            key.truncate(row_len);
+            key.extend_from_slice(&keys::COLUMN_ROW_MARKER.to_be_bytes());
+            value.clear();
+            cell::encode(l.timestamp, l.ttl, l.local_expiration, Some(&[]), value);
+            put(key, value);
+        }
+        for (column, d) in &row.complex_deletions {
+            key.truncate(row_len);
+            key.extend_from_slice(&column.to_be_bytes());
+            key.push(keys::COMPLEX_DELETION);
+            value.clear();
+            cell::encode_tombstone(d.timestamp, d.local_deletion_time, value);
+            put(key, value);
+        }
+        for c in &row.cells {
+            key.truncate(row_len);
+            key.extend_from_slice(&c.column.to_be_bytes());
+            if let Some(path) = &c.path {
+                key.push(keys::COMPLEX_ELEMENT);
+                keys::encode_path(&store.layout, c.column, path, key)?;
+            }
+            value.clear();
+            cell::encode(c.timestamp, c.ttl, c.local_deletion_time, c.value.as_deref(), value);
+            put(key, value);
+        }
+    }
+    Ok(())
+}
+
+fn table_options(config: &StorageConfig, cache: &Cache, store: &TableStore, gc: &filter::GcRegistry) -> Options {
+    let mut opts = Options::default();
+    opts.set_merge_operator_associative("shoal-lww", |_key, existing, operands| {
+        cell::merge_operands(existing, operands.iter())
+    });
+    opts.set_compaction_filter_factory(filter::Factory::new(gc.clone(), store.cf_name.clone(), store.layout.clone()));
+    opts.set_write_buffer_size(config.memtable_bytes);
+    opts.set_max_write_buffer_number(4);
+    opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    let mut block = BlockBasedOptions::default();
+    block.set_block_cache(cache);
+    block.set_bloom_filter(10.0, false);
+    block.set_cache_index_and_filter_blocks(true);
+    opts.set_block_based_table_factory(&block);
+    let class = store.def.options.compaction.get("class").map(String::as_str).unwrap_or("");
+    if class.ends_with("LeveledCompactionStrategy") {
+        opts.set_compaction_style(DBCompactionStyle::Level);
+        opts.set_level_compaction_dynamic_level_bytes(true);
+    } else {
+        // SizeTieredCompactionStrategy (Cassandra's default) and anything else:
+        // RocksDB's universal compaction is the size-tiered family.
+        opts.set_compaction_style(DBCompactionStyle::Universal);
+    }
+    opts
+}
+
+fn read_manifest(dir: &Path) -> Result<Manifest, StorageError> {
+    let path = dir.join(MANIFEST);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| StorageError::Invalid(format!("cannot read {}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), StorageError> {
+    let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| StorageError::Invalid(e.to_string()))?;
+    let tmp = dir.join(format!("{MANIFEST}.tmp"));
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, dir.join(MANIFEST))?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+fn poison(slot: &Mutex<Option<String>>, reason: &str) {
+    tracing::error!(reason, "commit log sync failed; storage refuses further writes");
+    let mut guard = lock(slot);
+    if guard.is_none() {
+        *guard = Some(reason.to_string());
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) fn read_lock<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write_lock<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Group commit: writers register after their (unsynced) write and wait for
+/// the first fsync that *started* after they registered.
+#[derive(Default)]
+struct GroupCommit {
+    state: Mutex<GroupState>,
+    cond: Condvar,
+}
+
+#[derive(Default)]
+struct GroupState {
+    /// The epoch new writers join; sealed when an fsync starts.
+    open_epoch: u64,
+    /// Every epoch up to this one is durable.
+    synced_epoch: u64,
+    waiting: usize,
+}
+
+impl GroupCommit {
+    fn wait_synced(&self, poisoned: &Mutex<Option<String>>) -> Result<(), StorageError> {
+        let mut state = lock(&self.state);
+        let target = state.open_epoch + 1;
+        state.waiting += 1;
+        self.cond.notify_all();
+        while state.synced_epoch < target {
+            if let Some(reason) = &*lock(poisoned) {
+                state.waiting -= 1;
+                return Err(StorageError::Poisoned(reason.clone()));
+            }
+            state = self.cond.wait_timeout(state, Duration::from_millis(100)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+        }
+        state.waiting -= 1;
+        Ok(())
+    }
+
+    fn wake(&self) {
+        self.cond.notify_all();
+    }
+
+    fn run(&self, db: &Db, window: Duration, stop: &AtomicBool, poisoned: &Mutex<Option<String>>) {
+        loop {
+            {
+                let mut state = lock(&self.state);
+                while state.waiting == 0 && !stop.load(Ordering::Relaxed) {
+                    state = self.cond.wait_timeout(state, Duration::from_millis(100)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                // Release any waiter: shutdown syncs the log itself.
+                let _ = db.flush_wal(true);
+                let mut state = lock(&self.state);
+                state.open_epoch += 1;
+                state.synced_epoch = state.open_epoch;
+                self.cond.notify_all();
+                return;
+            }
+            std::thread::sleep(window);
+            let sealed = {
+                let mut state = lock(&self.state);
+                state.open_epoch += 1;
+                state.open_epoch
+            };
+            if let Err(e) = db.flush_wal(true) {
+                poison(poisoned, &e.into_string());
+            } else {
+                let mut state = lock(&self.state);
+                state.synced_epoch = sealed;
+            }
+            self.cond.notify_all();
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The compaction filter: drops cells shadowed by row, range or partition
+//! deletions that are in the same compaction, turns expired cells into
+//! tombstones, and purges tombstones older than `gc_grace_seconds`.
+//!
+//! Safety argument (why purging never resurrects data):
+//! - RocksDB hands the filter only fully merged values, never merge operands,
+//!   and a fully merged value is the lowest entry for its key: dropping it
+//!   leaves no older version of that key behind.
+//! - A deletion marker shadows *other* keys (the cells of a row, range or
+//!   partition), so it is purged only in a full compaction, where every file
+//!   is an input and the cells it shadows are dropped in the same pass.
+//!   What is still in a memtable is the gc_grace caveat Cassandra shares.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rocksdb::compaction_filter::{CompactionFilter, Decision};
+use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilterFactory};
+
+use crate::cell::{self, CellRef};
+use crate::engine::{lock, TableStore};
+use crate::keys::{self, ColumnPart, Layout};
+
+/// Live `gc_grace_seconds` per column family, shared with filter factories
+/// so ALTER TABLE takes effect at the next compaction.
+#[derive(Clone, Default)]
+pub(crate) struct GcRegistry(Arc<Mutex<HashMap<String, Arc<AtomicI32>>>>);
+
+impl GcRegistry {
+    pub fn register(&self, store: &TableStore) {
+        lock(&self.0).insert(store.cf_name.clone(), Arc::clone(&store.gc_grace));
+    }
+    pub fn get_or_insert(&self, cf: &str, value: i32) -> Arc<AtomicI32> {
+        Arc::clone(lock(&self.0).entry(cf.to_string()).or_insert_with(|| Arc::new(AtomicI32::new(value))))
+    }
+    pub fn remove(&self, cf: &str) {
+        lock(&self.0).remove(cf);
+    }
+    fn get(&self, cf: &str) -> i32 {
+        lock(&self.0).get(cf).map(|g| g.load(Ordering::Relaxed)).unwrap_or(864_000)
+    }
+}
+
+pub(crate) struct Factory {
+    registry: GcRegistry,
+    cf_name: String,
+    layout: Layout,
+    name: CString,
+}
+
+impl Factory {
+    pub fn new(registry: GcRegistry, cf_name: String, layout: Layout) -> Factory {
+        Factory { registry, cf_name, layout, name: CString::new("shoal-gc-factory").unwrap_or_default() }
+    }
+}
+
+impl CompactionFilterFactory for Factory {
+    type Filter = Filter;
+
+    fn create(&mut self, context: CompactionFilterContext) -> Filter {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        Filter {
+            gc_before: now - self.registry.get(&self.cf_name) as i64,
+            now,
+            full: context.is_full_compaction,
+            layout: self.layout.clone(),
+            partition: Vec::new(),
+            partition_deletion: None,
+            ranges: Vec::new(),
+            row: Vec::new(),
+            row_deletion: None,
+            complex: None,
+            buf: Vec::new(),
+            name: CString::new("shoal-gc").unwrap_or_default(),
+        }
+    }
+
+    fn name(&self) -> &CStr {
+        &self.name
+    }
+}
+
+pub(crate) struct Filter {
+    gc_before: i64,
+    now: i64,
+    full: bool,
+    layout: Layout,
+    partition: Vec<u8>,
+    partition_deletion: Option<i64>,
+    ranges: Vec<(Vec<u8>, bool, Vec<u8>, bool, i64)>,
+    row: Vec<u8>,
+    row_deletion: Option<i64>,
+    complex: Option<(u16, i64)>,
+    buf: Vec<u8>,
+    name: CString,
+}
+
+impl Filter {
+    fn purgeable(&self, c: &CellRef<'_>) -> bool {
+        (c.local_deletion_time as i64) < self.gc_before
+    }
+
+    fn marker_decision(&self, c: &CellRef<'_>) -> Decision {
+        if self.full && self.purgeable(c) {
+            Decision::Remove
+        } else {
+            Decision::Keep
+        }
+    }
+
+    fn shadowing(&self, row: &[u8], column: Option<u16>, is_static: bool) -> i64 {
+        let mut max = self.partition_deletion.unwrap_or(i64::MIN);
+        if !is_static {
+            for (s, si, e, ei, ts) in &self.ranges {
+                if keys::bound_start_admits(s, *si, row) && keys::bound_end_admits(e, *ei, row) {
+                    max = max.max(*ts);
+                }
+            }
+            if let Some(ts) = self.row_deletion {
+                max = max.max(ts);
+            }
+        }
+        if let (Some(col), Some((ccol, ts))) = (column, self.complex) {
+            if col == ccol {
+                max = max.max(ts);
+            }
+        }
+        max
+    }
+
+    fn decide(&mut self, key: &[u8], value: &[u8]) -> Decision {
+        let Some((_, pk, rest)) = keys::split_partition(key) else { return Decision::Keep };
+        let prefix_len = key.len() - rest.len();
+        if self.partition.as_slice() != &key[..prefix_len] {
+            self.partition.clear();
+            self.partition.extend_from_slice(&key[..prefix_len]);
+            let _ = pk;
+            self.partition_deletion = None;
+            self.ranges.clear();
+            self.row.clear();
+            self.row_deletion = None;
+            self.complex = None;
+        }
+        let Some(c) = CellRef::decode(value) else { return Decision::Keep };
+        let Some((&section, body)) = rest.split_first() else { return Decision::Keep };
+        match section {
+            keys::SECTION_PARTITION_DELETION => {
+                self.partition_deletion = Some(c.timestamp);
+                self.marker_decision(&c)
+            }
+            keys::SECTION_RANGE_TOMBSTONE => {
+                if let Some(b) = keys::decode_range_bounds(body) {
+                    self.ranges.push((b.start.to_vec(), b.start_inclusive, b.end.to_vec(), b.end_inclusive, c.timestamp));
+                }
+                self.marker_decision(&c)
+            }
+            keys::SECTION_STATIC | keys::SECTION_ROWS => {
+                let is_static = section == keys::SECTION_STATIC;
+                let clustering_len = if is_static {
+                    0
+                } else {
+                    match keys::clustering_len(&self.layout, body) {
+                        Some(n) => n,
+                        None => return Decision::Keep,
+                    }
+                };
+                let (row, column_part) = body.split_at(clustering_len);
+                let row_key = [&[section][..], row].concat();
+                if self.row != row_key {
+                    self.row = row_key;
+                    self.row_deletion = None;
+                    self.complex = None;
+                }
+                let Some(part) = keys::parse_column_part(column_part) else { return Decision::Keep };
+                match part {
+                    ColumnPart::Simple(keys::COLUMN_ROW_DELETION) => {
+                        self.row_deletion = Some(c.timestamp);
+                        return self.marker_decision(&c);
+                    }
+                    ColumnPart::ComplexDeletion(col) => {
+                        self.complex = Some((col, c.timestamp));
+                        return self.marker_decision(&c);
+                    }
+                    _ => {}
+                }
+                let column = match part {
+                    ColumnPart::Element(col, _) => Some(col),
+                    _ => None,
+                };
+                if c.timestamp <= self.shadowing(row, column, is_static) {
+                    return Decision::Remove;
+                }
+                self.cell_decision(&c)
+            }
+            _ => Decision::Keep,
+        }
+    }
+
+    fn cell_decision(&mut self, c: &CellRef<'_>) -> Decision {
+        match c.kind {
+            cell::KIND_TOMBSTONE if self.purgeable(c) => Decision::Remove,
+            cell::KIND_EXPIRING if (c.local_deletion_time as i64) <= self.now => {
+                if self.purgeable(c) {
+                    return Decision::Remove;
+                }
+                // Expired: keep only a tombstone (deleted at its expiry) until gc_grace passes.
+                self.buf.clear();
+                cell::encode_tombstone(c.timestamp, c.local_deletion_time, &mut self.buf);
+                // SAFETY: RocksDB copies the new value before the next call into
+                // this filter (see rocksdb_compactionfilter_t::Filter in c.cc), and
+                // `self.buf` is neither freed nor modified until then.
+                #[allow(unsafe_code)]
+                let bytes: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(self.buf.as_slice()) };
+                Decision::Change(bytes)
+            }
+            _ => Decision::Keep,
+        }
+    }
+}
+
+impl CompactionFilter for Filter {
+    fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
+        self.decide(key, value)
+    }
+
+    fn name(&self) -> &CStr {
+        &self.name
+    }
+}

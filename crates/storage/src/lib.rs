@@ -1,0 +1,52 @@
+//! Single-node storage: Cassandra's data model on RocksDB.
+//!
+//! One RocksDB column family per table; keys laid out as `keys` describes;
+//! every cell and deletion marker written with a merge operand that keeps the
+//! last write by Cassandra's rules (`cell`), so no write reads first. Deletions
+//! of rows, ranges and partitions are markers applied at read time and, by the
+//! compaction filter (`filter`), at compaction time; tombstones and expired
+//! cells are purged after `gc_grace_seconds`.
+//!
+//! The commit log is RocksDB's write-ahead log, synced per `CommitlogSync`:
+//! `periodic` (fsync every period; a crash of the machine, not of the process,
+//! loses at most one period), `batch` (fsync before acknowledging; concurrent
+//! writers share one fsync) and `group` (acknowledge after the next group fsync).
+//!
+//! Invariants:
+//! - The manifest (`schema.json`) names every column family in use; it is
+//!   written atomically (temp file, fsync, rename, fsync dir) and column
+//!   families it does not name are dropped at open.
+//! - After an fsync failure the engine is poisoned: every later write fails
+//!   (it never acknowledges a write it may not have made durable).
+
+pub mod cell;
+mod engine;
+mod filter;
+pub mod keys;
+mod read;
+
+pub use engine::{CommitlogSync, Storage, StorageConfig};
+pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
+
+/// Errors from the storage engine.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("storage engine error: {0}")]
+    Engine(String),
+    #[error("storage is poisoned after a failed commit log sync; refusing writes: {0}")]
+    Poisoned(String),
+    #[error("unknown table {0}")]
+    UnknownTable(uuid::Uuid),
+    #[error("Key length of {0} is longer than maximum of 65535")]
+    KeyTooLong(usize),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<rocksdb::Error> for StorageError {
+    fn from(e: rocksdb::Error) -> Self {
+        StorageError::Engine(e.into_string())
+    }
+}

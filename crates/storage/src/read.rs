@@ -1,0 +1,441 @@
+//! The read path: one partition's slices, and scans over token ranges.
+//! Deletions and TTLs are applied here, so callers see only live data.
+
+use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions};
+use types::mutation::{ClusteringBound, DeletionTime, Liveness};
+use uuid::Uuid;
+
+use crate::cell::CellRef;
+use crate::engine::{Db, Storage, TableStore};
+use crate::keys::{self, ColumnPart};
+use crate::StorageError;
+
+/// A live cell as read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    pub value: Vec<u8>,
+    pub timestamp: i64,
+    /// 0 when the cell does not expire.
+    pub ttl: i32,
+    /// Expiry in seconds since the epoch when `ttl > 0`.
+    pub local_expiration: i32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ColumnData {
+    Simple(Cell),
+    /// Elements of a non-frozen collection, in element order: (path, cell).
+    Complex(Vec<(Vec<u8>, Cell)>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Serialized clustering values (empty for the static row).
+    pub clustering: Vec<Vec<u8>>,
+    pub marker: Option<Liveness>,
+    /// Live columns, by column id.
+    pub columns: Vec<(u16, ColumnData)>,
+}
+
+impl Row {
+    pub fn column(&self, id: u16) -> Option<&ColumnData> {
+        self.columns.iter().find(|(c, _)| *c == id).map(|(_, d)| d)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partition {
+    pub token: i64,
+    pub key: Vec<u8>,
+    pub static_row: Option<Row>,
+    pub rows: Vec<Row>,
+}
+
+/// What to read from one partition.
+#[derive(Clone, Debug)]
+pub struct PartitionRead {
+    pub table: Uuid,
+    pub token: i64,
+    pub partition_key: Vec<u8>,
+    /// Clustering slices in clustering order; empty means the whole partition.
+    pub ranges: Vec<(ClusteringBound, ClusteringBound)>,
+    pub reversed: bool,
+    pub include_static: bool,
+    /// Stop after this many live rows.
+    pub row_limit: usize,
+    /// Seconds since the epoch, for TTL expiry.
+    pub now: i32,
+}
+
+/// A scan over partitions in token order.
+#[derive(Clone, Debug)]
+pub struct ScanRange {
+    pub table: Uuid,
+    /// Start here (inclusive token) ...
+    pub start_token: i64,
+    /// ... but strictly after this partition key at `start_token`, when set (paging).
+    pub after_key: Option<Vec<u8>>,
+    /// Inclusive end token.
+    pub end_token: i64,
+    pub partition_limit: usize,
+    /// Rows per partition (PER PARTITION LIMIT), and clustering slices applied to each.
+    pub per_partition: PartitionRead,
+    /// Total live rows across partitions.
+    pub row_limit: usize,
+}
+
+struct Header {
+    partition_deletion: Option<i64>,
+    ranges: Vec<(Vec<u8>, bool, Vec<u8>, bool, i64)>,
+}
+
+impl Header {
+    fn shadowing(&self, row: &[u8]) -> i64 {
+        let mut max = self.partition_deletion.unwrap_or(i64::MIN);
+        for (s, si, e, ei, ts) in &self.ranges {
+            if keys::bound_start_admits(s, *si, row) && keys::bound_end_admits(e, *ei, row) {
+                max = max.max(*ts);
+            }
+        }
+        max
+    }
+}
+
+impl Storage {
+    /// Reads one partition; `None` when it holds no live data in the slices.
+    pub fn read_partition(&self, read: &PartitionRead) -> Result<Option<Partition>, StorageError> {
+        let store = self.table(&read.table)?;
+        self.read_partition_in(&store, read)
+    }
+
+    fn read_partition_in(&self, store: &TableStore, read: &PartitionRead) -> Result<Option<Partition>, StorageError> {
+        let cf = self.cf(store)?;
+        let mut prefix = Vec::with_capacity(read.partition_key.len() + 11);
+        keys::partition_prefix(read.token, &read.partition_key, &mut prefix)?;
+
+        // Deletion info and the static row come first in the partition.
+        let header_end = with_section(&prefix, if read.include_static { keys::SECTION_ROWS } else { keys::SECTION_STATIC });
+        let mut header = Header { partition_deletion: None, ranges: Vec::new() };
+        let mut static_row = None;
+        {
+            let mut it = self.iter(&cf, with_section(&prefix, 0), header_end);
+            it.seek_to_first();
+            let mut static_acc = RowAcc::new(Vec::new(), false);
+            while it.valid() {
+                let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+                let rest = &k[prefix.len()..];
+                if let (Some((&section, body)), Some(c)) = (rest.split_first(), CellRef::decode(v)) {
+                    match section {
+                        keys::SECTION_PARTITION_DELETION => header.partition_deletion = Some(c.timestamp),
+                        keys::SECTION_RANGE_TOMBSTONE => {
+                            if let Some(b) = keys::decode_range_bounds(body) {
+                                header.ranges.push((b.start.to_vec(), b.start_inclusive, b.end.to_vec(), b.end_inclusive, c.timestamp));
+                            }
+                        }
+                        keys::SECTION_STATIC => static_acc.add(store, body, &c),
+                        _ => {}
+                    }
+                }
+                it.next();
+            }
+            if read.include_static {
+                let shadow = header.partition_deletion.unwrap_or(i64::MIN);
+                static_row = static_acc.finish(shadow, read.now);
+            }
+        }
+
+        let mut rows = Vec::new();
+        let all = [(ClusteringBound::unbounded(), ClusteringBound::unbounded())];
+        let ranges: &[(ClusteringBound, ClusteringBound)] = if read.ranges.is_empty() { &all } else { &read.ranges };
+        let ordered: Vec<&(ClusteringBound, ClusteringBound)> =
+            if read.reversed { ranges.iter().rev().collect() } else { ranges.iter().collect() };
+        let rows_start = with_section(&prefix, keys::SECTION_ROWS);
+        'ranges: for (start, end) in ordered {
+            if rows.len() >= read.row_limit {
+                break;
+            }
+            let mut lower = rows_start.clone();
+            keys::encode_clustering(&store.layout, &start.prefix, &mut lower)?;
+            if !start.inclusive && !start.prefix.is_empty() {
+                match keys::prefix_successor(&lower) {
+                    Some(s) => lower = s,
+                    None => continue,
+                }
+            }
+            let mut upper = rows_start.clone();
+            keys::encode_clustering(&store.layout, &end.prefix, &mut upper)?;
+            if end.inclusive || end.prefix.is_empty() {
+                upper = match keys::prefix_successor(&upper) {
+                    Some(s) => s,
+                    None => continue,
+                };
+            }
+            if lower >= upper {
+                continue;
+            }
+            let mut it = self.iter(&cf, lower, upper);
+            if read.reversed {
+                it.seek_to_last();
+            } else {
+                it.seek_to_first();
+            }
+            let mut acc: Option<RowAcc> = None;
+            while it.valid() {
+                let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+                let body = &k[rows_start.len()..];
+                let Some(clen) = keys::clustering_len(&store.layout, body) else {
+                    advance(&mut it, read.reversed);
+                    continue;
+                };
+                let (row_key, column_part) = body.split_at(clen);
+                if acc.as_ref().map(|a| a.key.as_slice() != row_key).unwrap_or(true) {
+                    if let Some(done) = acc.take() {
+                        let shadow = header.shadowing(&done.key);
+                        if let Some(row) = done.finish(shadow, read.now) {
+                            rows.push(row);
+                            if rows.len() >= read.row_limit {
+                                break 'ranges;
+                            }
+                        }
+                    }
+                    acc = Some(RowAcc::new(row_key.to_vec(), read.reversed));
+                }
+                if let (Some(a), Some(c)) = (acc.as_mut(), CellRef::decode(v)) {
+                    a.add(store, column_part, &c);
+                }
+                advance(&mut it, read.reversed);
+            }
+            if let Some(done) = acc.take() {
+                let shadow = header.shadowing(&done.key);
+                if let Some(row) = done.finish(shadow, read.now) {
+                    rows.push(row);
+                }
+            }
+        }
+        for row in &mut rows {
+            row.clustering = keys::decode_clustering(&store.layout, &row.clustering.concat())
+                .ok_or_else(|| StorageError::Engine("undecodable clustering key".into()))?;
+        }
+        if rows.is_empty() && static_row.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Partition { token: read.token, key: read.partition_key.clone(), static_row, rows }))
+    }
+
+    /// Scans partitions in token order within `[start_token, end_token]`.
+    pub fn scan(&self, scan: &ScanRange) -> Result<Vec<Partition>, StorageError> {
+        let store = self.table(&scan.table)?;
+        let cf = self.cf(&store)?;
+        let mut lower = keys::token_bytes(scan.start_token).to_vec();
+        if let Some(after) = &scan.after_key {
+            let mut prefix = Vec::new();
+            keys::partition_prefix(scan.start_token, after, &mut prefix)?;
+            match keys::prefix_successor(&prefix) {
+                Some(s) => lower = s,
+                None => return Ok(Vec::new()),
+            }
+        }
+        let upper = match keys::prefix_successor(&keys::token_bytes(scan.end_token)) {
+            Some(u) => u,
+            None => vec![0xFF; 9],
+        };
+        let mut out = Vec::new();
+        let mut rows_total = 0usize;
+        let mut next = lower;
+        while out.len() < scan.partition_limit && rows_total < scan.row_limit {
+            let (token, pk) = {
+                let mut it = self.iter(&cf, next.clone(), upper.clone());
+                it.seek_to_first();
+                if !it.valid() {
+                    break;
+                }
+                let Some(k) = it.key() else { break };
+                let Some((token, pk, _)) = keys::split_partition(k) else { break };
+                (token, pk.to_vec())
+            };
+            let mut read = scan.per_partition.clone();
+            read.token = token;
+            read.partition_key = pk.clone();
+            read.row_limit = read.row_limit.min(scan.row_limit - rows_total);
+            if let Some(p) = self.read_partition_in(&store, &read)? {
+                rows_total += p.rows.len().max(usize::from(p.static_row.is_some()));
+                out.push(p);
+            }
+            let mut prefix = Vec::new();
+            keys::partition_prefix(token, &pk, &mut prefix)?;
+            match keys::prefix_successor(&prefix) {
+                Some(s) => next = s,
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The partitions (token, key) within `[start_token, end_token]`, in
+    /// token order, after `after_key` at `start_token` when set; at most
+    /// `partition_limit` of them. Partitions may hold only deleted data.
+    pub fn scan_keys(&self, scan: &ScanRange) -> Result<Vec<(i64, Vec<u8>)>, StorageError> {
+        let store = self.table(&scan.table)?;
+        let cf = self.cf(&store)?;
+        let mut next = keys::token_bytes(scan.start_token).to_vec();
+        if let Some(after) = &scan.after_key {
+            let mut prefix = Vec::new();
+            keys::partition_prefix(scan.start_token, after, &mut prefix)?;
+            match keys::prefix_successor(&prefix) {
+                Some(s) => next = s,
+                None => return Ok(Vec::new()),
+            }
+        }
+        let upper = keys::prefix_successor(&keys::token_bytes(scan.end_token)).unwrap_or_else(|| vec![0xFF; 9]);
+        let mut out = Vec::new();
+        let mut it = self.iter(&cf, next.clone(), upper);
+        it.seek_to_first();
+        while out.len() < scan.partition_limit && it.valid() {
+            let Some(k) = it.key() else { break };
+            let Some((token, pk, _)) = keys::split_partition(k) else { break };
+            let pk = pk.to_vec();
+            let mut prefix = Vec::new();
+            keys::partition_prefix(token, &pk, &mut prefix)?;
+            out.push((token, pk));
+            match keys::prefix_successor(&prefix) {
+                Some(s) => it.seek(&s),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    fn iter<'a>(
+        &'a self,
+        cf: &impl rocksdb::AsColumnFamilyRef,
+        lower: Vec<u8>,
+        upper: Vec<u8>,
+    ) -> DBRawIteratorWithThreadMode<'a, Db> {
+        let mut opts = ReadOptions::default();
+        opts.set_iterate_lower_bound(lower);
+        opts.set_iterate_upper_bound(upper);
+        self.db.raw_iterator_cf_opt(cf, opts)
+    }
+}
+
+fn advance(it: &mut DBRawIteratorWithThreadMode<'_, Db>, reversed: bool) {
+    if reversed {
+        it.prev()
+    } else {
+        it.next()
+    }
+}
+
+fn with_section(prefix: &[u8], section: u8) -> Vec<u8> {
+    let mut v = Vec::with_capacity(prefix.len() + 1);
+    v.extend_from_slice(prefix);
+    v.push(section);
+    v
+}
+
+/// Collects the entries of one row (in either iteration order).
+struct RowAcc {
+    key: Vec<u8>,
+    deletion: Option<DeletionTime>,
+    marker: Option<Liveness>,
+    /// Entries arrive in reverse key order (a reversed query).
+    reversed: bool,
+    complex_deletions: Vec<(u16, i64)>,
+    simple: Vec<(u16, Cell, bool)>,
+    elements: Vec<(u16, Vec<u8>, Cell, bool)>,
+}
+
+impl RowAcc {
+    fn new(key: Vec<u8>, reversed: bool) -> RowAcc {
+        RowAcc { key, reversed, deletion: None, marker: None, complex_deletions: Vec::new(), simple: Vec::new(), elements: Vec::new() }
+    }
+
+    fn add(&mut self, store: &TableStore, column_part: &[u8], c: &CellRef<'_>) {
+        let Some(part) = keys::parse_column_part(column_part) else { return };
+        let cell = || Cell {
+            value: c.value.to_vec(),
+            timestamp: c.timestamp,
+            ttl: c.ttl,
+            local_expiration: if c.ttl > 0 { c.local_deletion_time } else { 0 },
+        };
+        match part {
+            ColumnPart::Simple(keys::COLUMN_ROW_DELETION) => {
+                self.deletion = Some(DeletionTime { timestamp: c.timestamp, local_deletion_time: c.local_deletion_time })
+            }
+            ColumnPart::Simple(keys::COLUMN_ROW_MARKER) => {
+                if !c.is_tombstone() {
+                    self.marker = Some(Liveness {
+                        timestamp: c.timestamp,
+                        ttl: c.ttl,
+                        local_expiration: if c.ttl > 0 { c.local_deletion_time } else { 0 },
+                    });
+                }
+            }
+            ColumnPart::Simple(col) => {
+                if store.def.columns.iter().any(|d| d.id == col) {
+                    self.simple.push((col, cell(), c.is_tombstone()));
+                }
+            }
+            ColumnPart::ComplexDeletion(col) => self.complex_deletions.push((col, c.timestamp)),
+            ColumnPart::Element(col, path) => {
+                if let Some(path) = keys::decode_path(&store.layout, col, path) {
+                    self.elements.push((col, path, cell(), c.is_tombstone()));
+                }
+            }
+        }
+    }
+
+    /// Applies deletions and expiry; `None` when nothing in the row is live.
+    fn finish(mut self, partition_shadow: i64, now: i32) -> Option<Row> {
+        let row_shadow = partition_shadow.max(self.deletion.map(|d| d.timestamp).unwrap_or(i64::MIN));
+        let live = |cell: &Cell, tomb: bool, shadow: i64| {
+            !tomb && cell.timestamp > shadow && (cell.ttl == 0 || cell.local_expiration > now)
+        };
+        let marker = match self.marker {
+            Some(l) if l.timestamp > row_shadow && (l.ttl == 0 || l.local_expiration > now) => Some(l),
+            _ => None,
+        };
+        let mut columns: Vec<(u16, ColumnData)> = Vec::new();
+        self.simple.sort_by_key(|(col, _, _)| *col);
+        for (col, cell, tomb) in self.simple {
+            if live(&cell, tomb, row_shadow) {
+                columns.push((col, ColumnData::Simple(cell)));
+            }
+        }
+        // Elements arrive in key order forwards and in reverse backwards:
+        // restore key order (path order within each column).
+        let mut elements = self.elements;
+        if self.reversed {
+            elements.reverse();
+        }
+        elements.sort_by_key(|e| e.0);
+        let mut by_col: Vec<(u16, Vec<(Vec<u8>, Cell)>)> = Vec::new();
+        for (col, path, cell, tomb) in elements {
+            let col_shadow = self
+                .complex_deletions
+                .iter()
+                .filter(|(c, _)| *c == col)
+                .map(|(_, ts)| *ts)
+                .max()
+                .unwrap_or(i64::MIN)
+                .max(row_shadow);
+            if !live(&cell, tomb, col_shadow) {
+                continue;
+            }
+            match by_col.last_mut() {
+                Some((c, items)) if *c == col => items.push((path, cell)),
+                _ => by_col.push((col, vec![(path, cell)])),
+            }
+        }
+        for (col, items) in by_col {
+            columns.push((col, ColumnData::Complex(items)));
+        }
+        columns.sort_by_key(|(col, _)| *col);
+        if marker.is_none() && columns.is_empty() {
+            return None;
+        }
+        // Rows keep their encoded clustering here; the caller decodes it.
+        let clustering = if self.key.is_empty() { Vec::new() } else { vec![self.key] };
+        Some(Row { clustering, marker, columns })
+    }
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what Shoal's build and tests need on a fresh Debian machine:
+#   - apt: clang + libclang-dev (RocksDB's bindgen), python3-venv
+#   - a Python venv under $SHOAL_VENV (default $HOME/.cache/shoal/venv) with the
+#     DataStax Python driver, cqlsh and pytest, pinned.
+# Idempotent: each step is skipped when already done.
+set -euo pipefail
+
+SHOAL_CACHE="${SHOAL_CACHE:-$HOME/.cache/shoal}"
+SHOAL_VENV="${SHOAL_VENV:-$SHOAL_CACHE/venv}"
+mkdir -p "$SHOAL_CACHE"
+
+need_apt=()
+command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+[ -n "$(ls /usr/lib/llvm-*/lib/libclang.so* 2>/dev/null | head -1)" ] || need_apt+=(libclang-dev)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+command -v cargo >/dev/null 2>&1 || { echo "setup: cargo (Rust) is required; install rustup first" >&2; exit 1; }
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: apt-get install ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# Pinned client versions (checked against Cassandra 5.0.9).
+PY_PKGS=(cassandra-driver==3.30.1 cqlsh==6.2.2 pytest==8.3.4)
+STAMP="$SHOAL_VENV/.shoal-pkgs"
+if [ ! -x "$SHOAL_VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "${PY_PKGS[*]}" ]; then
+  echo "setup: creating Python venv at $SHOAL_VENV"
+  python3 -m venv "$SHOAL_VENV"
+  # The pure-Python driver build installs in seconds; the Cython one takes minutes.
+  CASS_DRIVER_NO_CYTHON=1 "$SHOAL_VENV/bin/pip" install -q --disable-pip-version-check "${PY_PKGS[@]}"
+  echo "${PY_PKGS[*]}" > "$STAMP"
+fi

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust unit and integration tests (incl. the scylla Rust
+# driver against a real `shoal` process), then the Python driver and cqlsh
+# conformance tests against a real `shoal` process.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/env.sh"
+"$ROOT/scripts/setup.sh"
+cd "$ROOT"
+echo "== build (release; target dir $CARGO_TARGET_DIR)"
+cargo build --release --workspace --bins
+echo "== cargo test"
+cargo test --release --workspace
+echo "== python driver + cqlsh tests"
+PATH="$SHOAL_VENV/bin:$PATH" SHOAL_BIN="$SHOAL_BIN" "$SHOAL_VENV/bin/python" -m pytest -q tests/python

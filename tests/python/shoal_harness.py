@@ -1,0 +1,285 @@
+"""The harness of the Python conformance suite: real `shoal server` processes on
+loopback (ShoalNode), and helpers shared by the tests. The fixtures are in conftest.py.
+
+Every process started here is stopped by its PID in teardown (SIGTERM, then
+SIGKILL after 10 s), and every wait is bounded.
+
+Environment:
+- SHOAL_BIN: the server binary (default /root/.cache/shoal/target/release/shoal).
+- SHOAL_TEST_EXTERNAL=HOST:PORT: run the tests that need only a shared node
+  against a server that is already running (for instance a real Cassandra, for
+  differential runs). Tests that start, kill or restart their own node are
+  skipped in that mode.
+"""
+
+import ctypes
+import itertools
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+import pytest
+
+DEFAULT_BIN = "/root/.cache/shoal/target/release/shoal"
+SHOAL_BIN = os.environ.get("SHOAL_BIN") or DEFAULT_BIN
+EXTERNAL = os.environ.get("SHOAL_TEST_EXTERNAL")
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+CLUSTER_NAME = "shoal_pytest"
+
+VENV_BIN = Path(sys.executable).parent
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def free_port(host=HOST):
+    """A port that was free a moment ago (bind to port 0 and read it back)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout, interval=0.1, what="condition"):
+    """Polls `predicate` until it returns a truthy value or `timeout` seconds pass.
+    Returns the value; raises AssertionError on timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
+        time.sleep(interval)
+
+
+def _set_pdeathsig():
+    """Runs in the child before exec: if pytest dies, the server gets SIGTERM,
+    so a crashed test run never leaves a server behind."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except Exception:  # pragma: no cover - best effort only
+        pass
+
+
+ALL_NODES = []
+
+
+class ShoalNode:
+    """One `shoal server` process with its own data dir, log file and ports.
+
+    The native port and data dir stay the same across restart(), so a restart is
+    "the same node on its old disk"."""
+
+    def __init__(self, workdir, host=HOST, config=None, cluster_name=CLUSTER_NAME, num_tokens=None, bin_path=None):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.host = host
+        self.port = free_port(host)
+        self.data_dir = self.workdir / "data"
+        self.data_dir.mkdir(exist_ok=True)
+        self.log_path = self.workdir / "shoal.log"
+        self.config_path = self.workdir / "shoal.yaml"
+        self.cluster_name = cluster_name
+        self.num_tokens = num_tokens
+        self.bin_path = bin_path or SHOAL_BIN
+        self.proc = None
+        self.starts = 0
+        # Each node gets its own storage (internode) port so that several
+        # single-node servers can run side by side on 127.0.0.1.
+        cfg = {"storage_port": free_port(host)}
+        cfg.update(config or {})
+        self.config = cfg
+        self.config_path.write_text("".join(f"{k}: {_yaml_scalar(v)}\n" for k, v in cfg.items()))
+        ALL_NODES.append(self)
+
+    # -- process control
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc is not None else None
+
+    def command(self):
+        cmd = [
+            self.bin_path,
+            "server",
+            "--data-dir", str(self.data_dir),
+            "--listen-address", self.host,
+            "--native-port", str(self.port),
+            "--cluster-name", self.cluster_name,
+            "--config", str(self.config_path),
+        ]
+        if self.num_tokens is not None:
+            cmd += ["--num-tokens", str(self.num_tokens)]
+        return cmd
+
+    def is_running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout=START_TIMEOUT_S):
+        assert not self.is_running(), f"node pid {self.pid} is already running"
+        if not os.path.isfile(self.bin_path) or not os.access(self.bin_path, os.X_OK):
+            pytest.fail(f"shoal binary not found or not executable: {self.bin_path} (set SHOAL_BIN or build it)")
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== pytest: start #{self.starts}: {' '.join(self.command())}\n".encode())
+            log.flush()
+            env = dict(os.environ)
+            env.setdefault("RUST_BACKTRACE", "1")
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=str(self.workdir),
+                env=env,
+                preexec_fn=_set_pdeathsig,
+            )
+        try:
+            self.wait_ready(timeout)
+        except Exception:
+            log_text = self.log_tail()
+            self.stop()
+            msg = f"shoal server (port {self.port}) did not accept connections within {timeout}s\n----- server log {self.log_path} -----\n{log_text}"
+            print(msg, file=sys.stderr)
+            pytest.fail(msg, pytrace=False)
+        return self
+
+    def wait_ready(self, timeout=START_TIMEOUT_S):
+        deadline = time.monotonic() + timeout
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                raise RuntimeError(f"shoal server exited with code {rc} during start-up")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=1.0):
+                    return
+            except OSError:
+                pass
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"port {self.host}:{self.port} not accepting connections after {timeout}s")
+            time.sleep(0.1)
+
+    def stop(self, timeout=STOP_TIMEOUT_S):
+        """SIGTERM, then SIGKILL after `timeout` s. Returns (returncode, clean)
+        where clean means it exited on SIGTERM without needing SIGKILL."""
+        if self.proc is None:
+            return None, True
+        if self.proc.poll() is not None:
+            return self.proc.returncode, True
+        clean = True
+        try:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            clean = False
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=timeout)
+        self._note(f"stopped (SIGTERM{'' if clean else ' then SIGKILL'}), rc={self.proc.returncode}")
+        return self.proc.returncode, clean
+
+    def kill9(self):
+        """SIGKILL now (a crash): nothing gets flushed."""
+        if self.is_running():
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+            self._note("killed with SIGKILL")
+        return self.proc.returncode if self.proc else None
+
+    def restart(self, timeout=START_TIMEOUT_S):
+        self.stop()
+        return self.start(timeout)
+
+    # -- logs
+
+    def _note(self, text):
+        try:
+            with open(self.log_path, "ab") as log:
+                log.write(f"===== pytest: {text}\n".encode())
+        except OSError:
+            pass
+
+    def log_tail(self, max_chars=12000):
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError as e:
+            return f"<no log: {e}>"
+        return text[-max_chars:]
+
+    def __repr__(self):
+        return f"ShoalNode({self.host}:{self.port}, pid={self.pid}, data_dir={self.data_dir})"
+
+
+class ExternalNode:
+    """A server we did not start (SHOAL_TEST_EXTERNAL=HOST:PORT)."""
+
+    def __init__(self, spec):
+        host, _, port = spec.rpartition(":")
+        self.host = host or HOST
+        self.port = int(port)
+        self.data_dir = None
+        self.pid = None
+        self.log_path = None
+
+    def _skip(self, *_a, **_k):
+        pytest.skip("process control is not available against an external server")
+
+    start = restart = kill9 = stop = _skip
+
+    def log_tail(self, max_chars=0):
+        return "<external server: no log>"
+
+
+def _yaml_scalar(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# ---------------------------------------------------------------- driver helpers
+
+
+def connect_cluster(node, **kwargs):
+    """A driver Cluster with default settings against `node`."""
+    from cassandra.cluster import Cluster
+
+    return Cluster([node.host], port=node.port, **kwargs)
+
+
+def create_keyspace(session, name, rf=1):
+    session.execute(
+        f"CREATE KEYSPACE {name} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}"
+    )
+    return name
+
+
+_ks_counter = itertools.count(1)
+
+
+def unique_keyspace_name(hint="ks"):
+    base = re.sub(r"[^a-z0-9_]", "_", hint.lower())
+    base = re.sub(r"_+", "_", base).strip("_") or "ks"
+    suffix = f"_{next(_ks_counter)}_{uuid.uuid4().hex[:6]}"
+    # Keyspace names are limited to 48 characters.
+    return ("k_" + base)[: 48 - len(suffix)] + suffix
+
+

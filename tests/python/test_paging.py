@@ -1,0 +1,144 @@
+"""Paging: 10,000 rows in one partition and 10,000 rows over 1,000 partitions,
+read 100 rows a page: every row exactly once, in Cassandra's order."""
+
+import pytest
+from cassandra.concurrent import execute_concurrent_with_args
+from cassandra.query import SimpleStatement
+
+from shoal_harness import create_keyspace, unique_keyspace_name
+
+N = 10_000
+PARTITIONS = 1_000
+PER_PARTITION = N // PARTITIONS
+PAGE = 100
+
+
+def _load(session, stmt, args):
+    results = execute_concurrent_with_args(session, stmt, args, concurrency=64, raise_on_first_error=True)
+    assert len(results) == len(args)
+
+
+@pytest.fixture(scope="module")
+def paged(cluster, session):
+    ks = unique_keyspace_name("paging")
+    create_keyspace(session, ks)
+    s = cluster.connect(ks)
+    s.execute("CREATE TABLE wide (k int, c int, v text, PRIMARY KEY (k, c))")
+    s.execute("CREATE TABLE many (k int, c int, v int, PRIMARY KEY (k, c))")
+    ins = s.prepare("INSERT INTO wide (k, c, v) VALUES (1, ?, ?)")
+    _load(s, ins, [(c, f"v{c}") for c in range(N)])
+    ins = s.prepare("INSERT INTO many (k, c, v) VALUES (?, ?, ?)")
+    _load(s, ins, [(k, c, k * 100 + c) for k in range(PARTITIONS) for c in range(PER_PARTITION)])
+    yield s
+    try:
+        s.execute(f"DROP KEYSPACE {ks}")
+    finally:
+        s.shutdown()
+
+
+def _pages(session, stmt, params=None):
+    """All pages of a query, as lists of rows, fetched one page at a time."""
+    rs = session.execute(stmt, params)
+    pages = [list(rs.current_rows)]
+    while rs.has_more_pages:
+        assert len(pages) < N + 10, "paging does not terminate"
+        rs.fetch_next_page()
+        pages.append(list(rs.current_rows))
+    return pages
+
+
+def _check_pages(pages, total):
+    sizes = [len(p) for p in pages]
+    assert all(s <= PAGE for s in sizes), f"a page holds more than fetch_size={PAGE} rows: {max(sizes)}"
+    assert sum(sizes) == total, f"expected {total} rows over all pages, got {sum(sizes)}"
+    assert len(pages) >= total // PAGE, f"only {len(pages)} pages for {total} rows at {PAGE} a page (no paging?)"
+    return [r for p in pages for r in p]
+
+
+def test_single_partition_every_row_once_in_clustering_order(paged):
+    stmt = SimpleStatement("SELECT c, v FROM wide WHERE k = 1", fetch_size=PAGE)
+    rows = _check_pages(_pages(paged, stmt), N)
+    cs = [r.c for r in rows]
+    assert cs == list(range(N)), f"first disorder at index {next(i for i, c in enumerate(cs) if c != i)}"
+    assert all(r.v == f"v{r.c}" for r in rows)
+
+
+def test_single_partition_descending(paged):
+    stmt = SimpleStatement("SELECT c FROM wide WHERE k = 1 ORDER BY c DESC", fetch_size=PAGE)
+    cs = [r.c for r in _check_pages(_pages(paged, stmt), N)]
+    assert cs == list(range(N - 1, -1, -1)), "ORDER BY c DESC must return every row once, descending"
+
+
+def test_single_partition_prepared_with_slice(paged):
+    sel = paged.prepare("SELECT c FROM wide WHERE k = ? AND c >= ? AND c < ?")
+    sel.fetch_size = PAGE
+    cs = [r.c for r in _check_pages(_pages(paged, sel, (1, 2_500, 7_777)), 7_777 - 2_500)]
+    assert cs == list(range(2_500, 7_777))
+
+
+def test_single_partition_iteration_follows_pages(paged):
+    # Plain iteration over the ResultSet fetches the following pages by itself.
+    stmt = SimpleStatement("SELECT c FROM wide WHERE k = 1", fetch_size=PAGE)
+    assert [r.c for r in paged.execute(stmt)] == list(range(N))
+
+
+def test_limit_larger_than_page(paged):
+    stmt = SimpleStatement("SELECT c FROM wide WHERE k = 1 LIMIT 250", fetch_size=PAGE)
+    cs = [r.c for r in _check_pages(_pages(paged, stmt), 250)]
+    assert cs == list(range(250))
+
+
+def test_resume_from_paging_state(paged):
+    stmt = SimpleStatement("SELECT c FROM wide WHERE k = 1", fetch_size=PAGE)
+    first = paged.execute(stmt)
+    assert [r.c for r in first.current_rows] == list(range(PAGE))
+    state = first.paging_state
+    assert state, "no paging_state after the first page"
+    second = paged.execute(stmt, paging_state=state)
+    assert [r.c for r in second.current_rows] == list(range(PAGE, 2 * PAGE)), "resumed page"
+
+
+def test_many_partitions_every_row_once_in_token_order(paged):
+    stmt = SimpleStatement("SELECT token(k) AS t, k, c, v FROM many", fetch_size=PAGE)
+    rows = _check_pages(_pages(paged, stmt), N)
+    keys = [(r.k, r.c) for r in rows]
+    assert len(set(keys)) == N, f"{N - len(set(keys))} duplicate rows"
+    assert set(keys) == {(k, c) for k in range(PARTITIONS) for c in range(PER_PARTITION)}
+    assert all(r.v == r.k * 100 + r.c for r in rows)
+    tokens = [r.t for r in rows]
+    assert tokens == sorted(tokens), "a full scan returns partitions in token order"
+    # Within a partition, rows are in clustering order and contiguous.
+    seen = []
+    for r in rows:
+        if not seen or seen[-1][0] != r.k:
+            assert r.k not in {k for k, _ in seen}, f"partition {r.k} split into two runs"
+            seen.append((r.k, []))
+        seen[-1][1].append(r.c)
+    assert all(cs == list(range(PER_PARTITION)) for _, cs in seen)
+
+
+def test_many_partitions_prepared_full_scan(paged):
+    sel = paged.prepare("SELECT k, c FROM many")
+    sel.fetch_size = 333
+    got = [(r.k, r.c) for r in paged.execute(sel)]
+    assert len(got) == N and len(set(got)) == N
+
+
+def test_count_star(paged):
+    row = paged.execute("SELECT count(*) FROM wide WHERE k = 1").one()
+    assert row.count == N, f"count(*) in one partition: {row.count}"
+    row = paged.execute(SimpleStatement("SELECT count(*) FROM many", fetch_size=PAGE)).one()
+    assert row.count == N, f"count(*) over the table: {row.count}"
+    row = paged.execute("SELECT count(*) FROM many WHERE k = 7").one()
+    assert row.count == PER_PARTITION
+
+
+def test_token_range_scan(paged):
+    lo, hi = -(2**62), 2**62
+    stmt = SimpleStatement(f"SELECT token(k) AS t, k FROM many WHERE token(k) > {lo} AND token(k) <= {hi}", fetch_size=PAGE)
+    rows = list(paged.execute(stmt))
+    assert rows, "no rows in half of the ring"
+    assert all(lo < r.t <= hi for r in rows), "token(k) range restriction"
+    tm_from_key = paged.cluster.metadata.token_map.token_class.from_key
+    expected = {k for k in range(PARTITIONS) if lo < tm_from_key(k.to_bytes(4, "big")).value <= hi}
+    assert {r.k for r in rows} == expected

@@ -65,17 +65,25 @@ def shoal_node_factory(tmp_path_factory, request):
 
 
 @pytest.fixture(scope="session")
-def cluster(shoal_node):
+def _connected(shoal_node):
     c = connect_cluster(shoal_node)
     try:
-        yield c
+        s = c.connect()
+        yield c, s
     finally:
         c.shutdown()
 
 
 @pytest.fixture(scope="session")
-def session(cluster):
-    return cluster.connect()
+def cluster(_connected):
+    """The shared driver Cluster (connected: metadata and token map are loaded)."""
+    return _connected[0]
+
+
+@pytest.fixture(scope="session")
+def session(_connected):
+    """The shared driver Session, with no current keyspace."""
+    return _connected[1]
 
 
 @pytest.fixture
@@ -98,6 +106,22 @@ def ks_session(cluster, keyspace):
         yield s
     finally:
         s.shutdown()
+
+
+@pytest.fixture(scope="module")
+def module_ks_session(cluster, session, request):
+    """A keyspace shared by the tests of one module, and a session using it."""
+    name = unique_keyspace_name(request.module.__name__.rpartition(".")[2])
+    create_keyspace(session, name)
+    s = cluster.connect(name)
+    try:
+        yield s
+    finally:
+        s.shutdown()
+        try:
+            session.execute(f"DROP KEYSPACE IF EXISTS {name}")
+        except Exception as e:
+            warnings.warn(f"DROP KEYSPACE {name} failed: {e!r}")
 
 
 @pytest.fixture(scope="session")

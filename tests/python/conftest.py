@@ -20,8 +20,6 @@ from shoal_harness import (
 )
 
 
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _stop_every_node_at_exit():
     yield

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import time
 import uuid
-import warnings
 from pathlib import Path
 
 import pytest
@@ -62,15 +61,18 @@ def wait_until(predicate, timeout, interval=0.1, what="condition"):
         time.sleep(interval)
 
 
+try:  # resolved once here, so the child after fork() only makes one C call
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # pragma: no cover - not Linux
+    _PRCTL = None
+_PR_SET_PDEATHSIG = 1
+
+
 def _set_pdeathsig():
     """Runs in the child before exec: if pytest dies, the server gets SIGTERM,
-    so a crashed test run never leaves a server behind."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except Exception:  # pragma: no cover - best effort only
-        pass
+    so a crashed or killed test run never leaves a server behind."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 ALL_NODES = []
@@ -148,10 +150,11 @@ class ShoalNode:
             )
         try:
             self.wait_ready(timeout)
-        except Exception:
-            log_text = self.log_tail()
+        except Exception as e:
             self.stop()
-            msg = f"shoal server (port {self.port}) did not accept connections within {timeout}s\n----- server log {self.log_path} -----\n{log_text}"
+            log_text = self.log_tail()
+            msg = (f"shoal server pid {self.pid} on {self.host}:{self.port} failed to start: {e}\n"
+                   f"----- server log {self.log_path} -----\n{log_text}")
             print(msg, file=sys.stderr)
             pytest.fail(msg, pytrace=False)
         return self

@@ -31,6 +31,16 @@ def test_driver_connects_with_default_settings(shoal_node):
         cluster.shutdown()
 
 
+def test_explicit_protocol_v4(shoal_node):
+    cluster = Cluster([shoal_node.host], port=shoal_node.port, protocol_version=4)
+    try:
+        session = cluster.connect()
+        assert session.execute("SELECT key FROM system.local").one().key == "local"
+        assert cluster.protocol_version == 4
+    finally:
+        cluster.shutdown()
+
+
 def test_metadata_lists_system_and_created_keyspace(cluster, keyspace):
     names = set(cluster.metadata.keyspaces)
     assert "system" in names, f"'system' missing from cluster.metadata.keyspaces: {sorted(names)}"

@@ -72,28 +72,40 @@ def test_script_file(cqlsh_bin, shoal_node, tmp_path, cq_ks, session):
     assert row.qty == 4 and set(row.tags) == {"red", "sweet"}
 
 
-def test_execute_option_and_describe(cqlsh_bin, shoal_node, tmp_path, cq_ks):
+@pytest.fixture
+def fruit(cqlsh_bin, shoal_node, tmp_path, cq_ks):
+    """The script's keyspace and table, created through cqlsh -f."""
     script = tmp_path / "setup.cql"
     script.write_text(SCRIPT.format(ks=cq_ks))
     _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-f", str(script)))
+    return cq_ks
 
-    out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-e", f"SELECT name, tags FROM {cq_ks}.fruit WHERE name = 'apple'"))
+
+def test_execute_option(cqlsh_bin, shoal_node, tmp_path, fruit):
+    out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-e", f"SELECT name, tags FROM {fruit}.fruit WHERE name = 'apple'"))
     assert re.search(r"apple\s*\|\s*\{'red', 'sweet'\}", out), f"set column rendering:\n{out}"
+    out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-k", fruit, "-e", "SELECT count(*) FROM fruit"))
+    assert re.search(r"^\s*2\s*$", out, re.M), f"count(*) with -k:\n{out}"
 
+
+def test_describe_keyspaces(cqlsh_bin, shoal_node, tmp_path, fruit):
     out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-e", "DESCRIBE KEYSPACES"))
     names = out.split()
-    assert cq_ks in names, f"DESCRIBE KEYSPACES does not list {cq_ks}:\n{out}"
+    assert fruit in names, f"DESCRIBE KEYSPACES does not list {fruit}:\n{out}"
     assert "system" in names and "system_schema" in names, out
 
-    out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-e", f"DESCRIBE TABLE {cq_ks}.fruit"))
-    assert f"CREATE TABLE {cq_ks}.fruit" in out, f"DESCRIBE TABLE:\n{out}"
+
+def test_describe_table(cqlsh_bin, shoal_node, tmp_path, fruit):
+    out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-e", f"DESCRIBE TABLE {fruit}.fruit"))
+    assert f"CREATE TABLE {fruit}.fruit" in out, f"DESCRIBE TABLE:\n{out}"
     for col in ("name text PRIMARY KEY", "qty int", "price decimal", "tags set<text>"):
         assert col in out, f"{col!r} missing from DESCRIBE TABLE:\n{out}"
 
-    out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-e", f"DESCRIBE KEYSPACE {cq_ks}"))
-    assert f"CREATE KEYSPACE {cq_ks}" in out and f"CREATE TABLE {cq_ks}.fruit" in out, out
 
-    out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-k", cq_ks, "-e", "DESCRIBE TABLES"))
+def test_describe_keyspace_and_tables(cqlsh_bin, shoal_node, tmp_path, fruit):
+    out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-e", f"DESCRIBE KEYSPACE {fruit}"))
+    assert f"CREATE KEYSPACE {fruit}" in out and f"CREATE TABLE {fruit}.fruit" in out, out
+    out = _ok(run_cqlsh(cqlsh_bin, shoal_node, tmp_path, "-k", fruit, "-e", "DESCRIBE TABLES"))
     assert "fruit" in out.split(), out
 
 

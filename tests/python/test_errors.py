@@ -28,9 +28,14 @@ def _message(exc):
 def _fails(session, query, exc_type, *patterns, params=None):
     """Runs `query`, expects `exc_type`, and checks every regex in `patterns`
     (case-insensitive) against the server's message."""
-    with pytest.raises(exc_type) as info:
+    try:
         session.execute(query, params)
-    msg = _message(info.value)
+    except exc_type as e:
+        msg = _message(e)
+    except Exception as e:
+        pytest.fail(f"{query!r}: expected {exc_type.__name__}, got {type(e).__name__}: {_message(e)!r}")
+    else:
+        pytest.fail(f"{query!r} succeeded; expected {exc_type.__name__}")
     for p in patterns:
         assert re.search(p, msg, re.IGNORECASE), f"{query!r}: message {msg!r} does not match {p!r}"
     return msg
@@ -150,9 +155,16 @@ def test_key_length_limit(ks):
            params=("t" * 100000,))
 
 
-def test_empty_and_null_keys(ks):
+def test_empty_blob_key(ks):
     _fails(ks, "INSERT INTO bk (k, v) VALUES (0x, 1)", InvalidRequest, r"Key may not be empty")
+    _fails(ks, "INSERT INTO bk (k, v) VALUES (%s, 1)", InvalidRequest, r"Key may not be empty", params=(b"",))
+
+
+def test_empty_text_key(ks):
     _fails(ks, "INSERT INTO tk (k, v) VALUES ('', 1)", InvalidRequest, r"Key may not be empty")
+
+
+def test_null_key(ks):
     ins = ks.prepare("INSERT INTO t (k, v) VALUES (?, ?)")
     with pytest.raises(InvalidRequest) as info:
         ks.execute(ins, (None, 1))

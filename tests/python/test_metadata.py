@@ -125,3 +125,22 @@ def test_system_schema_rows(session, events, keyspace):
     t = session.execute("SELECT flags FROM system_schema.tables WHERE keyspace_name = %s AND table_name = 'events'",
                         (keyspace,)).one()
     assert t is not None and set(t.flags) == {"compound"}, f"flags: {t}"
+
+
+def test_schema_change_event_reaches_other_clients(shoal_node, ks_session, keyspace):
+    """A second client learns about DDL done by the first through the
+    SCHEMA_CHANGE events its control connection REGISTERed for."""
+    from shoal_harness import connect_cluster, wait_until
+
+    other = connect_cluster(shoal_node)
+    try:
+        other.connect()
+        assert keyspace in other.metadata.keyspaces
+        ks_session.execute("CREATE TABLE pushed (k int PRIMARY KEY, v int)")
+        wait_until(lambda: "pushed" in other.metadata.keyspaces[keyspace].tables, timeout=20, interval=0.2,
+                   what="the other client's metadata to show the new table (SCHEMA_CHANGE event)")
+        ks_session.execute("ALTER TABLE pushed ADD w text")
+        wait_until(lambda: "w" in other.metadata.keyspaces[keyspace].tables["pushed"].columns, timeout=20,
+                   interval=0.2, what="the other client's metadata to show the new column")
+    finally:
+        other.shutdown()

@@ -142,3 +142,15 @@ def test_token_range_scan(paged):
     tm_from_key = paged.cluster.metadata.token_map.token_class.from_key
     expected = {k for k in range(PARTITIONS) if lo < tm_from_key(k.to_bytes(4, "big")).value <= hi}
     assert {r.k for r in rows} == expected
+
+
+def test_select_distinct_partition_keys(paged):
+    stmt = SimpleStatement("SELECT DISTINCT k FROM many", fetch_size=PAGE)
+    ks = [r.k for r in _check_pages(_pages(paged, stmt), PARTITIONS)]
+    assert sorted(ks) == list(range(PARTITIONS)), "every partition key exactly once"
+
+
+def test_in_on_partition_key_with_paging(paged):
+    stmt = SimpleStatement("SELECT k, c FROM many WHERE k IN (3, 1, 2)", fetch_size=7)
+    got = [(r.k, r.c) for r in paged.execute(stmt)]
+    assert sorted(got) == [(k, c) for k in (1, 2, 3) for c in range(PER_PARTITION)], got

@@ -2,9 +2,13 @@
 (taken from Cassandra and the drivers' own test suites) and against the
 Python driver's partitioner."""
 
+import datetime
 import struct
+import uuid
+from decimal import Decimal
 
 import pytest
+from cassandra.util import Date, SortedSet, Time
 
 # (key bytes, Cassandra's token)
 VECTORS = [
@@ -110,3 +114,88 @@ def test_token_restriction_selects_by_token(keyed):
     row = keyed.execute(f"SELECT k FROM by_blob WHERE token(k) = {VECTORS[0][1]}").one()
     assert row is not None and row.k == VECTORS[0][0]
     assert from_key(row.k).value == VECTORS[0][1]
+
+
+# Partition keys of every type hash their serialized value: the server's
+# token(k) must equal the driver's Murmur3 of the routing key the driver builds
+# from the same bound value (this is what token-aware routing relies on).
+KEY_CASES = {
+    "ascii": ["a", "hello world", "~" * 100],
+    "text": ["x", "kremówki", "中文", "a" * 1000],
+    "blob": [b"\x00", b"\xff" * 33, b"\x80\x7f"],
+    "boolean": [True, False],
+    "tinyint": [0, -128, 127],
+    "smallint": [1, -32768, 32767],
+    "varint": [0, -1, 127, 128, -129, 2**100, -(2**100)],
+    "float": [0.0, -1.5, 3.25],
+    "double": [0.0, -1.5, 1e300],
+    "decimal": [Decimal("0"), Decimal("-1.500E+10"), Decimal("12345.6789")],
+    "uuid": [uuid.UUID("550e8400-e29b-41d4-a716-446655440000"), uuid.UUID(int=0)],
+    "timeuuid": [uuid.UUID("e6a7a070-8e1e-11ee-b9d1-0242ac120002")],
+    "timestamp": [datetime.datetime(2024, 2, 29, 12, 0, 0), datetime.datetime(1960, 1, 1)],
+    "date": [Date(datetime.date(2024, 2, 29)), Date(datetime.date(1969, 12, 31))],
+    "time": [Time("12:34:56.789"), Time(0)],
+    "inet": ["127.0.0.1", "::1", "2001:db8::ff00:42:8329"],
+    "frozen<list<int>>": [[1, 2, 3], [-1]],
+    # SortedSet: the driver serializes in iteration order, and a Python set's
+    # order changes with PYTHONHASHSEED (canonical order is tested below).
+    "frozen<set<text>>": [SortedSet(["a", "b"]), SortedSet(["z"])],
+    "frozen<map<text, int>>": [{"a": 1, "b": 2}],
+    "tuple<int, text>": [(1, "a"), (-7, "")],
+}
+
+
+@pytest.fixture(scope="module")
+def key_tables(keyed):
+    names = {}
+    for i, typ in enumerate(KEY_CASES):
+        keyed.execute(f"CREATE TABLE key_{i} (k {typ} PRIMARY KEY, v int)")
+        names[typ] = f"key_{i}"
+    return keyed, names
+
+
+@pytest.mark.parametrize("typ", list(KEY_CASES))
+def test_partition_key_types_token(key_tables, typ):
+    s, names = key_tables
+    table = names[typ]
+    from_key = s.cluster.metadata.token_map.token_class.from_key
+    ins = s.prepare(f"INSERT INTO {table} (k, v) VALUES (?, ?)")
+    sel = s.prepare(f"SELECT k, v, token(k) AS t FROM {table} WHERE k = ?")
+    for i, key in enumerate(KEY_CASES[typ]):
+        bound = ins.bind((key, i))
+        s.execute(bound)
+        row = s.execute(sel, (key,)).one()
+        assert row is not None, f"{typ} key {key!r}: row not found by its key"
+        assert row.v == i
+        expected = from_key(bound.routing_key).value
+        assert row.t == expected, f"{typ} key {key!r}: token(k) = {row.t}, driver's routing token {expected}"
+    scanned = {r.t for r in s.execute(f"SELECT token(k) AS t FROM {table}")}
+    assert len(scanned) == len(KEY_CASES[typ]), f"{typ}: full scan found {len(scanned)} partitions"
+
+
+def test_frozen_set_and_map_keys_are_canonical(keyed):
+    """Cassandra sorts the elements of a set and the keys of a map when it
+    receives them: the same logical key sent in two element orders is one
+    partition, with the token of the sorted serialization."""
+    from collections import OrderedDict
+
+    s = keyed
+    s.execute("CREATE TABLE IF NOT EXISTS canon_set (k frozen<set<text>> PRIMARY KEY, v int)")
+    s.execute("CREATE TABLE IF NOT EXISTS canon_map (k frozen<map<text, int>> PRIMARY KEY, v int)")
+    from_key = s.cluster.metadata.token_map.token_class.from_key
+
+    ins = s.prepare("INSERT INTO canon_set (k, v) VALUES (?, ?)")
+    sorted_token = from_key(ins.bind((["a", "b"], 0)).routing_key).value
+    s.execute(ins, (["b", "a"], 1))  # a list binds as a set in the given order
+    s.execute(ins, (["a", "b"], 2))
+    rows = [(sorted(r.k), r.v, r.t) for r in s.execute("SELECT k, v, token(k) AS t FROM canon_set")]
+    assert rows == [(["a", "b"], 2, sorted_token)], (
+        f"{{'b','a'}} and {{'a','b'}} must be one partition with the sorted token {sorted_token}: {rows}")
+
+    insm = s.prepare("INSERT INTO canon_map (k, v) VALUES (?, ?)")
+    sorted_token = from_key(insm.bind((OrderedDict([("a", 1), ("b", 2)]), 0)).routing_key).value
+    s.execute(insm, (OrderedDict([("b", 2), ("a", 1)]), 1))
+    s.execute(insm, (OrderedDict([("a", 1), ("b", 2)]), 2))
+    rows = [(list(r.k.items()), r.v, r.t) for r in s.execute("SELECT k, v, token(k) AS t FROM canon_map")]
+    assert rows == [([("a", 1), ("b", 2)], 2, sorted_token)], (
+        f"map keys sent as b,a and a,b must be one partition with the sorted token {sorted_token}: {rows}")

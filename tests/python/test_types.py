@@ -317,3 +317,170 @@ def test_result_metadata_names_and_order(all_types):
     assert rs.column_names == ["bi", "k", "t", "ud"]
     row = rs.one()
     assert row.ud.street == "Main St" and row.ud.zip == 12345, f"UDT fields by name: {row.ud!r}"
+
+
+# ---------------------------------------------------------------- clustering order per type
+#
+# Clustering columns sort by their type's comparator (checked against
+# Cassandra 5.0): numbers numerically, text/ascii/blob/inet as unsigned bytes
+# (a prefix first), uuid by version then unsigned bits, timeuuid by time then
+# the low 64 bits as a signed long, dates and times chronologically.
+
+
+def _signed64(x):
+    return x - (1 << 64) if x >= (1 << 63) else x
+
+
+def _inet_key(a):
+    import socket
+
+    return socket.inet_pton(socket.AF_INET6 if ":" in a else socket.AF_INET, a)
+
+
+ORDER_CASES = {
+    "tinyint": ([5, -128, 127, 0, -1, 1], int),
+    "smallint": ([300, -32768, 32767, 0, -1, -300], int),
+    "int": ([2**31 - 1, -(2**31), 0, -1, 1, 256, -256], int),
+    "bigint": ([2**63 - 1, -(2**63), 0, -1, 1, 2**32, -(2**32)], int),
+    "varint": ([0, -1, 1, 127, 128, -128, -129, 2**100, -(2**100), 255, 256], int),
+    "decimal": ([Decimal("0"), Decimal("-1.5"), Decimal("1.25"), Decimal("100"), Decimal("-100.001"),
+                 Decimal("1E+10"), Decimal("0.001"), Decimal("-0.002")], Decimal),
+    "float": ([0.0, -1.5, 1.5, 2.0**100, -(2.0**100), 0.25, float("inf"), float("-inf")], float),
+    "double": ([0.0, -1.5, 1.5, 1e300, -1e300, 0.1, -0.1, float("inf"), float("-inf")], float),
+    "text": (["", "Z", "a", "aa", "é", "中", "b", "\x00", "\x7f", "ÿ"], lambda s: s.encode("utf-8")),
+    "ascii": (["", "A", "a", "ab", "b", "\x01", "~", "0"], lambda s: s.encode("ascii")),
+    "blob": ([b"", b"\x00", b"\x00\x00", b"\x7f", b"\x80", b"\xff", b"\x01\xff", b"a"], bytes),
+    "boolean": ([True, False], int),
+    "uuid": ([uuid.UUID("00000000-0000-4000-8000-000000000000"), uuid.UUID("ffffffff-ffff-4fff-bfff-ffffffffffff"),
+              uuid.UUID("7fffffff-ffff-4fff-8fff-ffffffffffff"), uuid.UUID("80000000-0000-4000-8000-000000000001"),
+              uuid.UUID("80000000-0000-4000-7000-000000000001"), uuid.UUID("80000000-0000-4000-f000-000000000001"),
+              uuid.UUID("00000000-0000-1000-8000-000000000000"), uuid.UUID("00000000-0000-6000-8000-000000000000")],
+             lambda u: ((u.int >> 76) & 0xF, u.int)),
+    "timeuuid": ([uuid.UUID("00000001-0000-1000-8000-000000000000"), uuid.UUID("00000000-0001-1000-8000-000000000000"),
+                  uuid.UUID("00000000-0000-1001-8000-000000000000"), uuid.UUID("00000000-0000-1000-0000-000000000000"),
+                  uuid.UUID("00000000-0000-1000-ff00-000000000000"), uuid.UUID("00000000-0000-1000-7f00-000000000000"),
+                  uuid.UUID("00000000-0000-1000-8000-000000000001"), uuid.UUID("e6a7a070-8e1e-11ee-b9d1-0242ac120002")],
+                 lambda u: (u.time, _signed64(u.int & ((1 << 64) - 1)))),
+    "timestamp": ([datetime.datetime(2024, 1, 1), datetime.datetime(1969, 12, 31, 23, 59, 59),
+                   datetime.datetime(1900, 1, 1), datetime.datetime(2100, 1, 1), datetime.datetime(1970, 1, 1),
+                   datetime.datetime(2024, 1, 1, 0, 0, 0, 1000)], lambda d: d),
+    "date": ([Date(datetime.date(2024, 1, 1)), Date(datetime.date(1969, 12, 31)), Date(datetime.date(1, 1, 1)),
+              Date(datetime.date(9999, 12, 31)), Date(datetime.date(1970, 1, 1))], lambda d: d.days_from_epoch),
+    "time": ([Time(0), Time("23:59:59.999999999"), Time("12:00:00"), Time("00:00:00.000000001"), Time("11:59:59")],
+             lambda t: t.nanosecond_time),
+    "inet": (["10.0.0.1", "::1", "9.255.255.255", "255.255.255.255", "fe80::1", "0.0.0.0", "::"], _inet_key),
+    "frozen<list<int>>": ([[1], [1, 0], [2], [], [0, 5], [-1]], list),
+    "tuple<int, text>": ([(1, "b"), (1, "a"), (0, "z"), (-5, "a"), (2, "")], tuple),
+}
+
+
+@pytest.fixture(scope="module")
+def order_tables(module_ks_session):
+    s = module_ks_session
+    names = {}
+    for i, typ in enumerate(ORDER_CASES):
+        asc, desc = f"ord_{i}", f"ord_{i}_desc"
+        s.execute(f"CREATE TABLE {asc} (k int, c {typ}, v int, PRIMARY KEY (k, c))")
+        s.execute(f"CREATE TABLE {desc} (k int, c {typ}, v int, PRIMARY KEY (k, c)) WITH CLUSTERING ORDER BY (c DESC)")
+        names[typ] = (asc, desc)
+    return s, names
+
+
+@pytest.mark.parametrize("typ", list(ORDER_CASES))
+def test_clustering_order_by_type(order_tables, typ):
+    import random
+
+    s, names = order_tables
+    values, key = ORDER_CASES[typ]
+    expected = sorted(values, key=key)
+    shuffled = list(values)
+    random.Random(7).shuffle(shuffled)
+    for table, want in ((names[typ][0], expected), (names[typ][1], expected[::-1])):
+        ins = s.prepare(f"INSERT INTO {table} (k, c, v) VALUES (0, ?, 1)")
+        for v in shuffled:
+            s.execute(ins, (v,))
+        got = [_norm(r.c) for r in s.execute(f"SELECT c FROM {table} WHERE k = 0")]
+        assert got == [_norm(v) for v in want], f"{table} ({typ}): rows in the wrong order\n got {got}\nwant {want}"
+        # A slice with both bounds, in the table's order.
+        lo, hi = expected[1], expected[-2]
+        sel = s.prepare(f"SELECT c FROM {table} WHERE k = 0 AND c > ? AND c <= ?")
+        got = [_norm(r.c) for r in s.execute(sel, (lo, hi))]
+        inside = expected[2:-1] if table == names[typ][0] else expected[2:-1][::-1]
+        assert got == [_norm(v) for v in inside], f"{table} ({typ}): slice ({lo!r}, {hi!r}]\n got {got}\nwant {inside}"
+        rev = [_norm(r.c) for r in s.execute(f"SELECT c FROM {table} WHERE k = 0 ORDER BY c ASC")]
+        assert rev == [_norm(v) for v in expected], f"{table} ({typ}): ORDER BY c ASC"
+
+
+def test_static_column_shared_by_partition(ks_session):
+    s = ks_session
+    s.execute("CREATE TABLE st (k int, c int, s text static, v int, PRIMARY KEY (k, c))")
+    s.execute("INSERT INTO st (k, c, s, v) VALUES (1, 1, 'first', 10)")
+    s.execute("INSERT INTO st (k, c, v) VALUES (1, 2, 20)")
+    s.execute("UPDATE st SET s = 'shared' WHERE k = 1")
+    rows = [(r.c, r.s, r.v) for r in s.execute("SELECT c, s, v FROM st WHERE k = 1")]
+    assert rows == [(1, "shared", 10), (2, "shared", 20)], f"a static column is one value per partition: {rows}"
+    s.execute("INSERT INTO st (k, s) VALUES (2, 'only static')")
+    rows = [(r.k, r.c, r.s) for r in s.execute("SELECT k, c, s FROM st WHERE k = 2")]
+    assert rows == [(2, None, "only static")], f"a partition with only a static value: {rows}"
+    distinct = sorted((r.k, r.s) for r in s.execute("SELECT DISTINCT k, s FROM st"))
+    assert distinct == [(1, "shared"), (2, "only static")], f"SELECT DISTINCT k, s: {distinct}"
+
+
+@pytest.fixture
+def srt(ks_session):
+    ks_session.execute("CREATE TABLE srt (k int, c frozen<set<text>>, m map<text, int>, fm frozen<map<text, int>>, "
+                       "fs frozen<set<int>>, PRIMARY KEY (k, c))")
+    return ks_session, ks_session.prepare("INSERT INTO srt (k, c, m, fm, fs) VALUES (?, ?, ?, ?, ?)")
+
+
+# Sets and map keys are kept in their type's order whatever order the client
+# serialized them in (a list binds as a set in the given order; an OrderedDict
+# keeps its order on the wire).
+UNSORTED_MAP = {"b": 2, "a": 1, "c": 3}
+
+
+def test_bound_map_keys_come_back_sorted(srt):
+    s, ins = srt
+    s.execute(ins, (1, ["x"], UNSORTED_MAP, None, [3, -1, 2]))
+    row = s.execute("SELECT m, fs FROM srt WHERE k = 1").one()
+    assert list(row.m.keys()) == ["a", "b", "c"], f"map keys sorted: {list(row.m.keys())}"
+    assert list(row.fs) == [-1, 2, 3]
+
+
+def test_bound_frozen_map_keys_come_back_sorted(srt):
+    s, ins = srt
+    s.execute(ins, (1, ["x"], None, UNSORTED_MAP, None))
+    row = s.execute("SELECT fm FROM srt WHERE k = 1").one()
+    assert list(row.fm.keys()) == ["a", "b", "c"], f"frozen map keys sorted: {list(row.fm.keys())}"
+
+
+def test_frozen_set_clustering_key_is_canonical(srt):
+    s, ins = srt
+    s.execute(ins, (1, ["y", "x"], None, None, None))
+    s.execute(ins, (1, ["x", "y"], None, None, None))
+    rows = list(s.execute("SELECT c FROM srt WHERE k = 1"))
+    assert len(rows) == 1, f"{{'y','x'}} and {{'x','y'}} are one clustering key: {rows}"
+    assert s.execute("SELECT c FROM srt WHERE k = 1 AND c = {'x', 'y'}").one() is not None
+
+
+def test_collection_literals_are_canonical(srt):
+    s, _ = srt
+    s.execute("INSERT INTO srt (k, c, fm) VALUES (2, {'y', 'x', 'y'}, {'z': 1, 'a': 2})")
+    row = s.execute("SELECT c, fm FROM srt WHERE k = 2 AND c = {'x', 'y'}").one()
+    assert row is not None, "a set literal with duplicates and unsorted elements is the canonical set"
+    assert list(row.fm.keys()) == ["a", "z"], f"frozen map literal keys sorted: {list(row.fm.keys())}"
+
+
+def test_large_values(ks_session):
+    s = ks_session
+    s.execute("CREATE TABLE big (k int PRIMARY KEY, b blob, t text, l list<blob>)")
+    ins = s.prepare("INSERT INTO big (k, b, t, l) VALUES (?, ?, ?, ?)")
+    sizes = [1 << 20, 5 << 20]
+    for i, n in enumerate(sizes):
+        blob = bytes(range(256)) * (n // 256)
+        s.execute(ins, (i, blob, "é" * (n // 2), [blob[: n // 4]] * 3))
+    for i, n in enumerate(sizes):
+        row = s.execute("SELECT b, t, l FROM big WHERE k = %s", (i,)).one()
+        assert row is not None and len(row.b) == n and row.b == bytes(range(256)) * (n // 256), f"{n}-byte blob"
+        assert row.t == "é" * (n // 2), f"{n}-byte text"
+        assert len(row.l) == 3 and all(len(x) == n // 4 for x in row.l)

@@ -175,6 +175,12 @@ pub fn eval(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Bound, Q
                             e
                         ))
                     })?;
+                    if contains_set_or_map(r.ty) {
+                        // Cassandra canonicalizes sets and maps when binding
+                        // (sorted, deduplicated): equal values, equal bytes.
+                        let canonical = types::codec::normalize(r.ty, bytes).map_err(|e| marshal(e, r))?;
+                        return Ok(Bound::Value(Bytes::from(canonical)));
+                    }
                     Ok(Bound::Value(bytes.clone()))
                 }
             }
@@ -293,6 +299,16 @@ pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Op
         Term::FunctionCall { function, args } => call_function(&function.name, args, r, ctx),
         Term::Cast { term, .. } | Term::TypeHint { term, .. } => eval_value(term, r, ctx),
         Term::BinaryOp { .. } => Err(QueryError::Invalid("Arithmetic operations in terms are not supported".into())),
+    }
+}
+
+fn contains_set_or_map(ty: &CqlType) -> bool {
+    match ty {
+        CqlType::Set { .. } | CqlType::Map { .. } => true,
+        CqlType::List { elem, .. } => contains_set_or_map(elem),
+        CqlType::Tuple(items) => items.iter().any(contains_set_or_map),
+        CqlType::Udt { fields, .. } => fields.iter().any(|(_, t)| contains_set_or_map(t)),
+        _ => false,
     }
 }
 

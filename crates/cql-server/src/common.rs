@@ -60,6 +60,9 @@ pub fn compose_partition_key(components: &[Bytes]) -> Result<Bytes, QueryError> 
         }
     }
     if components.len() == 1 {
+        if components[0].is_empty() {
+            return Err(QueryError::Invalid("Key may not be empty".into()));
+        }
         return Ok(components[0].clone());
     }
     let parts: Vec<&[u8]> = components.iter().map(|c| c.as_ref()).collect();

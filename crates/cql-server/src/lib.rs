@@ -15,7 +15,7 @@ pub mod bind;
 pub mod clock;
 pub mod common;
 pub mod ddl;
-// pub mod describe; (being written)
+pub mod describe;
 pub mod error;
 pub mod modify;
 pub mod prepare;

@@ -258,7 +258,7 @@ impl Processor {
                 self.storage.truncate(&t.id)?;
                 Ok(ResultBody::Void)
             }
-            Statement::Describe(_) => Err(QueryError::invalid("DESCRIBE is not available yet")),
+            Statement::Describe(d) => crate::describe::execute(&schema, session.as_deref(), d, &self.node),
             Statement::Unsupported { kind } => Err(QueryError::Invalid(format!("{kind} is not supported by Shoal yet"))),
             ddl_statement => {
                 let outcome = ddl::execute(&self.schema, session.as_deref(), ddl_statement, self.clock.now_micros())?;

@@ -117,10 +117,18 @@ fn max_opt(slot: &mut Option<i64>, ts: i64) {
     *slot = Some(slot.map_or(ts, |t| t.max(ts)));
 }
 
+/// The int clustering value: `None` is the empty value (`blobAsInt(0x)`),
+/// which Cassandra sorts before every int (as `Option`'s order does).
+type C1 = Option<i32>;
+
+fn c1_bytes(c1: C1) -> Vec<u8> {
+    c1.map(|v| v.to_be_bytes().to_vec()).unwrap_or_default()
+}
+
 /// A clustering (c1 int ASC, c2 text DESC), ordered in clustering order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct CKey {
-    c1: i32,
+    c1: C1,
     c2: Vec<u8>,
 }
 
@@ -138,14 +146,14 @@ impl PartialOrd for CKey {
 
 impl CKey {
     fn clustering(&self) -> Vec<Bytes> {
-        vec![int(self.c1), Bytes::copy_from_slice(&self.c2)]
+        vec![Bytes::from(c1_bytes(self.c1)), Bytes::copy_from_slice(&self.c2)]
     }
 }
 
 /// A clustering prefix bound (0, 1 or 2 components).
 #[derive(Clone, Debug, PartialEq)]
 struct MBound {
-    c1: Option<i32>,
+    c1: Option<C1>,
     c2: Option<Vec<u8>>,
     incl: bool,
 }
@@ -154,7 +162,7 @@ impl MBound {
     fn to_bound(&self) -> ClusteringBound {
         let mut prefix = Vec::new();
         if let Some(c1) = self.c1 {
-            prefix.push(int(c1));
+            prefix.push(Bytes::from(c1_bytes(c1)));
             if let Some(c2) = &self.c2 {
                 prefix.push(Bytes::copy_from_slice(c2));
             }
@@ -312,11 +320,8 @@ impl ReadSpec {
 impl Model {
     fn read(&self, token: i64, pk: i32, spec: &ReadSpec) -> Option<Partition> {
         let part = self.parts.get(&pk)?;
-        let static_row = if spec.include_static {
-            part.static_row.read(part.deletion.unwrap_or(i64::MIN), spec.now)
-        } else {
-            None
-        };
+        let static_row =
+            if spec.include_static { part.static_row.read(part.deletion.unwrap_or(i64::MIN), spec.now) } else { None };
         let mut rows = Vec::new();
         for (k, r) in &part.rows {
             let selected = spec.ranges.is_empty() || spec.ranges.iter().any(|(s, e)| in_slice(k, s, e));
@@ -324,7 +329,7 @@ impl Model {
                 continue;
             }
             if let Some(mut row) = r.read(part.shadow(k), spec.now) {
-                row.clustering = vec![k.c1.to_be_bytes().to_vec(), k.c2.clone()];
+                row.clustering = vec![c1_bytes(k.c1), k.c2.clone()];
                 rows.push(row);
             }
         }
@@ -340,8 +345,7 @@ impl Model {
 
     /// Partitions in storage order: token, then length-prefixed key bytes.
     fn ordered_partitions(&self) -> Vec<(i64, i32)> {
-        let mut v: Vec<(i64, i32)> =
-            PARTITIONS.iter().copied().filter(|(_, pk)| self.written.contains(pk)).collect();
+        let mut v: Vec<(i64, i32)> = PARTITIONS.iter().copied().filter(|(_, pk)| self.written.contains(pk)).collect();
         v.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| pk_bytes(a.1).cmp(&pk_bytes(b.1))));
         v
     }
@@ -354,11 +358,12 @@ const C1_VALUES: [i32; 7] = [-3, -1, 0, 1, 2, 3, 5];
 const C2_VALUES: [&str; 8] = ["", "a", "ab", "b", "\u{0}", "a\u{0}", "é", "zz"];
 const TEXT_VALUES: [&str; 5] = ["", "x", "xy", "y", "\u{0}z"];
 
-fn rand_c1(rng: &mut StdRng) -> i32 {
+fn rand_c1(rng: &mut StdRng) -> C1 {
     match rng.gen_range(0..40) {
-        0 => i32::MIN,
-        1 => i32::MAX,
-        _ => C1_VALUES[rng.gen_range(0..C1_VALUES.len())],
+        0 => Some(i32::MIN),
+        1 => Some(i32::MAX),
+        2 => None,
+        _ => Some(C1_VALUES[rng.gen_range(0..C1_VALUES.len())]),
     }
 }
 
@@ -399,7 +404,7 @@ fn rand_bound(rng: &mut StdRng) -> MBound {
     let incl = rng.gen_bool(0.5);
     match len {
         0 => MBound { c1: None, c2: None, incl },
-        1 => MBound { c1: Some(if rng.gen_bool(0.1) { 4 } else { rand_c1(rng) }), c2: None, incl },
+        1 => MBound { c1: Some(if rng.gen_bool(0.1) { Some(4) } else { rand_c1(rng) }), c2: None, incl },
         _ => MBound { c1: Some(rand_c1(rng)), c2: Some(rand_c2(rng)), incl },
     }
 }
@@ -410,8 +415,10 @@ fn rand_slice(rng: &mut StdRng) -> (MBound, MBound) {
         let a = rand_bound(rng);
         let b = rand_bound(rng);
         let a_before_b = match (a.c1, b.c1) {
-            (Some(x), Some(y)) => CKey { c1: x, c2: a.c2.clone().unwrap_or_default() }
-                <= CKey { c1: y, c2: b.c2.clone().unwrap_or_default() },
+            (Some(x), Some(y)) => {
+                CKey { c1: x, c2: a.c2.clone().unwrap_or_default() }
+                    <= CKey { c1: y, c2: b.c2.clone().unwrap_or_default() }
+            }
             _ => true,
         };
         if a_before_b || rng.gen_bool(0.15) {
@@ -423,7 +430,7 @@ fn rand_slice(rng: &mut StdRng) -> (MBound, MBound) {
 /// Disjoint slices in clustering order, as an IN restriction produces them.
 fn rand_multi_slices(rng: &mut StdRng) -> Vec<(MBound, MBound)> {
     if rng.gen_bool(0.5) {
-        let mut c1s: Vec<i32> = (0..rng.gen_range(1..4)).map(|_| rand_c1(rng)).collect();
+        let mut c1s: Vec<C1> = (0..rng.gen_range(1..4)).map(|_| rand_c1(rng)).collect();
         c1s.sort();
         c1s.dedup();
         c1s.into_iter()
@@ -460,7 +467,6 @@ impl Gen<'_> {
         }
     }
 
-
     /// One random operation on one partition: applied to the model, returned as a mutation.
     fn op(&mut self, model: &mut Model, log: &mut String) -> Mutation {
         let (token, pk) = PARTITIONS[self.rng.gen_range(0..PARTITIONS.len())];
@@ -475,11 +481,8 @@ impl Gen<'_> {
             0..=19 => {
                 let k = rand_ckey(self.rng);
                 let ttl = self.ttl();
-                let (col, value) = if self.rng.gen_bool(0.5) {
-                    (A, rand_int_value(self.rng))
-                } else {
-                    (B, rand_text(self.rng))
-                };
+                let (col, value) =
+                    if self.rng.gen_bool(0.5) { (A, rand_int_value(self.rng)) } else { (B, rand_text(self.rng)) };
                 let c = mk(now, ts, ttl, value.clone());
                 *log = format!("pk={pk} update row {k:?} col {col} = {value:?} ts={ts} ttl={ttl}");
                 put(&mut part.rows.entry(k.clone()).or_default().simple, col, c.clone());
@@ -513,11 +516,7 @@ impl Gen<'_> {
                 let ttl = self.ttl();
                 let mc = mk(now, ts, ttl, Vec::new());
                 let mut r = row(k.clustering());
-                r.marker = Some(Liveness {
-                    timestamp: ts,
-                    ttl,
-                    local_expiration: if ttl > 0 { now + ttl } else { 0 },
-                });
+                r.marker = Some(Liveness { timestamp: ts, ttl, local_expiration: if ttl > 0 { now + ttl } else { 0 } });
                 let mrow = part.rows.entry(k.clone()).or_default();
                 mrow.marker = Some(match &mrow.marker {
                     Some(old) => resolve(old, &mc),
@@ -719,23 +718,42 @@ impl Run {
     }
 }
 
-/// The static row's clustering is `[[]]` in storage's answer (see
-/// `static_row_clustering_is_empty` in this file); compare everything else.
-fn normalize(p: Option<Partition>) -> Option<Partition> {
-    p.map(|mut p| {
-        if let Some(s) = &mut p.static_row {
-            s.clustering.retain(|c| !c.is_empty());
+/// The rows that differ between two answers, for the failure message.
+fn diff(expected: &Option<Partition>, actual: &Option<Partition>) -> String {
+    let (Some(e), Some(a)) = (expected, actual) else {
+        return format!(
+            "\n  differences: partition present in expected: {}, in actual: {}",
+            expected.is_some(),
+            actual.is_some()
+        );
+    };
+    let mut out = String::from("\n  differences:");
+    if e.static_row != a.static_row {
+        out.push_str(&format!("\n    static: expected {:?}\n            actual   {:?}", e.static_row, a.static_row));
+    }
+    let key = |r: &Row| r.clustering.clone();
+    let ek: Vec<_> = e.rows.iter().map(key).collect();
+    let ak: Vec<_> = a.rows.iter().map(key).collect();
+    if ek != ak {
+        out.push_str(&format!("\n    row order/presence: expected {ek:?}\n                        actual   {ak:?}"));
+    }
+    for r in &e.rows {
+        if let Some(o) = a.rows.iter().find(|o| o.clustering == r.clustering) {
+            if o != r {
+                out.push_str(&format!("\n    row {:?}: expected {:?}\n            actual   {:?}", r.clustering, r, o));
+            }
         }
-        p
-    })
+    }
+    out
 }
 
 fn check_read(run: &Run, storage: &Storage, model: &Model, table: Uuid, token: i64, pk: i32, spec: &ReadSpec) {
     let expected = model.read(token, pk, spec);
-    let actual = normalize(storage.read_partition(&spec.to_read(table, token, pk)).expect("read_partition"));
+    let actual = storage.read_partition(&spec.to_read(table, token, pk)).expect("read_partition");
     if expected != actual {
         let mut spec_desc = spec.describe();
         spec_desc = spec_desc.replace(&format!("now=+{}", spec.now), &format!("now=base+{}", spec.now - run.base_now));
+        spec_desc.push_str(&diff(&expected, &actual));
         run.fail(&format!("read_partition pk={pk} {spec_desc}"), &expected, &actual);
     }
 }
@@ -848,8 +866,7 @@ fn check_scans(run: &Run, rng: &mut StdRng, storage: &Storage, model: &Model, ta
             expected.push(p);
         }
     }
-    let actual: Vec<Partition> =
-        storage.scan(&scan).expect("scan").into_iter().map(|p| normalize(Some(p)).unwrap()).collect();
+    let actual: Vec<Partition> = storage.scan(&scan).expect("scan");
     if expected != actual {
         run.fail(
             &format!(
@@ -964,11 +981,11 @@ fn env_usize(name: &str) -> Option<usize> {
 
 #[test]
 fn storage_matches_model() {
-    let steps = env_usize("STORAGE_STEPS").unwrap_or(300);
+    let steps = env_usize("STORAGE_STEPS").unwrap_or(400);
     let seeds: Vec<u64> = match std::env::var("STORAGE_SEED").ok().and_then(|v| v.trim().parse().ok()) {
         Some(seed) => vec![seed],
         None => {
-            let n = env_usize("STORAGE_SEEDS").unwrap_or(4) as u64;
+            let n = env_usize("STORAGE_SEEDS").unwrap_or(5) as u64;
             (1..=n).map(|i| 0xC0FFEE + i * 7919).collect()
         }
     };
@@ -991,7 +1008,7 @@ fn storage_matches_model() {
 // model bug cannot hide a storage bug (and vice versa).
 
 fn single(storage: &Storage, table: Uuid, now: i32) -> Option<Partition> {
-    normalize(storage.read_partition(&full_read(table, 5, now)).unwrap())
+    storage.read_partition(&full_read(table, 5, now)).unwrap()
 }
 
 #[test]
@@ -1002,12 +1019,16 @@ fn tie_rules_match_cassandra() {
     let table = Uuid::new_v4();
     storage.set_schema(&schema(table)).unwrap();
     let now = now_secs() + 1000;
-    let k = CKey { c1: 1, c2: b"a".to_vec() };
+    let k = CKey { c1: Some(1), c2: b"a".to_vec() };
     let cases: Vec<(&str, Vec<types::mutation::CellWrite>, Option<Vec<u8>>)> = vec![
         ("higher timestamp wins", vec![live_cell(B, 2, text("old")), live_cell(B, 3, text("a"))], Some(b"a".to_vec())),
         ("tie: greater value wins", vec![live_cell(B, 2, text("b")), live_cell(B, 2, text("a"))], Some(b"b".to_vec())),
         ("tie: tombstone beats live", vec![live_cell(B, 2, text("z")), cell_tombstone(B, 2, now)], None),
-        ("tie: tombstone beats expiring", vec![expiring_cell(B, 2, 100, now + 100, text("z")), cell_tombstone(B, 2, now)], None),
+        (
+            "tie: tombstone beats expiring",
+            vec![expiring_cell(B, 2, 100, now + 100, text("z")), cell_tombstone(B, 2, now)],
+            None,
+        ),
         (
             "tie: expiring beats live",
             vec![live_cell(B, 2, text("z")), expiring_cell(B, 2, 100, now + 100, text("a"))],

@@ -228,16 +228,22 @@ async fn run_request(conn: &Arc<Conn>, header: &FrameHeader, request: Request) -
     let keyspace = conn.keyspace.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let blocking = processor.storage.writes_block() && matches!(header.opcode, Opcode::Query | Opcode::Execute | Opcode::Batch);
     let work = move || -> (Result<ResultBody, QueryError>, Option<String>) {
-        let mut ks = keyspace;
-        let result = match &request {
-            Request::Query { query, params } => processor.query(&mut ks, query, params),
-            Request::Prepare { query } => processor.prepare(ks.as_deref(), query),
-            Request::Execute { id, params } => processor.execute(&mut ks, id, params),
-            Request::Batch(batch) => processor.batch(ks.as_deref(), batch),
-            _ => Err(QueryError::Protocol("unexpected request".into())),
-        };
-        (result, ks)
+        // A bug must cost one request, not the connection: answer ServerError.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || execute(&processor, keyspace, &request)));
+        match outcome {
+            Ok(r) => r,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                tracing::error!(panic = %what, "request panicked");
+                (Err(QueryError::Server(format!("internal error while executing the request: {what}"))), None)
+            }
+        }
     };
+
     let (result, keyspace) = if blocking {
         match tokio::task::spawn_blocking(work).await {
             Ok(r) => r,
@@ -255,6 +261,18 @@ async fn run_request(conn: &Arc<Conn>, header: &FrameHeader, request: Request) -
         }
         Err(e) => Response::Error(error_body(e)),
     }
+}
+
+fn execute(processor: &Processor, keyspace: Option<String>, request: &Request) -> (Result<ResultBody, QueryError>, Option<String>) {
+    let mut ks = keyspace;
+    let result = match request {
+        Request::Query { query, params } => processor.query(&mut ks, query, params),
+        Request::Prepare { query } => processor.prepare(ks.as_deref(), query),
+        Request::Execute { id, params } => processor.execute(&mut ks, id, params),
+        Request::Batch(batch) => processor.batch(ks.as_deref(), batch),
+        _ => Err(QueryError::Protocol("unexpected request".into())),
+    };
+    (result, ks)
 }
 
 /// Maps a query error to its native-protocol error.

@@ -4,9 +4,9 @@ use rand::Rng;
 
 use crate::Token;
 
-/// `num_tokens` distinct random tokens, sorted. Single-node placement only
-/// needs distinct tokens; balanced allocation for clusters comes with the
-/// cluster work (Cassandra 4's `allocate_tokens_for_local_replication_factor`).
+/// `num_tokens` distinct random tokens, sorted, never `i64::MIN`. For nodes
+/// joining a cluster, `allocation::allocate_tokens` balances ownership far
+/// better (Cassandra 4's `allocate_tokens_for_local_replication_factor`).
 pub fn random_tokens(rng: &mut impl Rng, num_tokens: usize) -> Vec<Token> {
     let mut tokens = std::collections::BTreeSet::new();
     while tokens.len() < num_tokens {

@@ -17,6 +17,12 @@ struct Cli {
 enum Command {
     /// Run a node in the foreground (CQL on 127.0.0.1:9042, data under ./data by default).
     Server(ServerArgs),
+    /// Benchmark a CQL cluster (cassandra-stress syntax; `shoal stress help`).
+    #[command(disable_help_flag = true)]
+    Stress {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -50,13 +56,15 @@ struct ServerArgs {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The driver's info lines would interleave with `shoal stress` output.
+    let default_level = if matches!(cli.command, Command::Stress { .. }) { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     match cli.command {
         Command::Server(args) => match server(args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -65,6 +73,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Stress { args } => stress::main(args),
     }
 }
 

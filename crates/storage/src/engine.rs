@@ -67,6 +67,10 @@ pub struct Storage {
     cache: Cache,
     /// Shared with compaction filter factories: the live gc_grace per column family.
     gc_registry: filter::GcRegistry,
+    /// On only during the purging pass of a major compaction (see filter.rs).
+    purge_markers: Arc<AtomicBool>,
+    /// Serializes major compactions (the purge flag is global).
+    compacting: Mutex<()>,
     poisoned: Arc<Mutex<Option<String>>>,
     group: Arc<GroupCommit>,
     stop: Arc<AtomicBool>,
@@ -84,6 +88,7 @@ impl Storage {
         let manifest = read_manifest(&config.data_dir)?;
         let cache = Cache::new_lru_cache(config.cache_bytes);
         let gc_registry = filter::GcRegistry::default();
+        let purge_markers = Arc::new(AtomicBool::new(false));
 
         let mut tables = HashMap::new();
         let mut descriptors = vec![ColumnFamilyDescriptor::new("default", Options::default())];
@@ -105,7 +110,7 @@ impl Storage {
                 gc_registry.register(&store);
                 descriptors.push(ColumnFamilyDescriptor::new(
                     cf_name.clone(),
-                    table_options(&config, &cache, &store, &gc_registry),
+                    table_options(&config, &cache, &store, &gc_registry, &purge_markers),
                 ));
                 tables.insert(table.id, store);
             }
@@ -143,6 +148,8 @@ impl Storage {
             config,
             cache,
             gc_registry,
+            purge_markers,
+            compacting: Mutex::new(()),
             poisoned: Arc::new(Mutex::new(None)),
             group: Arc::new(GroupCommit::default()),
             stop: Arc::new(AtomicBool::new(false)),
@@ -239,7 +246,7 @@ impl Storage {
         }
         if any_durable {
             if let CommitlogSync::Group { .. } = self.config.commitlog_sync {
-                self.group.wait_synced(&self.poisoned)?;
+                self.group.wait_synced(&self.poisoned, &self.stop, &self.db)?;
             }
         }
         Ok(())
@@ -272,7 +279,7 @@ impl Storage {
                         gc_grace: Arc::new(AtomicI32::new(table.options.gc_grace_seconds)),
                     };
                     self.gc_registry.register(&probe);
-                    self.db.create_cf(&name, &table_options(&self.config, &self.cache, &probe, &self.gc_registry))?;
+                    self.db.create_cf(&name, &table_options(&self.config, &self.cache, &probe, &self.gc_registry, &self.purge_markers))?;
                     name
                 }
             };
@@ -317,7 +324,7 @@ impl Storage {
             gc_grace: Arc::new(AtomicI32::new(old.gc_grace.load(Ordering::Relaxed))),
         });
         self.gc_registry.register(&store);
-        self.db.create_cf(&name, &table_options(&self.config, &self.cache, &store, &self.gc_registry))?;
+        self.db.create_cf(&name, &table_options(&self.config, &self.cache, &store, &self.gc_registry, &self.purge_markers))?;
         manifest.column_families.insert(*table, name);
         write_manifest(&self.config.data_dir, &manifest)?;
         write_lock(&self.tables).insert(*table, store);
@@ -352,17 +359,25 @@ impl Storage {
     }
 
     /// A major compaction of one table (or all): purges what gc_grace allows.
+    /// Two passes (see filter.rs): the first merges every pending write into
+    /// a plain value without purging deletion markers, the second purges
+    /// markers together with the cells they shadow.
     pub fn compact(&self, table: Option<&Uuid>) -> Result<(), StorageError> {
         let stores: Vec<Arc<TableStore>> = match table {
             Some(id) => vec![self.table(id)?],
             None => read_lock(&self.tables).values().cloned().collect(),
         };
+        let _one_at_a_time = lock(&self.compacting);
         for store in stores {
             let cf = self.cf(&store)?;
             self.db.flush_cf(&cf)?;
             let mut opts = rocksdb::CompactOptions::default();
             opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
+            self.purge_markers.store(false, Ordering::SeqCst);
             self.db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &opts);
+            self.purge_markers.store(true, Ordering::SeqCst);
+            self.db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &opts);
+            self.purge_markers.store(false, Ordering::SeqCst);
         }
         Ok(())
     }
@@ -479,12 +494,18 @@ fn encode_mutation(
     Ok(())
 }
 
-fn table_options(config: &StorageConfig, cache: &Cache, store: &TableStore, gc: &filter::GcRegistry) -> Options {
+fn table_options(
+    config: &StorageConfig,
+    cache: &Cache,
+    store: &TableStore,
+    gc: &filter::GcRegistry,
+    purge_markers: &Arc<AtomicBool>,
+) -> Options {
     let mut opts = Options::default();
     opts.set_merge_operator_associative("shoal-lww", |_key, existing, operands| {
         cell::merge_operands(existing, operands.iter())
     });
-    opts.set_compaction_filter_factory(filter::Factory::new(gc.clone(), store.cf_name.clone(), store.layout.clone()));
+    opts.set_compaction_filter_factory(filter::Factory::new(gc.clone(), Arc::clone(purge_markers), store.cf_name.clone(), store.layout.clone()));
     opts.set_write_buffer_size(config.memtable_bytes);
     opts.set_max_write_buffer_number(4);
     opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
@@ -567,12 +588,21 @@ struct GroupState {
 }
 
 impl GroupCommit {
-    fn wait_synced(&self, poisoned: &Mutex<Option<String>>) -> Result<(), StorageError> {
+    fn wait_synced(&self, poisoned: &Mutex<Option<String>>, stop: &AtomicBool, db: &Db) -> Result<(), StorageError> {
         let mut state = lock(&self.state);
         let target = state.open_epoch + 1;
         state.waiting += 1;
         self.cond.notify_all();
         while state.synced_epoch < target {
+            if stop.load(Ordering::Relaxed) {
+                // The group thread is gone (shutdown): sync the log ourselves.
+                state.waiting -= 1;
+                drop(state);
+                return db.flush_wal(true).map_err(|e| {
+                    poison(poisoned, &e.to_string());
+                    StorageError::from(e)
+                });
+            }
             if let Some(reason) = &*lock(poisoned) {
                 state.waiting -= 1;
                 return Err(StorageError::Poisoned(reason.clone()));

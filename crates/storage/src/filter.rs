@@ -3,17 +3,25 @@
 //! tombstones, and purges tombstones older than `gc_grace_seconds`.
 //!
 //! Safety argument (why purging never resurrects data):
-//! - RocksDB hands the filter only fully merged values, never merge operands,
-//!   and a fully merged value is the lowest entry for its key: dropping it
+//! - RocksDB shows the filter only plain values: merge operands, and the
+//!   result of merging them within a compaction, pass through unfiltered
+//!   (they are filtered at the *next* compaction, once they are plain values).
+//!   A plain value is the lowest entry for its key, so removing a cell value
+//!   (a shadowed cell, an expired cell or a cell tombstone past gc_grace)
 //!   leaves no older version of that key behind.
-//! - A deletion marker shadows *other* keys (the cells of a row, range or
-//!   partition), so it is purged only in a full compaction, where every file
-//!   is an input and the cells it shadows are dropped in the same pass.
-//!   What is still in a memtable is the gc_grace caveat Cassandra shares.
+//! - A deletion marker (row, range, partition, collection) shadows *other*
+//!   keys, some of which may still be unmerged operands the filter cannot
+//!   see. So markers are purged only in the second pass of a major
+//!   compaction (`Storage::compact`): the first pass turns every operand into
+//!   a plain value without purging markers; the second sees every shadowed
+//!   cell, drops it, and purges the marker in the same pass. Automatic
+//!   compactions never purge markers. A write arriving with an older
+//!   timestamp after its tombstone is purged reappears: the gc_grace caveat
+//!   Cassandra shares.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -46,14 +54,16 @@ impl GcRegistry {
 
 pub(crate) struct Factory {
     registry: GcRegistry,
+    /// Set only during the purging pass of `Storage::compact`.
+    purge_markers: Arc<AtomicBool>,
     cf_name: String,
     layout: Layout,
     name: CString,
 }
 
 impl Factory {
-    pub fn new(registry: GcRegistry, cf_name: String, layout: Layout) -> Factory {
-        Factory { registry, cf_name, layout, name: CString::new("shoal-gc-factory").unwrap_or_default() }
+    pub fn new(registry: GcRegistry, purge_markers: Arc<AtomicBool>, cf_name: String, layout: Layout) -> Factory {
+        Factory { registry, purge_markers, cf_name, layout, name: CString::new("shoal-gc-factory").unwrap_or_default() }
     }
 }
 
@@ -65,7 +75,7 @@ impl CompactionFilterFactory for Factory {
         Filter {
             gc_before: now - self.registry.get(&self.cf_name) as i64,
             now,
-            full: context.is_full_compaction,
+            purge_markers: context.is_full_compaction && self.purge_markers.load(Ordering::SeqCst),
             layout: self.layout.clone(),
             partition: Vec::new(),
             partition_deletion: None,
@@ -86,7 +96,7 @@ impl CompactionFilterFactory for Factory {
 pub(crate) struct Filter {
     gc_before: i64,
     now: i64,
-    full: bool,
+    purge_markers: bool,
     layout: Layout,
     partition: Vec<u8>,
     partition_deletion: Option<i64>,
@@ -104,7 +114,7 @@ impl Filter {
     }
 
     fn marker_decision(&self, c: &CellRef<'_>) -> Decision {
-        if self.full && self.purgeable(c) {
+        if self.purge_markers && self.purgeable(c) {
             Decision::Remove
         } else {
             Decision::Keep

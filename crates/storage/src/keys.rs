@@ -5,7 +5,7 @@
 //! partition prefix = token (8 bytes, sign bit flipped, big endian) | pk length (u16 BE) | pk bytes
 //! key = prefix | section | ...
 //!   section 0x00  partition deletion            (nothing follows)
-//!   section 0x01  range tombstone               | u16 len | start prefix | incl | u16 len | end prefix | incl
+//!   section 0x01  range tombstone               | u32 len | start prefix | incl | u32 len | end prefix | incl
 //!   section 0x02  static row                    | column part
 //!   section 0x03  clustering rows               | clustering | column part
 //! clustering  = each component in `types::order` form (order-preserving, self-delimiting, DESC inverted)

@@ -534,3 +534,36 @@ fn apply_after_shutdown_does_not_hang() {
         std::mem::forget(dir);
     }
 }
+
+#[test]
+fn oversized_keys_are_rejected_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), CommitlogSync::Batch);
+    let (kvt, mt) = (Uuid::new_v4(), Uuid::new_v4());
+    let (storage, _) = open(&cfg);
+    storage
+        .set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", kvt), model_table("ks", "m", mt, 864_000)])])
+        .unwrap();
+    let big = bytes::Bytes::from(vec![b'x'; 65_536]);
+    let mut m = kv(kvt, 0, "v", 1);
+    m.partition_key = big.clone();
+    let err = storage.apply(&[kv(kvt, 1, "ok", 1), m]).unwrap_err();
+    assert!(matches!(err, StorageError::KeyTooLong(65_536)), "{err:?}");
+    let mut m = mutation(mt, 1);
+    let mut r = row(vec![int(1), big]);
+    r.marker = marker(1);
+    m.rows.push(r);
+    assert!(matches!(storage.apply(&[kv(kvt, 1, "ok", 1), m]).unwrap_err(), StorageError::KeyTooLong(_)));
+    assert!(all_keys(&storage, kvt).is_empty());
+    assert!(all_keys(&storage, mt).is_empty());
+    // The largest legal key works.
+    let mut m = kv(kvt, 0, "max", 1);
+    m.partition_key = bytes::Bytes::from(vec![b'y'; 65_535]);
+    storage.apply(&[m.clone()]).unwrap();
+    let mut read = full_read(kvt, 0, now_secs());
+    read.partition_key = m.partition_key.to_vec();
+    let p = storage.read_partition(&read).unwrap().expect("max-size key");
+    assert_eq!(p.key.len(), 65_535);
+    read.partition_key = vec![b'y'; 65_536];
+    assert!(storage.read_partition(&read).is_err());
+}

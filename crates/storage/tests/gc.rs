@@ -24,9 +24,11 @@ struct Env {
 
 impl Env {
     fn new(gc_grace: i32) -> Env {
+        Env::with_table(model_table("ks", "t", Uuid::new_v4(), gc_grace))
+    }
+    fn with_table(table: TableDef) -> Env {
         let dir = tempfile::tempdir().unwrap();
         let cfg = config(dir.path(), periodic());
-        let table = model_table("ks", "t", Uuid::new_v4(), gc_grace);
         let (storage, _) = open(&cfg);
         storage.set_schema(&[keyspace("ks", true, vec![table.clone()])]).unwrap();
         Env { dir, cfg, table, storage: Some(storage) }
@@ -489,4 +491,34 @@ fn expired_cells_turn_into_tombstones_within_gc_grace() {
     let p = before.expect("row 1");
     assert_eq!(p.rows.len(), 1);
     assert!(p.rows[0].column(B).is_none());
+}
+
+/// LeveledCompactionStrategy tables map to RocksDB's level style, where a
+/// manual compaction runs level by level: GC must still happen there.
+#[test]
+fn leveled_tables_purge_too() {
+    let mut table = model_table("ks", "t", Uuid::new_v4(), 0);
+    table.options.compaction.clear();
+    table
+        .options
+        .compaction
+        .insert("class".into(), "org.apache.cassandra.db.compaction.LeveledCompactionStrategy".into());
+    let mut env = Env::with_table(table);
+    let t = env.id();
+    env.apply(insert(t, 1, 1, "a", 10));
+    env.apply(insert(t, 1, 2, "b", 10));
+    env.flush();
+    let mut m = mutation(t, 1);
+    let mut r = row(ck(1, "a"));
+    r.deletion = Some(deletion(20, past()));
+    m.rows.push(r);
+    env.apply(m);
+    env.flush();
+    for _ in 0..3 {
+        env.compact();
+    }
+    assert_eq!(rows_of(&env.read(1)).len(), 1);
+    let raw = env.raw();
+    assert_no_line(&raw, "row (1,\"a\")", "deleted row in a leveled table (after three major compactions)");
+    assert_eq!(raw.len(), 3, "{raw:#?}");
 }

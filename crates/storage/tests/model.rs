@@ -10,6 +10,9 @@
 //! only moves forward, so the compaction filter (which uses the real clock)
 //! never sees an expired cell or a purgeable tombstone; every compaction must
 //! then only drop data that is shadowed, and reads must never change.
+//!
+//! Even seeds use a size-tiered table (RocksDB universal compaction), odd
+//! seeds a leveled one (RocksDB level compaction).
 
 mod common;
 
@@ -882,7 +885,20 @@ fn check_scans(run: &Run, rng: &mut StdRng, storage: &Storage, model: &Model, ta
 }
 
 fn schema(table: Uuid) -> Vec<KeyspaceDef> {
-    vec![keyspace("ks", true, vec![model_table("ks", "t", table, 864_000)])]
+    schema_with(table, false)
+}
+
+/// The model table; `leveled` picks LeveledCompactionStrategy (RocksDB's level
+/// style) instead of the default size-tiered one (RocksDB's universal style).
+fn schema_with(table: Uuid, leveled: bool) -> Vec<KeyspaceDef> {
+    let mut t = model_table("ks", "t", table, 864_000);
+    if leveled {
+        t.options.compaction.clear();
+        t.options
+            .compaction
+            .insert("class".into(), "org.apache.cassandra.db.compaction.LeveledCompactionStrategy".into());
+    }
+    vec![keyspace("ks", true, vec![t])]
 }
 
 fn run_seed(seed: u64, steps: usize) {
@@ -895,7 +911,8 @@ fn run_seed(seed: u64, steps: usize) {
     let (s, loaded) = open(&cfg);
     assert!(loaded.is_empty());
     let mut storage = Some(s);
-    let ks = schema(table);
+    // Odd seeds: a leveled table.
+    let ks = schema_with(table, seed % 2 == 1);
     storage.as_ref().unwrap().set_schema(&ks).expect("set_schema");
 
     let base_now = now_secs() + 365 * 24 * 3600;
@@ -1042,8 +1059,9 @@ fn tie_rules_match_cassandra() {
     ];
     for (what, cells, expected) in cases {
         let pk = 5;
-        let mut batches: Vec<Vec<types::mutation::CellWrite>> = vec![cells.clone(), cells.into_iter().rev().collect()];
-        for (order, cells) in batches.drain(..).enumerate() {
+        // Both write orders; the second with each write in its own sorted file.
+        let reversed: Vec<_> = cells.iter().rev().cloned().collect();
+        for (order, cells) in [cells, reversed].into_iter().enumerate() {
             storage.truncate(&table).unwrap();
             for c in cells {
                 let mut m = mutation(table, pk);

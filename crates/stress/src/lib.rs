@@ -1,0 +1,119 @@
+//! `shoal stress`: the benchmark tool. It speaks only CQL, through the scylla
+//! Rust driver, so it runs unchanged against Shoal, Apache Cassandra and
+//! ScyllaDB.
+//!
+//! Flow: `args` (or `legacy`) turns the command line into `settings::Settings`;
+//! `run` connects, creates the `workload` schema, runs the warmup and the
+//! measured phase with `stats` histograms; `report` prints interval lines and
+//! the summary and writes `--json`/`--csv`/`--hdr-log`; `plot` draws `--plot`;
+//! `cpu` samples client and server CPU from /proc.
+//!
+//! Exit codes (invariant, scripts rely on them): 0 success; 1 the run failed
+//! (connection, schema, the first error without `--keep-going`, every operation
+//! failed, or `verify` found missing or wrong rows); 2 the command line was not
+//! understood.
+
+pub mod args;
+pub mod cpu;
+pub mod legacy;
+pub mod plot;
+pub mod report;
+pub mod run;
+pub mod settings;
+pub mod stats;
+pub mod workload;
+
+mod font;
+
+use std::process::ExitCode;
+
+use crate::args::Invocation;
+use crate::report::{JsonReport, JsonSettings, Reporter, Summary};
+use crate::settings::{Command, Settings};
+
+/// Exit code of a command line that was not understood.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code of a run that failed.
+pub const EXIT_FAILED: u8 = 1;
+
+/// Entry point of `shoal stress ARGS...`.
+pub fn main(args: Vec<String>) -> ExitCode {
+    let settings = match args::parse(&args) {
+        Ok(Invocation::Help) => {
+            println!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Invocation::Run(settings)) => *settings,
+        Err(e) => {
+            eprintln!("shoal stress: {e}\n\n{}", args::USAGE);
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if let Some(note) = &settings.legacy_note {
+        println!("{note}");
+    }
+    for pid in &settings.server_pids {
+        if cpu::cpu_seconds(&pid.to_string()).is_none() {
+            eprintln!("shoal stress: --server-pid {pid}: no such process (cannot read /proc/{pid}/stat)");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
+    match run_and_report(&settings, &args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("shoal stress: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+fn run_and_report(settings: &Settings, args: &[String]) -> Result<ExitCode, String> {
+    let mut reporter = Reporter::new(settings)?;
+    let workers = cpu::available_cores().max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let measured = runtime.block_on(run::run(settings, &mut reporter)).map_err(|e| e.0)?;
+    drop(runtime);
+
+    let summary = Summary::new(settings, &measured);
+    print!("{}", summary.text(settings));
+    if let Some(path) = &settings.json {
+        let report = JsonReport {
+            tool: "shoal stress",
+            version: env!("CARGO_PKG_VERSION"),
+            command_line: args,
+            settings: JsonSettings::of(settings),
+            summary: &summary,
+            intervals: &measured.intervals,
+        };
+        report::write_json(path, &report)?;
+    }
+    if let Some(path) = &settings.plot {
+        plot::write_png(path, settings, &measured.intervals)?;
+    }
+    if let Some(error) = &measured.stopped_by {
+        eprintln!("shoal stress: stopped at the first error (use --keep-going to count errors and go on): {error}");
+        return Ok(ExitCode::from(EXIT_FAILED));
+    }
+    if summary.ops == 0 && summary.errors > 0 {
+        eprintln!("shoal stress: every operation failed ({} errors)", legacy::group_thousands(summary.errors));
+        return Ok(ExitCode::from(EXIT_FAILED));
+    }
+    if settings.command == Command::Verify {
+        let bad = summary.missing + summary.mismatched + summary.errors;
+        println!(
+            "verify: {} keys checked, {} missing, {} with wrong values, {} errors",
+            legacy::group_thousands(summary.ops + summary.errors),
+            legacy::group_thousands(summary.missing),
+            legacy::group_thousands(summary.mismatched),
+            legacy::group_thousands(summary.errors)
+        );
+        if bad > 0 {
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

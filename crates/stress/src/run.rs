@@ -1,0 +1,415 @@
+//! The runner: connects through the scylla driver, creates the schema,
+//! prepares the statements, runs the warmup and the measured phase, and
+//! reports every interval.
+//!
+//! A phase spawns `threads` tokio tasks. Each claims the next operation index
+//! from a shared counter, so the set of operations done is the same whatever
+//! the scheduling (`workload.rs`). In closed-loop mode a task sends as soon as
+//! its previous request returned; in fixed-rate mode operation `i` is due at
+//! `start + i / rate` and its latency counts from that intended time even when
+//! the task was late (coordinated omission corrected), while its service time
+//! counts from the actual send; throttle mode caps the rate without catching up.
+//!
+//! Invariants: nothing recorded during the warmup reaches the results; a failed
+//! operation (after its retries) stops the phase unless `keep_going`, and the
+//! first failure's text is kept for the error message; CPU is sampled exactly
+//! at the measured phase's start and end.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::policies::retry::FallthroughRetryPolicy;
+use scylla::statement::prepared::PreparedStatement;
+use scylla::value::{CqlValue, Row};
+
+use crate::cpu;
+use crate::report::{IntervalRow, Reporter};
+use crate::settings::{Command, Population, Rate, RunLength, Settings, Truncate};
+use crate::stats::{Outcome, Recorder, Shards};
+use crate::workload::{self, OpKind};
+
+/// A run that could not start or finish: the text says why.
+#[derive(Debug)]
+pub struct RunError(pub String);
+
+/// What the measured phase produced.
+pub struct Measured {
+    pub total: Recorder,
+    pub intervals: Vec<IntervalRow>,
+    pub elapsed: Duration,
+    /// CPU seconds of this client process during the measured phase.
+    pub client_cpu_s: Option<f64>,
+    /// CPU seconds of all `--server-pid` processes during the measured phase.
+    pub server_cpu_s: Option<f64>,
+    /// The first failed operation, when it stopped the run.
+    pub stopped_by: Option<String>,
+}
+
+/// Everything the workers share during one run.
+struct Engine {
+    settings: Settings,
+    session: Session,
+    insert: Option<PreparedStatement>,
+    select: Option<PreparedStatement>,
+    population: Population,
+}
+
+/// Hosts as `host:port` strings for the driver, from `-node` and `-node file=`.
+pub fn resolve_hosts(settings: &Settings) -> Result<Vec<String>, RunError> {
+    let mut hosts = settings.nodes.hosts.clone();
+    if let Some(file) = &settings.nodes.file {
+        let text = std::fs::read_to_string(file).map_err(|e| RunError(format!("cannot read node file {}: {e}", file.display())))?;
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            hosts.extend(line.split([',', ' ', '\t']).filter(|h| !h.is_empty()).map(str::to_string));
+        }
+    }
+    if hosts.is_empty() {
+        return Err(RunError("no hosts to connect to".to_string()));
+    }
+    Ok(hosts.into_iter().map(|h| with_port(&h, settings.port)).collect())
+}
+
+/// `host` → `host:port`; `host:port` and `[v6]:port` unchanged; a bare IPv6 address is bracketed.
+pub fn with_port(host: &str, port: u16) -> String {
+    if let Ok(IpAddr::V6(v6)) = host.parse::<IpAddr>() {
+        return format!("[{v6}]:{port}");
+    }
+    if host.contains(':') {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+fn driver_consistency(c: crate::settings::Consistency) -> scylla::statement::Consistency {
+    use crate::settings::Consistency as C;
+    use scylla::statement::Consistency as D;
+    match c {
+        C::Any => D::Any,
+        C::One => D::One,
+        C::Two => D::Two,
+        C::Three => D::Three,
+        C::Quorum => D::Quorum,
+        C::All => D::All,
+        C::LocalQuorum => D::LocalQuorum,
+        C::EachQuorum => D::EachQuorum,
+        C::LocalOne => D::LocalOne,
+    }
+}
+
+/// Runs the whole benchmark: setup, warmup, measured phase.
+pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measured, RunError> {
+    let hosts = resolve_hosts(settings)?;
+    let profile = ExecutionProfile::builder()
+        .consistency(driver_consistency(settings.consistency))
+        // Retries are ours (-K), counted and reported; the driver must not hide any.
+        .retry_policy(Arc::new(FallthroughRetryPolicy::new()))
+        .request_timeout(Some(Duration::from_secs(12)))
+        .build()
+        .into_handle();
+    let mut builder = SessionBuilder::new().known_nodes(&hosts).default_execution_profile_handle(profile);
+    if let Some(dc) = &settings.nodes.dc {
+        builder = builder.prefer_datacenter(dc.clone());
+    }
+    if let Some(user) = &settings.user {
+        builder = builder.user(user.clone(), settings.password.clone().unwrap_or_default());
+    }
+    let session = builder.build().await.map_err(|e| RunError(format!("cannot connect to {}: {e}", hosts.join(","))))?;
+
+    let schema = &settings.schema;
+    let keyspace = &schema.keyspace;
+    if matches!(settings.command, Command::Write | Command::Mixed) {
+        for cql in [workload::create_keyspace_cql(schema), workload::create_table_cql(schema, settings.columns)] {
+            session.query_unpaged(cql.clone(), &[]).await.map_err(|e| RunError(format!("{cql}: {e}")))?;
+        }
+        session.await_schema_agreement().await.map_err(|e| RunError(format!("schema agreement: {e}")))?;
+    }
+    let prepare = |cql: String| {
+        let session = &session;
+        async move {
+            session.prepare(cql.clone()).await.map_err(|e| {
+                RunError(format!(
+                    "cannot prepare `{cql}`: {e}\n(does {keyspace}.{} exist with {} columns? `shoal stress write` creates it)",
+                    workload::TABLE,
+                    settings.columns
+                ))
+            })
+        }
+    };
+    let insert = match settings.command {
+        Command::Write | Command::Mixed => Some(prepare(workload::insert_cql(keyspace, settings.columns)).await?),
+        _ => None,
+    };
+    let select = match settings.command {
+        Command::Read | Command::Mixed | Command::Verify => Some(prepare(workload::select_cql(keyspace, settings.columns)).await?),
+        _ => None,
+    };
+    let engine = Arc::new(Engine { settings: settings.clone(), session, insert, select, population: settings.effective_population() });
+
+    if settings.truncate != Truncate::Never {
+        truncate(&engine).await?;
+    }
+    if settings.warmup && settings.command != Command::Verify {
+        let (ops, time) = warmup_size(settings);
+        reporter.note(&format!("warming up: {} operations or {:.1} s, whichever ends first", ops, time.as_secs_f64()));
+        let warm = run_phase(&engine, Some(ops), Some(time), None).await?;
+        if let Some(error) = warm.stopped_by {
+            return Err(RunError(format!("the warmup stopped at the first error (use --keep-going to count errors and go on): {error}")));
+        }
+        if settings.truncate == Truncate::Always {
+            truncate(&engine).await?;
+        }
+    }
+
+    let (max_ops, max_time) = match settings.length {
+        RunLength::Ops(n) => (Some(n), None),
+        RunLength::Time(d) => (None, Some(d)),
+    };
+    let client_cpu_0 = cpu::own_cpu_seconds();
+    let server_cpu_0 = if settings.server_pids.is_empty() { None } else { cpu::cpu_seconds_of(&settings.server_pids) };
+    reporter.start_measured();
+    let phase = run_phase(&engine, max_ops, max_time, Some(reporter)).await?;
+    let client_cpu_1 = cpu::own_cpu_seconds();
+    let server_cpu_1 = if settings.server_pids.is_empty() { None } else { cpu::cpu_seconds_of(&settings.server_pids) };
+    Ok(Measured {
+        total: phase.total,
+        intervals: phase.intervals,
+        elapsed: phase.elapsed,
+        client_cpu_s: client_cpu_0.zip(client_cpu_1).map(|(a, b)| b - a),
+        server_cpu_s: server_cpu_0.zip(server_cpu_1).map(|(a, b)| b - a),
+        stopped_by: phase.stopped_by,
+    })
+}
+
+/// The warmup: a quarter of the run up to 50,000 operations, and at most a tenth of
+/// the run's time (or 10 s).
+fn warmup_size(settings: &Settings) -> (u64, Duration) {
+    match settings.length {
+        RunLength::Ops(n) => ((n / 4).clamp(1, 50_000), Duration::from_secs(10)),
+        RunLength::Time(d) => (50_000, (d / 10).min(Duration::from_secs(10))),
+    }
+}
+
+async fn truncate(engine: &Engine) -> Result<(), RunError> {
+    let cql = workload::truncate_cql(&engine.settings.schema.keyspace);
+    engine.session.query_unpaged(cql.clone(), &[]).await.map_err(|e| RunError(format!("{cql}: {e}")))?;
+    Ok(())
+}
+
+struct PhaseResult {
+    total: Recorder,
+    intervals: Vec<IntervalRow>,
+    elapsed: Duration,
+    stopped_by: Option<String>,
+}
+
+/// Per-phase shared state.
+struct PhaseState {
+    next_op: AtomicU64,
+    max_ops: u64,
+    start: Instant,
+    deadline: Option<Instant>,
+    stop: AtomicBool,
+    first_error: Mutex<Option<String>>,
+    shards: Shards,
+    /// Throttle mode: the next free send slot.
+    throttle_next: Mutex<Instant>,
+}
+
+async fn run_phase(
+    engine: &Arc<Engine>,
+    max_ops: Option<u64>,
+    max_time: Option<Duration>,
+    mut reporter: Option<&mut Reporter>,
+) -> Result<PhaseResult, RunError> {
+    let settings = &engine.settings;
+    let start = Instant::now();
+    let shard_count = (cpu::available_cores() * 4).min(settings.threads as usize).max(1);
+    let state = Arc::new(PhaseState {
+        next_op: AtomicU64::new(0),
+        max_ops: max_ops.unwrap_or(u64::MAX),
+        start,
+        deadline: max_time.map(|d| start + d),
+        stop: AtomicBool::new(false),
+        first_error: Mutex::new(None),
+        shards: Shards::new(shard_count),
+        throttle_next: Mutex::new(start),
+    });
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..settings.threads as usize {
+        let engine = Arc::clone(engine);
+        let state = Arc::clone(&state);
+        workers.spawn(async move { worker_loop(&engine, &state, worker).await });
+    }
+
+    let mut total = Recorder::new();
+    let mut intervals = Vec::new();
+    let interval = settings.interval;
+    let mut next_tick = start + interval;
+    let mut last_tick = start;
+    let mut panicked = None;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next_tick.into()) => {
+                let now = Instant::now();
+                let drained = state.shards.drain();
+                total.merge(&drained);
+                if let Some(r) = reporter.as_deref_mut() {
+                    intervals.push(r.interval(&drained, &total, now - last_tick, now - start, max_ops));
+                }
+                last_tick = now;
+                next_tick += interval;
+            }
+            joined = workers.join_next() => match joined {
+                None => break,
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    state.stop.store(true, Ordering::Relaxed);
+                    panicked = Some(e.to_string());
+                }
+            }
+        }
+    }
+    let now = Instant::now();
+    let drained = state.shards.drain();
+    total.merge(&drained);
+    if let Some(r) = reporter {
+        if now > last_tick + Duration::from_millis(1) || drained.ops + drained.errors > 0 {
+            intervals.push(r.interval(&drained, &total, now - last_tick, now - start, max_ops));
+        }
+        r.finish_progress();
+    }
+    if let Some(p) = panicked {
+        return Err(RunError(format!("a worker task failed: {p}")));
+    }
+    let stopped_by = state.first_error.lock().unwrap_or_else(|p| p.into_inner()).take();
+    Ok(PhaseResult { total, intervals, elapsed: now - start, stopped_by })
+}
+
+/// How early a fixed-rate request may be sent, to absorb the timer's 1 ms granularity.
+const TIMER_SLACK: Duration = Duration::from_millis(1);
+
+async fn worker_loop(engine: &Engine, state: &PhaseState, worker: usize) {
+    let settings = &engine.settings;
+    let mut buffer = Vec::new();
+    loop {
+        if state.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let op = state.next_op.fetch_add(1, Ordering::Relaxed);
+        if op >= state.max_ops {
+            return;
+        }
+        let intended = match settings.rate {
+            Rate::Closed => None,
+            Rate::Fixed(rate) => Some(state.start + Duration::from_secs_f64(op as f64 / rate)),
+            Rate::Throttle(rate) => {
+                let mut next = state.throttle_next.lock().unwrap_or_else(|p| p.into_inner());
+                let slot = (*next).max(Instant::now());
+                *next = slot + Duration::from_secs_f64(1.0 / rate);
+                Some(slot)
+            }
+        };
+        if let (Some(due), Some(deadline)) = (intended, state.deadline) {
+            if due >= deadline {
+                return;
+            }
+        }
+        if let Some(due) = intended {
+            // Tokio's timer wakes on the next whole millisecond; aim a little early so the
+            // timer's lateness is not counted as server latency (see `from` below).
+            tokio::time::sleep_until(due.checked_sub(TIMER_SLACK).unwrap_or(due).into()).await;
+        }
+        if state.deadline.is_some_and(|d| Instant::now() >= d) {
+            return;
+        }
+        let sent = Instant::now();
+        let (outcome, retries, error) = execute(engine, op, &mut buffer).await;
+        let done = Instant::now();
+        // A request sent early (timer slack) counts from its send, never from a later instant.
+        let from = match settings.rate {
+            Rate::Fixed(_) => intended.map_or(sent, |due| due.min(sent)),
+            _ => sent,
+        };
+        let latency_us = done.saturating_duration_since(from).as_micros() as u64;
+        let service_us = done.saturating_duration_since(sent).as_micros() as u64;
+        state.shards.record(worker, outcome, latency_us, service_us, retries);
+        if let Some(error) = error {
+            if !settings.keep_going {
+                let mut first = state.first_error.lock().unwrap_or_else(|p| p.into_inner());
+                if first.is_none() {
+                    *first = Some(error);
+                }
+                state.stop.store(true, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+}
+
+/// Runs operation `op` with its retries: the outcome, the retries spent, and the
+/// error text if it failed for good.
+async fn execute(engine: &Engine, op: u64, buffer: &mut Vec<u8>) -> (Outcome, u32, Option<String>) {
+    let settings = &engine.settings;
+    let kind = workload::op_kind(settings, op);
+    let index = workload::key_index(engine.population, settings.seed, op);
+    let key = workload::key(index);
+    let mut attempt = 0;
+    loop {
+        let result = match kind {
+            OpKind::Write => write(engine, index, &key, buffer).await,
+            OpKind::Read => read(engine, &key, None).await,
+            OpKind::Verify => read(engine, &key, Some((index, &mut *buffer))).await,
+        };
+        match result {
+            Ok(outcome) => return (outcome, attempt, None),
+            Err(_) if attempt < settings.retries => attempt += 1,
+            Err(e) => {
+                let what = match kind {
+                    OpKind::Write => "write",
+                    OpKind::Read => "read",
+                    OpKind::Verify => "verify read",
+                };
+                let tries = if attempt > 0 { format!(" after {} tries", attempt + 1) } else { String::new() };
+                return (Outcome::Failed, attempt, Some(format!("{what} of key {}{tries}: {e}", String::from_utf8_lossy(&key))));
+            }
+        }
+    }
+}
+
+async fn write(engine: &Engine, index: u64, key: &[u8], buffer: &mut Vec<u8>) -> Result<Outcome, String> {
+    let settings = &engine.settings;
+    let Some(insert) = &engine.insert else { return Err("no INSERT statement prepared".to_string()) };
+    workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
+    let mut values: Vec<&[u8]> = Vec::with_capacity(settings.columns as usize + 1);
+    values.push(key);
+    values.extend(buffer.chunks(settings.column_size as usize));
+    engine.session.execute_unpaged(insert, values).await.map_err(|e| e.to_string())?;
+    Ok(Outcome::Written)
+}
+
+/// A read; with `expect` (verify) the row's values are compared with the ones
+/// the write computed.
+async fn read(engine: &Engine, key: &[u8], expect: Option<(u64, &mut Vec<u8>)>) -> Result<Outcome, String> {
+    let settings = &engine.settings;
+    let Some(select) = &engine.select else { return Err("no SELECT statement prepared".to_string()) };
+    let result = engine.session.execute_unpaged(select, (key,)).await.map_err(|e| e.to_string())?;
+    let rows = result.into_rows_result().map_err(|e| e.to_string())?;
+    let Some((index, buffer)) = expect else {
+        return Ok(if rows.rows_num() == 0 { Outcome::Missing } else { Outcome::Read });
+    };
+    let Some(row) = rows.maybe_first_row::<Row>().map_err(|e| e.to_string())? else {
+        return Ok(Outcome::Missing);
+    };
+    workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
+    let expected = buffer.chunks(settings.column_size as usize);
+    let same = row.columns.len() == settings.columns as usize
+        && row.columns.iter().zip(expected).all(|(got, want)| matches!(got, Some(CqlValue::Blob(b)) if b.as_slice() == want));
+    Ok(if same { Outcome::Verified } else { Outcome::Mismatched })
+}

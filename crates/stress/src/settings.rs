@@ -1,0 +1,348 @@
+//! The typed settings of one `shoal stress` run: what both command-line
+//! syntaxes (cassandra-stress's new one in `args.rs`, the legacy one in
+//! `legacy.rs`) produce, and the only thing the runner reads.
+//!
+//! Invariants (checked by `Settings::validate`, which both parsers call): at
+//! least one column, a column size of at least one byte, at least one thread,
+//! positive rates, a population range with `lo <= hi` whose keys fit in the
+//! 10-byte key (below 10^10), and a mixed ratio with at least one non-zero
+//! weight.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The largest key index a 10-digit key can hold, plus one.
+pub const KEY_INDEX_LIMIT: u64 = 10_000_000_000;
+
+/// What the run does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Write,
+    Read,
+    Mixed,
+    /// Re-read every key of the population and check every value.
+    Verify,
+}
+
+impl Command {
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::Write => "write",
+            Command::Read => "read",
+            Command::Mixed => "mixed",
+            Command::Verify => "verify",
+        }
+    }
+}
+
+/// When the measured phase ends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RunLength {
+    /// A fixed number of operations (`n=`).
+    Ops(u64),
+    /// A fixed time (`duration=`).
+    Time(Duration),
+}
+
+/// How requests are issued.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rate {
+    /// Closed loop: `threads` requests in flight, each issued when the previous one returns.
+    Closed,
+    /// Open loop: request `i` is due at `start + i / rate`; latency is measured from that
+    /// intended time (corrected for coordinated omission), service time from the actual send.
+    Fixed(f64),
+    /// Closed loop capped at a rate: no catching up, latency from the actual send.
+    Throttle(f64),
+}
+
+/// Consistency levels by their CQL names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Consistency {
+    Any,
+    One,
+    Two,
+    Three,
+    Quorum,
+    All,
+    LocalQuorum,
+    EachQuorum,
+    LocalOne,
+}
+
+impl Consistency {
+    pub const ALL_NAMES: &'static str = "ANY, ONE, TWO, THREE, QUORUM, ALL, LOCAL_QUORUM, EACH_QUORUM, LOCAL_ONE";
+
+    pub fn parse(text: &str) -> Option<Consistency> {
+        Some(match text.to_ascii_uppercase().as_str() {
+            "ANY" => Consistency::Any,
+            "ONE" => Consistency::One,
+            "TWO" => Consistency::Two,
+            "THREE" => Consistency::Three,
+            "QUORUM" => Consistency::Quorum,
+            "ALL" => Consistency::All,
+            "LOCAL_QUORUM" => Consistency::LocalQuorum,
+            "EACH_QUORUM" => Consistency::EachQuorum,
+            "LOCAL_ONE" => Consistency::LocalOne,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Consistency::Any => "ANY",
+            Consistency::One => "ONE",
+            Consistency::Two => "TWO",
+            Consistency::Three => "THREE",
+            Consistency::Quorum => "QUORUM",
+            Consistency::All => "ALL",
+            Consistency::LocalQuorum => "LOCAL_QUORUM",
+            Consistency::EachQuorum => "EACH_QUORUM",
+            Consistency::LocalOne => "LOCAL_ONE",
+        }
+    }
+}
+
+/// `truncate=`: when the table is emptied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Truncate {
+    Never,
+    /// Before the warmup.
+    Once,
+    /// Before the warmup and again before the measured phase.
+    Always,
+}
+
+/// Key population: which key index operation `i` touches. Ranges are inclusive,
+/// 1-based as in cassandra-stress (`seq=1..N`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Population {
+    Seq { lo: u64, hi: u64 },
+    Uniform { lo: u64, hi: u64 },
+    /// Mean at the middle of the range, standard deviation a sixth of its width, clamped.
+    Gaussian { lo: u64, hi: u64 },
+}
+
+impl Population {
+    pub fn range(self) -> (u64, u64) {
+        match self {
+            Population::Seq { lo, hi } | Population::Uniform { lo, hi } | Population::Gaussian { lo, hi } => (lo, hi),
+        }
+    }
+
+    pub fn describe(self) -> String {
+        let (kind, (lo, hi)) = match self {
+            Population::Seq { .. } => ("seq", self.range()),
+            Population::Uniform { .. } => ("uniform", self.range()),
+            Population::Gaussian { .. } => ("gaussian", self.range()),
+        };
+        format!("{kind}({lo}..{hi})")
+    }
+}
+
+/// Keyspace replication.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Replication {
+    Simple { factor: u32 },
+    NetworkTopology { dcs: Vec<(String, u32)> },
+}
+
+impl Replication {
+    /// The CQL map literal for `CREATE KEYSPACE ... WITH replication = `.
+    pub fn cql(&self) -> String {
+        match self {
+            Replication::Simple { factor } => {
+                format!("{{'class': 'SimpleStrategy', 'replication_factor': {factor}}}")
+            }
+            Replication::NetworkTopology { dcs } => {
+                let mut text = String::from("{'class': 'NetworkTopologyStrategy'");
+                for (dc, rf) in dcs {
+                    text.push_str(&format!(", '{}': {rf}", dc.replace('\'', "''")));
+                }
+                text.push('}');
+                text
+            }
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Replication::Simple { factor } => format!("SimpleStrategy RF {factor}"),
+            Replication::NetworkTopology { dcs } => {
+                let list: Vec<String> = dcs.iter().map(|(dc, rf)| format!("{dc}:{rf}")).collect();
+                format!("NetworkTopologyStrategy {}", list.join(","))
+            }
+        }
+    }
+}
+
+/// Schema options (`-schema`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schema {
+    pub keyspace: String,
+    pub replication: Replication,
+    /// Compaction class name (e.g. `LeveledCompactionStrategy`), with its extra options.
+    pub compaction: Option<(String, Vec<(String, String)>)>,
+    pub durable_writes: bool,
+}
+
+/// `-node`: where to connect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nodes {
+    /// Hosts as given (`host` or `host:port`).
+    pub hosts: Vec<String>,
+    /// A file with one host per line (or comma separated); read when the run starts.
+    pub file: Option<PathBuf>,
+    /// Preferred (local) data center for routing.
+    pub dc: Option<String>,
+}
+
+/// Mixed-workload weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ratio {
+    pub read: u32,
+    pub write: u32,
+}
+
+/// Everything one run needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub command: Command,
+    pub length: RunLength,
+    pub consistency: Consistency,
+    pub warmup: bool,
+    pub truncate: Truncate,
+    pub interval: Duration,
+    pub seed: u64,
+    /// Count failed operations and go on instead of stopping at the first one.
+    pub keep_going: bool,
+    /// Extra tries per operation before it counts as failed.
+    pub retries: u32,
+    pub rate: Rate,
+    /// Maximum requests in flight (closed loop: exactly this many).
+    pub threads: u32,
+    pub nodes: Nodes,
+    pub port: u16,
+    pub columns: u32,
+    pub column_size: u32,
+    pub schema: Schema,
+    /// `None`: the command's default (writes `seq`, reads `uniform`, over the key count).
+    pub population: Option<Population>,
+    pub ratio: Ratio,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub json: Option<PathBuf>,
+    pub csv: Option<PathBuf>,
+    pub hdr_log: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+    pub server_pids: Vec<u32>,
+    pub cost_per_hour: Option<f64>,
+    /// The one line saying how a legacy command line was read.
+    pub legacy_note: Option<String>,
+}
+
+/// Key count used for default populations of duration runs (cassandra-stress's default).
+pub const DEFAULT_KEY_COUNT: u64 = 1_000_000;
+
+impl Settings {
+    /// The defaults of the new syntax for `command`.
+    pub fn new(command: Command) -> Settings {
+        Settings {
+            command,
+            length: RunLength::Ops(DEFAULT_KEY_COUNT),
+            consistency: Consistency::LocalOne,
+            warmup: true,
+            truncate: Truncate::Never,
+            interval: Duration::from_secs(1),
+            seed: 1,
+            keep_going: false,
+            retries: 0,
+            rate: Rate::Closed,
+            threads: 50,
+            nodes: Nodes { hosts: vec!["127.0.0.1".to_string()], file: None, dc: None },
+            port: 9042,
+            columns: 5,
+            column_size: 34,
+            schema: Schema {
+                keyspace: "keyspace1".to_string(),
+                replication: Replication::Simple { factor: 1 },
+                compaction: None,
+                durable_writes: true,
+            },
+            population: None,
+            ratio: Ratio { read: 1, write: 1 },
+            user: None,
+            password: None,
+            json: None,
+            csv: None,
+            hdr_log: None,
+            plot: None,
+            server_pids: Vec::new(),
+            cost_per_hour: None,
+            legacy_note: None,
+        }
+    }
+
+    /// The population in effect: the explicit one, else the command's default over
+    /// `1..=n` (or `1..=1,000,000` for duration runs).
+    pub fn effective_population(&self) -> Population {
+        if let Some(pop) = self.population {
+            return pop;
+        }
+        let hi = match self.length {
+            RunLength::Ops(n) => n.clamp(1, KEY_INDEX_LIMIT - 1),
+            RunLength::Time(_) => DEFAULT_KEY_COUNT,
+        };
+        match self.command {
+            Command::Write | Command::Verify => Population::Seq { lo: 1, hi },
+            Command::Read | Command::Mixed => Population::Uniform { lo: 1, hi },
+        }
+    }
+
+    /// Checks the invariants listed in the module comment.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.columns == 0 {
+            return Err("-col n= must be at least 1".to_string());
+        }
+        if self.columns > 1000 {
+            return Err("-col n= is limited to 1000 columns".to_string());
+        }
+        if self.column_size == 0 {
+            return Err("-col size= must be at least 1 byte".to_string());
+        }
+        if self.threads == 0 {
+            return Err("-rate threads= must be at least 1".to_string());
+        }
+        if self.threads > 100_000 {
+            return Err("-rate threads= is limited to 100000".to_string());
+        }
+        match self.rate {
+            Rate::Fixed(r) | Rate::Throttle(r) if !(r > 0.0 && r.is_finite()) => {
+                return Err("-rate fixed=/throttle= must be a positive rate such as 1000/s".to_string());
+            }
+            _ => {}
+        }
+        match self.length {
+            RunLength::Ops(0) => return Err("n= must be at least 1".to_string()),
+            RunLength::Time(d) if d.is_zero() => return Err("duration= must be positive".to_string()),
+            _ => {}
+        }
+        if self.interval < Duration::from_millis(100) {
+            return Err("interval= must be at least 100ms".to_string());
+        }
+        let (lo, hi) = self.effective_population().range();
+        if lo > hi {
+            return Err(format!("-pop range {lo}..{hi} is empty"));
+        }
+        if hi >= KEY_INDEX_LIMIT {
+            return Err(format!("-pop range ends at {hi}; keys are 10 digits, so the largest is {}", KEY_INDEX_LIMIT - 1));
+        }
+        if self.command == Command::Mixed && self.ratio.read == 0 && self.ratio.write == 0 {
+            return Err("ratio(read=..,write=..) needs at least one non-zero weight".to_string());
+        }
+        if self.nodes.hosts.is_empty() && self.nodes.file.is_none() {
+            return Err("-node needs at least one host".to_string());
+        }
+        Ok(())
+    }
+}

@@ -8,6 +8,12 @@
 //! with `{dc: local_rf}` (racks included, the joining node counted).
 //!
 //! - The first node of a DC gets evenly spaced tokens from a random offset.
+//!   So does the first node of a new rack while the DC has at most
+//!   `local_rf` racks: every range then needs a replica from that rack, so
+//!   the node replicates everything and, as replica walks take the first node
+//!   of each rack plus the first `rf - racks` rack repeats wherever its
+//!   tokens lie, its tokens cannot change anyone's effective ownership; even
+//!   spacing is what later nodes of its rack split best.
 //! - While the DC (joining node included) has at most `local_rf` nodes,
 //!   every node replicates everything, so balance cannot be measured yet;
 //!   tokens come from repeatedly splitting the largest DC-local range at a
@@ -19,11 +25,20 @@
 //!   nodes, `(ownership / tokens - opt)^2` and, over the DC's tokens,
 //!   `(vnode ownership - opt)^2 / tokens^2`, where ownership is the exact
 //!   replicated (effective) ownership, a vnode's ownership is the ranges whose
-//!   replica walk takes its node at that vnode, and
-//!   `opt = replicas per range / tokens after the join`. The joining node is
-//!   measured against the tokens it has so far, so each token takes its share.
+//!   replica walk takes its node at that vnode, and `opt` is the rack's share
+//!   of the replicas over its tokens after the join (shares water-filled by
+//!   node count within what racks allow: with `rf` racks, exactly one replica
+//!   per rack, so a node in a smaller rack must own more). Targets move in
+//!   step: after `p` of `k` tokens the joining node aims at `p` tokens' worth
+//!   and every other node at `p / k` of the way from its ownership before the
+//!   join to its final share, so each token takes its part. After all `k` are
+//!   placed, one local-search sweep takes each out and places it again with
+//!   all the others known (never worse: its old spot is a candidate).
 //!   Inserting a token only changes the replica sets of the ranges whose walk
-//!   reaches it, so a candidate is scored by re-walking just those.
+//!   reaches it, so a candidate is scored by re-walking just those. When a
+//!   rack holds few tokens those walks are long; scoring then stops after a
+//!   fixed budget of walk steps per token (at least 64 candidates, visited in
+//!   an order spread over the ring), so a join stays fast on any ring.
 //!
 //! Invariants:
 //! - Returns exactly `num_tokens` distinct sorted tokens, none `i64::MIN`,
@@ -40,6 +55,15 @@ use crate::topology::{range_size, TokenMetadata};
 use crate::Token;
 
 const RING: f64 = 18_446_744_073_709_551_616.0; // 2^64
+
+/// Walk steps scoring may spend per token before it settles for the
+/// candidates seen so far (only reached when some rack holds few tokens, so
+/// replica walks are long); at least `MIN_CANDIDATES` are always scored.
+const STEP_BUDGET: u64 = 1_000_000;
+const MIN_CANDIDATES: usize = 64;
+
+/// Local-search sweeps over the joining unit's tokens after placing them.
+const REFINE_SWEEPS: usize = 1;
 
 /// Initial splits use ratios in `[1 - 1/sqrt(5), 1 - 1/sqrt(5) + 0.075)`.
 const SPLIT_MIN: f64 = 0.552_786_404_500_042;
@@ -83,7 +107,8 @@ pub fn allocate_tokens(
     let new_rack = *rack_of.entry(rack.to_string()).or_insert(racks);
     unit_rack.push(new_rack);
 
-    let mut out = if ring.is_empty() {
+    let alone_in_rack = !unit_rack[..unit_rack.len() - 1].contains(&new_rack);
+    let mut out = if ring.is_empty() || (alone_in_rack && rack_of.len() <= rf) {
         even_tokens(tm, num_tokens, rng)
     } else if unit_rack.len() <= rf {
         split_tokens(tm, ring.iter().map(|&(t, _)| t).collect(), num_tokens, rng)
@@ -95,19 +120,49 @@ pub fn allocate_tokens(
     out
 }
 
+/// The ideal replicated ownership of one token, per rack, once the joining
+/// unit has `num_tokens` tokens. Each rack's share of the replicas is
+/// water-filled: proportional to its nodes, but when there are at most `rf`
+/// racks every rack holds at least one replica of every range and at most
+/// one plus the `rf - racks` rack repeats, and with more racks than `rf` a
+/// rack holds at most one. A rack's share is spread evenly over its tokens.
+fn rack_targets(unit_rack: &[u32], unit_tokens: &[usize], racks: usize, rf: usize, num_tokens: usize) -> Vec<f64> {
+    let new_unit = unit_rack.len() - 1;
+    let mut nodes = vec![0usize; racks];
+    let mut tokens = vec![0usize; racks];
+    for (u, &r) in unit_rack.iter().enumerate() {
+        nodes[r as usize] += 1;
+        tokens[r as usize] += if u == new_unit { num_tokens } else { unit_tokens[u] };
+    }
+    let total = rf.min(unit_rack.len()) as f64;
+    let (lo, extra) = if racks <= rf { (1.0, (rf - racks) as f64 + 1.0) } else { (0.0, 1.0) };
+    let share = |lambda: f64, r: usize| (lambda * nodes[r] as f64).clamp(lo, extra.min(nodes[r] as f64));
+    let (mut a, mut b) = (0.0, total);
+    for _ in 0..100 {
+        let mid = (a + b) / 2.0;
+        if (0..racks).map(|r| share(mid, r)).sum::<f64>() < total {
+            a = mid;
+        } else {
+            b = mid;
+        }
+    }
+    (0..racks).map(|r| share(b, r) / tokens[r].max(1) as f64).collect()
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 fn is_free(tm: &TokenMetadata, chosen: &BTreeSet<Token>, t: Token) -> bool {
     t != Token::MIN && tm.owner_of(t).is_none() && !chosen.contains(&t)
 }
 
 /// `start + off` (wrapping), moved forward past taken tokens but staying
 /// inside `(start, start + size)`.
-fn free_token_in(
-    tm: &TokenMetadata,
-    chosen: &BTreeSet<Token>,
-    start: Token,
-    size: u128,
-    off: u128,
-) -> Option<Token> {
+fn free_token_in(tm: &TokenMetadata, chosen: &BTreeSet<Token>, start: Token, size: u128, off: u128) -> Option<Token> {
     let mut off = off.max(1);
     while off < size {
         let t = start.wrapping_add(off as u64 as i64);
@@ -135,12 +190,7 @@ fn even_tokens(tm: &TokenMetadata, num_tokens: usize, rng: &mut impl Rng) -> Vec
 }
 
 /// Repeatedly splits the largest range of the DC-local ring `dc_tokens`.
-fn split_tokens(
-    tm: &TokenMetadata,
-    mut dc_tokens: Vec<Token>,
-    num_tokens: usize,
-    rng: &mut impl Rng,
-) -> Vec<Token> {
+fn split_tokens(tm: &TokenMetadata, mut dc_tokens: Vec<Token>, num_tokens: usize, rng: &mut impl Rng) -> Vec<Token> {
     dc_tokens.sort_unstable();
     let mut chosen = BTreeSet::new();
     while chosen.len() < num_tokens {
@@ -174,6 +224,7 @@ fn split_tokens(
 }
 
 /// The DC-local ring with the joining unit, and its replicated ownership.
+#[derive(Clone)]
 struct Model {
     num_tokens: usize,
     /// Replicas each range gets once the walk completes: `min(rf, units)`.
@@ -183,7 +234,10 @@ struct Model {
     unit_rack: Vec<u32>,
     unit_tokens: Vec<usize>,
     new_unit: u32,
-    opt: f64,
+    /// Per rack: the ideal replicated ownership of one of its tokens.
+    opt: Vec<f64>,
+    /// Per unit: replicated ownership before the join.
+    own_before: Vec<f64>,
     ring: Vec<(Token, u32)>,
     // Derived by `rebuild`.
     size: Vec<f64>,
@@ -250,25 +304,23 @@ impl Quadratic {
     /// The best `x` in `[lo, hi]` and the change of the objective there.
     fn minimise(&self, lo: f64, hi: f64) -> (f64, f64) {
         let x = if self.s2 > 0.0 { (-self.s1 / self.s2).clamp(lo, hi) } else { (lo + hi) / 2.0 };
-        (x, self.s0 + 2.0 * self.s1 * x + self.s2 * x * x - self.old)
+        (x, self.at(x))
+    }
+
+    fn at(&self, x: f64) -> f64 {
+        self.s0 + 2.0 * self.s1 * x + self.s2 * x * x - self.old
     }
 }
 
 impl Model {
-    fn new(
-        ring: Vec<(Token, u32)>,
-        unit_rack: Vec<u32>,
-        racks: usize,
-        rf: usize,
-        num_tokens: usize,
-    ) -> Self {
+    fn new(ring: Vec<(Token, u32)>, unit_rack: Vec<u32>, racks: usize, rf: usize, num_tokens: usize) -> Self {
         let units = unit_rack.len();
         let mut unit_tokens = vec![0; units];
         for &(_, u) in &ring {
             unit_tokens[u as usize] += 1;
         }
         let rf_left = rf.min(units);
-        let opt = rf_left as f64 / (ring.len() + num_tokens) as f64;
+        let opt = rack_targets(&unit_rack, &unit_tokens, racks, rf, num_tokens);
         let mut model = Model {
             num_tokens,
             rf_left,
@@ -277,6 +329,7 @@ impl Model {
             unit_rack,
             unit_tokens,
             opt,
+            own_before: Vec::new(),
             ring,
             size: Vec::new(),
             size_int: Vec::new(),
@@ -287,7 +340,21 @@ impl Model {
             vown: Vec::new(),
         };
         model.rebuild();
+        model.own_before = model.own.clone();
         model
+    }
+
+    /// What unit `u` should own once the joining unit has `placed` of its
+    /// tokens: existing units move from their ownership before the join
+    /// towards their final share in step with the joining unit's progress.
+    fn unit_target(&self, u: usize, placed: usize) -> f64 {
+        let count = if u as u32 == self.new_unit { placed } else { self.unit_tokens[u] };
+        let fin = count as f64 * self.opt[self.unit_rack[u] as usize];
+        if u as u32 == self.new_unit {
+            return fin;
+        }
+        let progress = placed as f64 / self.num_tokens as f64;
+        self.own_before[u] + progress * (fin - self.own_before[u])
     }
 
     /// The replica walk (NTS for one DC) over a ring of `n` tokens given by
@@ -355,100 +422,162 @@ impl Model {
         }
     }
 
-    fn allocate(&mut self, tm: &TokenMetadata) -> Vec<Token> {
-        let mut chosen = BTreeSet::new();
-        let (mut toks, mut units) = (Deltas::default(), Deltas::default());
-        let (mut out, mut racks) = (Vec::new(), Vec::new());
-        while chosen.len() < self.num_tokens {
-            let n = self.ring.len();
-            toks.reset(n + 1);
-            units.reset(self.unit_rack.len());
-            let new_key = n as u32;
-            let placed = self.unit_tokens[self.new_unit as usize];
-            let mut candidates: Vec<(f64, usize, f64)> = Vec::with_capacity(n);
-            for j in 0..n {
-                if self.size_int[j] < 2 {
-                    continue;
-                }
-                let stamp = j as u32 + 1;
-                let at = |v: usize| -> (u32, u32) {
-                    if v < j {
-                        (v as u32, self.ring[v].1)
-                    } else if v == j {
-                        (new_key, self.new_unit)
-                    } else {
-                        ((v - 1) as u32, self.ring[v - 1].1)
-                    }
-                };
-                // The split range: (prev, t] is walked from the new token and
-                // grows with x; (t, end] keeps range j's replicas and shrinks.
-                self.walk(n + 1, j, at, &mut out, &mut racks);
-                for &(key, unit) in &out {
-                    toks.add(stamp, key, 0.0, 1.0);
-                    units.add(stamp, unit, 0.0, 1.0);
-                }
-                for &key in &self.accepted[j] {
-                    toks.add(stamp, key, 0.0, -1.0);
-                    units.add(stamp, self.ring[key as usize].1, 0.0, -1.0);
-                }
-                // Earlier ranges whose walk reaches the new token.
-                let reach = self.max_walk.min(n);
-                for d in 1..reach {
-                    let i = (j + n - d) % n;
-                    if self.walk_len[i] <= d {
-                        continue;
-                    }
-                    let s = self.size[i];
-                    for &key in &self.accepted[i] {
-                        toks.add(stamp, key, -s, 0.0);
-                        units.add(stamp, self.ring[key as usize].1, -s, 0.0);
-                    }
-                    let vi = if i < j { i } else { i + 1 };
-                    self.walk(n + 1, vi, at, &mut out, &mut racks);
-                    for &(key, unit) in &out {
-                        toks.add(stamp, key, s, 0.0);
-                        units.add(stamp, unit, s, 0.0);
-                    }
-                }
-                let mut q = Quadratic::default();
-                for &key in &toks.touched {
-                    let k = key as usize;
-                    let (base, unit) =
-                        if key == new_key { (0.0, self.new_unit) } else { (self.vown[k], self.ring[k].1) };
-                    let count = if unit == self.new_unit {
-                        self.num_tokens
-                    } else {
-                        self.unit_tokens[unit as usize]
-                    } as f64;
-                    let c = 1.0 / (count * count);
-                    let old = if key == new_key { 0.0 } else { base - self.opt };
-                    q.term(c, base + toks.a[k] - self.opt, toks.g[k], old);
-                }
-                for &unit in &units.touched {
-                    let u = unit as usize;
-                    let count =
-                        if unit == self.new_unit { placed + 1 } else { self.unit_tokens[u] } as f64;
-                    let target = count * self.opt;
-                    let c = 1.0 / (count * count);
-                    q.term(c, self.own[u] + units.a[u] - target, units.g[u], self.own[u] - target);
-                }
-                let size = self.size[j];
+    /// Scores inserting a joining-unit token into range `j` (ending at ring
+    /// index `j`): the split point `x` (a ring fraction from the range's start;
+    /// the best one unless `fixed_x`) and the change of the objective.
+    fn score(&self, sc: &mut Scratch, j: usize, fixed_x: Option<f64>) -> (f64, f64) {
+        let n = self.ring.len();
+        let new_key = n as u32;
+        sc.stamp += 1;
+        let stamp = sc.stamp;
+        let Scratch { toks, units, out, racks, steps, .. } = sc;
+        *steps += self.max_walk.min(n) as u64;
+        toks.touched.clear();
+        units.touched.clear();
+        let at = |v: usize| -> (u32, u32) {
+            if v < j {
+                (v as u32, self.ring[v].1)
+            } else if v == j {
+                (new_key, self.new_unit)
+            } else {
+                ((v - 1) as u32, self.ring[v - 1].1)
+            }
+        };
+        // The split range: (prev, t] is walked from the new token and grows
+        // with x; (t, end] keeps range j's replicas and shrinks.
+        *steps += self.walk(n + 1, j, at, out, racks).min(n + 1) as u64;
+        for &(key, unit) in out.iter() {
+            toks.add(stamp, key, 0.0, 1.0);
+            units.add(stamp, unit, 0.0, 1.0);
+        }
+        for &key in &self.accepted[j] {
+            toks.add(stamp, key, 0.0, -1.0);
+            units.add(stamp, self.ring[key as usize].1, 0.0, -1.0);
+        }
+        // Earlier ranges whose walk reaches the new token.
+        for d in 1..self.max_walk.min(n) {
+            let i = (j + n - d) % n;
+            if self.walk_len[i] <= d {
+                continue;
+            }
+            let s = self.size[i];
+            for &key in &self.accepted[i] {
+                toks.add(stamp, key, -s, 0.0);
+                units.add(stamp, self.ring[key as usize].1, -s, 0.0);
+            }
+            let vi = if i < j { i } else { i + 1 };
+            *steps += self.walk(n + 1, vi, at, out, racks).min(n + 1) as u64;
+            for &(key, unit) in out.iter() {
+                toks.add(stamp, key, s, 0.0);
+                units.add(stamp, unit, s, 0.0);
+            }
+        }
+        let placed = self.unit_tokens[self.new_unit as usize];
+        let mut q = Quadratic::default();
+        for &key in &toks.touched {
+            let k = key as usize;
+            let (base, unit) = if key == new_key { (0.0, self.new_unit) } else { (self.vown[k], self.ring[k].1) };
+            let count = if unit == self.new_unit { self.num_tokens } else { self.unit_tokens[unit as usize] } as f64;
+            let opt = self.opt[self.unit_rack[unit as usize] as usize];
+            let old = if key == new_key { 0.0 } else { base - opt };
+            q.term(1.0 / (count * count), base + toks.a[k] - opt, toks.g[k], old);
+        }
+        for &unit in &units.touched {
+            let u = unit as usize;
+            let count = if unit == self.new_unit { placed + 1 } else { self.unit_tokens[u] } as f64;
+            let target = self.unit_target(u, placed + 1);
+            q.term(1.0 / (count * count), self.own[u] + units.a[u] - target, units.g[u], self.own[u] - target);
+        }
+        let size = self.size[j];
+        match fixed_x {
+            Some(x) => (q.at(x), x),
+            None => {
                 let (x, change) = q.minimise(size * 0.001, size * 0.999);
+                (change, x)
+            }
+        }
+    }
+
+    fn insert(&mut self, t: Token) {
+        self.ring.push((t, self.new_unit));
+        self.ring.sort_unstable_by_key(|&(t, _)| t);
+        self.unit_tokens[self.new_unit as usize] += 1;
+        self.rebuild();
+    }
+
+    fn remove(&mut self, t: Token) {
+        self.ring.retain(|&(x, _)| x != t);
+        self.unit_tokens[self.new_unit as usize] -= 1;
+        self.rebuild();
+    }
+
+    /// Scores the candidate ranges and inserts one joining-unit token at the
+    /// best free spot; `round` varies the order of a budget-cut sample.
+    fn place_one(
+        &mut self,
+        tm: &TokenMetadata,
+        chosen: &mut BTreeSet<Token>,
+        sc: &mut Scratch,
+        round: usize,
+    ) -> Option<Token> {
+        let n = self.ring.len();
+        sc.reset(n + 1, self.unit_rack.len());
+        let mut candidates: Vec<(f64, usize, f64)> = Vec::with_capacity(n);
+        // Visit the ranges in a well spread order (a stride coprime with n,
+        // near n / golden ratio), so a cut-off sample covers the ring.
+        let mut stride = ((n as f64 * 0.618) as usize).max(1);
+        while gcd(stride, n) != 1 {
+            stride += 1;
+        }
+        let rotate = round * 7919;
+        for m in 0..n {
+            let j = (rotate + m * stride) % n;
+            if self.size_int[j] >= 2 {
+                let (change, x) = self.score(sc, j, None);
                 candidates.push((change, j, x));
             }
-            candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            let picked = candidates.iter().find_map(|&(_, j, x)| {
-                let start = self.ring[(j + n - 1) % n].0;
-                let size = self.size_int[j];
-                let off = ((x * RING) as u128).clamp(1, size - 1);
-                free_token_in(tm, &chosen, start, size, off)
-            });
-            let Some(t) = picked else { break };
-            chosen.insert(t);
-            self.ring.push((t, self.new_unit));
-            self.ring.sort_unstable_by_key(|&(t, _)| t);
-            self.unit_tokens[self.new_unit as usize] += 1;
-            self.rebuild();
+            if sc.steps > STEP_BUDGET && candidates.len() >= MIN_CANDIDATES {
+                break;
+            }
+        }
+        candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let t = candidates.iter().find_map(|&(_, j, x)| {
+            let start = self.ring[(j + n - 1) % n].0;
+            let size = self.size_int[j];
+            let off = ((x * RING) as u128).clamp(1, size - 1);
+            free_token_in(tm, chosen, start, size, off)
+        })?;
+        chosen.insert(t);
+        self.insert(t);
+        Some(t)
+    }
+
+    fn allocate(&mut self, tm: &TokenMetadata) -> Vec<Token> {
+        let mut chosen = BTreeSet::new();
+        let mut sc = Scratch::default();
+        let mut round = 0;
+        while chosen.len() < self.num_tokens {
+            round += 1;
+            if self.place_one(tm, &mut chosen, &mut sc, round).is_none() {
+                break;
+            }
+        }
+        // Local search: each token in turn is taken out and placed again,
+        // now knowing where all the others are. Its old spot is among the
+        // candidates, so the objective never gets worse.
+        for _ in 0..REFINE_SWEEPS {
+            if chosen.len() < self.num_tokens {
+                break;
+            }
+            for t in chosen.clone() {
+                chosen.remove(&t);
+                self.remove(t);
+                round += 1;
+                if self.place_one(tm, &mut chosen, &mut sc, round).is_none() {
+                    chosen.insert(t);
+                    self.insert(t);
+                }
+            }
         }
         // Only a DC packed solid leaves tokens to find; any free ones will do.
         let mut filler = 0u64;
@@ -460,5 +589,99 @@ impl Model {
             }
         }
         chosen.into_iter().collect()
+    }
+}
+
+/// Reusable buffers for scoring candidates.
+#[derive(Default)]
+struct Scratch {
+    toks: Deltas,
+    units: Deltas,
+    out: Vec<(u32, u32)>,
+    racks: Vec<u32>,
+    stamp: u32,
+    /// Walk steps spent on the current token.
+    steps: u64,
+}
+
+impl Scratch {
+    fn reset(&mut self, tokens: usize, units: usize) {
+        self.toks.reset(tokens);
+        self.units.reset(units);
+        self.stamp = 0;
+        self.steps = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    impl Model {
+        /// The full objective, the joining unit counted with `new_count` tokens.
+        fn objective(&self, new_count: usize) -> f64 {
+            let mut f = 0.0;
+            for (k, &(_, unit)) in self.ring.iter().enumerate() {
+                let count =
+                    if unit == self.new_unit { self.num_tokens } else { self.unit_tokens[unit as usize] } as f64;
+                let opt = self.opt[self.unit_rack[unit as usize] as usize];
+                f += (self.vown[k] - opt).powi(2) / (count * count);
+            }
+            for (u, own) in self.own.iter().enumerate() {
+                let count = if u as u32 == self.new_unit { new_count } else { self.unit_tokens[u] } as f64;
+                f += ((own - self.unit_target(u, new_count)) / count).powi(2);
+            }
+            f
+        }
+    }
+
+    #[test]
+    fn incremental_score_matches_full_recomputation() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for racks in [1u32, 2, 3, 4] {
+            for rf in [1usize, 2, 3] {
+                let units = 6;
+                let mut ring: Vec<(Token, u32)> = Vec::new();
+                for u in 0..units as u32 - 1 {
+                    for _ in 0..4 {
+                        ring.push((rng.gen(), u));
+                    }
+                }
+                ring.sort_unstable();
+                let unit_rack: Vec<u32> = (0..units as u32).map(|u| u % racks).collect();
+                let mut model = Model::new(ring, unit_rack, racks as usize, rf, 4);
+                for _step in 0..3 {
+                    let placed = model.unit_tokens[model.new_unit as usize];
+                    let before = model.objective(placed + 1);
+                    let n = model.ring.len();
+                    // Score every candidate at a fixed x and compare.
+                    let mut sc = Scratch::default();
+                    sc.reset(n + 1, model.unit_rack.len());
+                    for j in 0..n {
+                        let x = model.size[j] * 0.3;
+                        let (change, _) = model.score(&mut sc, j, Some(x));
+                        let mut m2 = model.clone();
+                        let start = m2.ring[(j + n - 1) % n].0;
+                        let off = ((x * RING) as u128).clamp(1, m2.size_int[j] - 1);
+                        m2.insert(start.wrapping_add(off as u64 as i64));
+                        let actual = m2.objective(placed + 1) - before;
+                        assert!(
+                            (actual - change).abs() < 1e-9,
+                            "racks {racks} rf {rf} j {j}: predicted {change} actual {actual}"
+                        );
+                    }
+                    let (_, j, x) = (0..n)
+                        .map(|j| {
+                            let (c, x) = model.score(&mut sc, j, None);
+                            (c, j, x)
+                        })
+                        .fold((f64::MAX, 0, 0.0), |a, b| if b.0 < a.0 { b } else { a });
+                    let start = model.ring[(j + n - 1) % n].0;
+                    model.insert(start.wrapping_add((x * RING) as u128 as u64 as i64));
+                }
+            }
+        }
     }
 }

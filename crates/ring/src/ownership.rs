@@ -31,10 +31,7 @@ pub fn primary_ownership(tm: &TokenMetadata) -> BTreeMap<HostId, f64> {
 
 /// Each node's share of the ring's data it holds under `strategy`
 /// ("Owns (effective)").
-pub fn effective_ownership(
-    tm: &TokenMetadata,
-    strategy: &ReplicationStrategy,
-) -> BTreeMap<HostId, f64> {
+pub fn effective_ownership(tm: &TokenMetadata, strategy: &ReplicationStrategy) -> BTreeMap<HostId, f64> {
     if matches!(strategy, ReplicationStrategy::Local) {
         return tm.nodes().map(|n| (n.host_id, 1.0)).collect();
     }

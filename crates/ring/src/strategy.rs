@@ -36,9 +36,7 @@ pub enum ReplicationStrategy {
 impl ReplicationStrategy {
     /// `NetworkTopology` from `(dc, rf)` pairs.
     pub fn network_topology<S: Into<String>>(dcs: impl IntoIterator<Item = (S, u32)>) -> Self {
-        ReplicationStrategy::NetworkTopology {
-            dcs: dcs.into_iter().map(|(dc, rf)| (dc.into(), rf)).collect(),
-        }
+        ReplicationStrategy::NetworkTopology { dcs: dcs.into_iter().map(|(dc, rf)| (dc.into(), rf)).collect() }
     }
 
     /// The replication factor configured for a data center (`Simple` applies
@@ -204,23 +202,15 @@ mod tests {
         assert_eq!(s.replicas(&tm, 26), vec![h(4), h(5), h(6), h(1)]);
         // A node with several tokens is only counted once (the python driver's
         // make_token_replica_map lists such a node twice for rf >= 4).
-        let tm = ring(&[
-            (1, "dc1", "a", &[10]),
-            (2, "dc1", "a", &[20, 21]),
-            (4, "dc1", "b", &[30]),
-            (5, "dc1", "a", &[40]),
-        ]);
+        let tm =
+            ring(&[(1, "dc1", "a", &[10]), (2, "dc1", "a", &[20, 21]), (4, "dc1", "b", &[30]), (5, "dc1", "a", &[40])]);
         assert_eq!(s.replicas(&tm, 5), vec![h(1), h(2), h(4), h(5)]);
     }
 
     #[test]
     fn nts_places_per_dc_and_caps_at_dc_size() {
-        let tm = ring(&[
-            (1, "dc1", "r1", &[10]),
-            (2, "dc2", "r1", &[20]),
-            (3, "dc1", "r2", &[30]),
-            (4, "dc2", "r1", &[40]),
-        ]);
+        let tm =
+            ring(&[(1, "dc1", "r1", &[10]), (2, "dc2", "r1", &[20]), (3, "dc1", "r2", &[30]), (4, "dc2", "r1", &[40])]);
         let s = ReplicationStrategy::network_topology([("dc1", 5), ("dc2", 1), ("dc3", 2)]);
         assert_eq!(s.replicas(&tm, 15), vec![h(2), h(3), h(1)]);
         let only_dc2 = ReplicationStrategy::network_topology([("dc1", 0), ("dc2", 2)]);

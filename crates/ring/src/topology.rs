@@ -189,11 +189,7 @@ impl TokenMetadata {
     /// Adds a node with its tokens, or replaces the location and tokens of a
     /// node already present (a move). Refused, with nothing changed, if
     /// `tokens` is empty, holds `i64::MIN`, or holds a token another node owns.
-    pub fn add_node(
-        &mut self,
-        info: NodeInfo,
-        tokens: impl IntoIterator<Item = Token>,
-    ) -> Result<(), TopologyError> {
+    pub fn add_node(&mut self, info: NodeInfo, tokens: impl IntoIterator<Item = Token>) -> Result<(), TopologyError> {
         let tokens: BTreeSet<Token> = tokens.into_iter().collect();
         if tokens.is_empty() {
             return Err(TopologyError::NoTokens(info.host_id));
@@ -280,21 +276,13 @@ impl TokenMetadata {
 
     /// The first ring token `>= t`, wrapping to the smallest token.
     pub fn first_token(&self, t: Token) -> Option<Token> {
-        self.ring
-            .range(t..)
-            .next()
-            .or_else(|| self.ring.iter().next())
-            .map(|(&tok, _)| tok)
+        self.ring.range(t..).next().or_else(|| self.ring.iter().next()).map(|(&tok, _)| tok)
     }
 
     /// The last ring token `< t`, wrapping to the largest token. For a ring
     /// token this is the start of its range.
     pub fn predecessor(&self, t: Token) -> Option<Token> {
-        self.ring
-            .range(..t)
-            .next_back()
-            .or_else(|| self.ring.iter().next_back())
-            .map(|(&tok, _)| tok)
+        self.ring.range(..t).next_back().or_else(|| self.ring.iter().next_back()).map(|(&tok, _)| tok)
     }
 
     /// The ring range `(prev, first_token(t)]` that holds `t`.

@@ -58,7 +58,8 @@ struct ServerArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The driver's info lines would interleave with `shoal stress` output.
-    let default_level = if matches!(cli.command, Command::Stress { .. }) { "warn" } else { "info" };
+    // The benchmark prints its own lines; the driver reports connection trouble as errors it counts.
+    let default_level = if matches!(cli.command, Command::Stress { .. }) { "warn,scylla=error" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),

@@ -1,11 +1,15 @@
 //! `shoal stress` end to end against a real `shoal server` process on
 //! loopback: a write run, a verify run that must find every value, a verify
 //! with the wrong seed that must fail, the legacy syntax, the output files,
-//! and the exit codes scripts rely on (0 ok, 1 failed run, 2 bad command line).
+//! and the exit codes scripts rely on (0 ok, 1 failed run, 2 bad command line);
+//! two concurrent client processes merged into one report and compared; a run
+//! whose server is killed in the middle, with and without `--keep-going`.
 
+use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A `shoal server` child process, killed (by its PID) when dropped.
@@ -112,6 +116,14 @@ fn write_then_verify_against_a_real_node() {
     assert!(summary["reads"].as_u64().unwrap_or(0) > summary["writes"].as_u64().unwrap_or(0));
     assert_eq!(summary["missing"], 0);
     assert!(summary["service_time"]["p50_ms"].as_f64().unwrap_or(0.0) > 0.0);
+    // Per operation type: separate histograms and lines for reads and writes.
+    let (reads, writes) = (summary["read"]["ops"].as_u64().expect("read ops"), summary["write"]["ops"].as_u64().expect("write ops"));
+    assert_eq!(Some(reads + writes), summary["ops"].as_u64());
+    assert_eq!(Some(reads), summary["reads"].as_u64());
+    assert!(summary["read"]["latency_hdr"].is_string() && summary["write"]["service_hdr"].is_string(), "fixed rate: both histograms");
+    let text = String::from_utf8_lossy(&mixed.stdout);
+    assert!(text.contains("Read latency") && text.contains("Write latency"), "{text}");
+    assert!(text.lines().any(|l| l.ends_with(",read_op_rate,read_mean_ms,read_p99_ms,write_op_rate,write_mean_ms,write_p99_ms")), "{text}");
 
     // The legacy syntax, with its one line saying how it was read.
     let host = format!("127.0.0.1:{}", node.port);
@@ -141,4 +153,176 @@ fn bad_command_lines_exit_2_with_the_valid_options() {
     assert!(stderr.contains("-rate threads=N"), "lists the valid options: {stderr}");
     assert_eq!(stress(&["-n", "10", "-z"]).status.code(), Some(2));
     assert_eq!(stress(&["help"]).status.code(), Some(0));
+}
+
+/// `shoal stress ARGS` started in the background, its stdout read line by line.
+struct Background {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stdout: std::sync::Arc<std::sync::Mutex<String>>,
+    args: String,
+}
+
+impl Background {
+    fn start(args: &[&str]) -> Background {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
+            .arg("stress")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start shoal stress");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        let all = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let keep = std::sync::Arc::clone(&all);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                keep.lock().expect("lock").push_str(&format!("{line}\n"));
+                let _ = tx.send(line);
+            }
+        });
+        Background { child, lines, stdout: all, args: args.join(" ") }
+    }
+
+    /// Waits (bounded) for an interval line: the measured phase is running.
+    fn wait_for_first_interval(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.split(',').count() >= 12 && line.chars().next().is_some_and(|c| c.is_ascii_digit()) => return,
+                Ok(_) => {}
+                Err(e) => panic!("shoal stress {} printed no interval line: {e}", self.args),
+            }
+        }
+    }
+
+    /// Waits (bounded) for the process to end: its exit code, stdout and stderr.
+    fn finish(mut self, limit: Duration) -> (Option<i32>, String, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("shoal stress {} ran past {limit:?}", self.args);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut stderr);
+        }
+        // The reader thread ends with the pipe; give it a moment to store the last lines.
+        let until = Instant::now() + Duration::from_secs(2);
+        while self.lines.recv_timeout(until.saturating_duration_since(Instant::now())).is_ok() {}
+        let stdout = self.stdout.lock().expect("lock").clone();
+        eprintln!("$ shoal stress {}\n{stdout}{stderr}", self.args);
+        (status.code(), stdout, stderr)
+    }
+}
+
+fn hdr_count_and_max(text: &serde_json::Value) -> (u64, u64) {
+    let h = stress::hdr::decode(text.as_str().expect("a histogram")).expect("decodes");
+    (h.len(), h.max())
+}
+
+#[test]
+fn two_concurrent_clients_merge_into_one_report() {
+    let node = Node::start();
+    let out = tempfile::tempdir().expect("temp dir");
+    let port = format!("native={}", node.port);
+    let file = |name: &str| out.path().join(name).display().to_string();
+    let (a, b) = (file("a.json"), file("b.json"));
+    let common = ["no-warmup", "-rate", "threads=8", "-port", &port, "-log", "interval=500ms"];
+    let mut first = vec!["write", "n=3000"];
+    first.extend(common);
+    first.extend(["-pop", "seq=1..3000", "--json", &a]);
+    let mut second = vec!["write", "n=3000"];
+    second.extend(common);
+    second.extend(["-pop", "seq=3001..6000", "--json", &b]);
+    let (p1, p2) = (Background::start(&first), Background::start(&second));
+    let (c1, c2) = (p1.finish(Duration::from_secs(60)), p2.finish(Duration::from_secs(60)));
+    assert_eq!((c1.0, c2.0), (Some(0), Some(0)), "both clients succeed");
+
+    let merged = stress(&["merge", &a, &b, "--json", &file("merged.json"), "--plot", &file("merged.png")]);
+    assert_eq!(merged.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&merged.stdout);
+    assert!(stdout.contains("merged 2 reports (2 client processes)"), "{stdout}");
+    assert!(stdout.contains("Total operations          : 6,000"), "{stdout}");
+    let (ra, rb, m) = (json(Path::new(&a)), json(Path::new(&b)), json(&out.path().join("merged.json")));
+    let (sa, sb, sm) = (&ra["summary"], &rb["summary"], &m["summary"]);
+    let ops = |s: &serde_json::Value| s["ops"].as_u64().expect("ops");
+    assert_eq!(ops(sm), ops(sa) + ops(sb));
+    assert_eq!(ops(sm), 6000);
+    let ((na, ma), (nb, mb), (nm, mm)) = (hdr_count_and_max(&sa["latency_hdr"]), hdr_count_and_max(&sb["latency_hdr"]), hdr_count_and_max(&sm["latency_hdr"]));
+    assert_eq!(nm, na + nb, "merged histogram count");
+    assert_eq!(mm, ma.max(mb), "merged max");
+    assert_eq!(sm["latency"]["max_ms"].as_f64(), [sa["latency"]["max_ms"].as_f64(), sb["latency"]["max_ms"].as_f64()].into_iter().flatten().reduce(f64::max));
+    assert_eq!(sm["clients"], 2);
+    assert_eq!(m["settings"]["threads"], 16);
+    let intervals = m["intervals"].as_array().expect("intervals");
+    assert_eq!(intervals.last().map(|r| r["total_ops"].as_u64()), Some(Some(6000)));
+    let counted: u64 = intervals.iter().map(|r| hdr_count_and_max(&r["latency_hdr"]).0).sum();
+    assert_eq!(counted, 6000, "every operation in exactly one merged interval");
+    assert!(std::fs::read(out.path().join("merged.png")).expect("png").starts_with(b"\x89PNG"));
+
+    // Both halves were written: verify the whole range.
+    assert_eq!(stress(&["verify", "n=6000", "-port", &port]).status.code(), Some(0));
+
+    let cmp = stress(&["compare", &a, &b, "--json", &file("cmp.json")]);
+    assert_eq!(cmp.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&cmp.stdout);
+    assert!(text.contains("op/s") && text.contains("95% CI") && text.contains("client CPU us/op"), "{text}");
+    let c = json(&out.path().join("cmp.json"));
+    assert_eq!(c["metrics"][0]["name"], "op/s");
+    assert!(c["metrics"][0]["ratio"].as_f64().is_some());
+    assert_eq!(stress(&["compare", &a]).status.code(), Some(2));
+    assert_eq!(stress(&["merge", &file("missing.json")]).status.code(), Some(1));
+}
+
+#[test]
+fn keep_going_rides_through_a_killed_server() {
+    // With --keep-going: the run goes on to its end, counting errors, and exits 0.
+    let mut node = Node::start();
+    let out = tempfile::tempdir().expect("temp dir");
+    let port = format!("native={}", node.port);
+    let report = out.path().join("kill.json").display().to_string();
+    let started = Instant::now();
+    let run = Background::start(&["write", "duration=6s", "--keep-going", "-rate", "threads=8", "-port", &port, "--json", &report]);
+    run.wait_for_first_interval();
+    let _ = node.child.kill();
+    let _ = node.child.wait();
+    let killed_at = started.elapsed();
+    let (code, stdout, stderr) = run.finish(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(6) + killed_at + Duration::from_secs(5), "ended near its duration: {:?}", started.elapsed());
+    let summary = json(Path::new(&report))["summary"].clone();
+    let errors = summary["errors"].as_u64().expect("errors");
+    assert!(errors > 0, "errors counted after the kill");
+    assert!(summary["ops"].as_u64().unwrap_or(0) > 0);
+    assert!(summary["elapsed_s"].as_f64().unwrap_or(0.0) >= 5.9, "ran to its end: {summary}");
+    let total = stdout.lines().find(|l| l.starts_with("Total errors")).expect("a Total errors line");
+    let printed: u64 = total.rsplit(':').next().and_then(|v| v.trim().replace(',', "").split(' ').next().map(str::to_string)).and_then(|v| v.parse().ok()).expect("a count");
+    assert_eq!(printed, errors, "{total}");
+    // The backoff bounds the error rate. Without it workers spun at ~1M errors/s;
+    // with it 8 workers produce a few hundred to a few thousand (timing-dependent),
+    // so the bound sits far from both.
+    assert!(errors < 20_000, "errors pile up no faster than the backoff allows: {errors}");
+
+    // Without --keep-going: the first error stops the run with a clear message and code 1.
+    let mut node = Node::start();
+    let port = format!("native={}", node.port);
+    let run = Background::start(&["write", "duration=6s", "-rate", "threads=8", "-port", &port]);
+    run.wait_for_first_interval();
+    let _ = node.child.kill();
+    let _ = node.child.wait();
+    let killed = Instant::now();
+    let (code, _, stderr) = run.finish(Duration::from_secs(30));
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("stopped at the first error (use --keep-going to count errors and go on)"), "{stderr}");
+    assert!(killed.elapsed() < Duration::from_secs(4), "stopped at the kill, not at the end: {:?}", killed.elapsed());
 }

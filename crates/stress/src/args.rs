@@ -53,9 +53,12 @@ usage: shoal stress write|read|mixed|verify [n=N | duration=30s] [cl=ONE] [no-wa
        --json FILE  --csv FILE  --hdr-log FILE  --plot FILE.png
        --server-pid PID[,PID...]   report server CPU-us per op from /proc/PID/stat
        --cost-per-hour X           report dollars per million operations
+       --client-threads N          threads of the client runtime (default: a quarter of the cores, at least 1)
    or the legacy syntax: shoal stress -d host,host -n N -t threads -c columns -S size
          -o INSERT|READ -e CL -l RF -R strategy -O DC1:3,DC2:3 -K retries -k -r -p port
-         -f file -D nodesfile -i interval (and --num-keys=N, --columns=N, --operation=..., ...)";
+         -f file -D nodesfile -i interval (and --num-keys=N, --columns=N, --operation=..., ...)
+   on --json reports: shoal stress merge A.json B.json ... [--json OUT] [--plot OUT.png]
+                      shoal stress compare A.json B.json [--json OUT]";
 
 fn err<T>(text: impl Into<String>) -> Result<T, UsageError> {
     Err(UsageError(text.into()))
@@ -477,6 +480,7 @@ fn long_option(settings: &mut Settings, name: &str, value: &str) -> Result<(), U
                 settings.server_pids.push(parse_u32(pid.trim(), "--server-pid")?);
             }
         }
+        "client-threads" => settings.client_threads = Some(parse_u32(value, "--client-threads")? as usize),
         "cost-per-hour" => {
             let cost: f64 = value.trim_start_matches('$').parse().map_err(|_| UsageError(format!("--cost-per-hour {value}: not a number")))?;
             if !(cost >= 0.0 && cost.is_finite()) {

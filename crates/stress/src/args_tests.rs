@@ -225,6 +225,7 @@ const ERRORS: &[(&str, &str)] = &[
     ("write -port native=0", "port 0: not a TCP port"),
     ("write --json", "--json needs a value"),
     ("write --cost-per-hour cheap", "--cost-per-hour cheap: not a number"),
+    ("write --client-threads 0", "--client-threads must be between 1 and 1024"),
     ("read ratio(read=1,write=1)", "ratio(...) applies to mixed only"),
     ("mixed ratio(read=0,write=0)", "ratio(read=..,write=..) needs at least one"),
     ("counter_write n=1", "command `counter_write` is not supported"),
@@ -260,6 +261,9 @@ fn help_and_output_options() {
     assert_eq!(s.plot.as_deref(), Some(std::path::Path::new("d.png")));
     assert_eq!(s.server_pids, vec![12, 34]);
     assert_eq!(s.cost_per_hour, Some(1.5));
+    assert_eq!(s.client_threads, None);
+    assert_eq!(run("write n=10 --client-threads 3").expect("parses").runtime_threads(), 3);
+    assert_eq!((crate::settings::default_client_threads(2), crate::settings::default_client_threads(16)), (1, 4));
     let s = run("write n=10 truncate=always -schema keyspace=bench").expect("parses");
     assert_eq!(s.truncate, Truncate::Always);
     assert_eq!(s.schema.keyspace, "bench");

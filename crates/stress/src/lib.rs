@@ -6,16 +6,26 @@
 //! `run` connects, creates the `workload` schema, runs the warmup and the
 //! measured phase with `stats` histograms; `report` prints interval lines and
 //! the summary and writes `--json`/`--csv`/`--hdr-log`; `plot` draws `--plot`;
-//! `cpu` samples client and server CPU from /proc.
+//! `cpu` samples client and server CPU from /proc; `hdr` turns histograms
+//! into text for the JSON report.
+//!
+//! Two commands work on `--json` reports instead of a cluster: `merge`
+//! (`merge.rs`) combines the reports of client processes that ran at the same
+//! time into the report one run would have given, and `compare` (`compare.rs`)
+//! sets two reports side by side with ratios and confidence intervals.
 //!
 //! Exit codes (invariant, scripts rely on them): 0 success; 1 the run failed
 //! (connection, schema, the first error without `--keep-going`, every operation
 //! failed, or `verify` found missing or wrong rows); 2 the command line was not
-//! understood.
+//! understood. `merge` and `compare`: 0 done, 1 a report could not be read
+//! or merged, 2 the command line was not understood.
 
 pub mod args;
+pub mod compare;
 pub mod cpu;
+pub mod hdr;
 pub mod legacy;
+pub mod merge;
 pub mod plot;
 pub mod report;
 pub mod run;
@@ -28,7 +38,7 @@ mod font;
 use std::process::ExitCode;
 
 use crate::args::Invocation;
-use crate::report::{JsonReport, JsonSettings, Reporter, Summary};
+use crate::report::{JsonSettings, Report, Reporter, Summary};
 use crate::settings::{Command, Settings};
 
 /// Exit code of a command line that was not understood.
@@ -38,6 +48,11 @@ pub const EXIT_FAILED: u8 = 1;
 
 /// Entry point of `shoal stress ARGS...`.
 pub fn main(args: Vec<String>) -> ExitCode {
+    match args.first().map(String::as_str) {
+        Some("merge") => return merge::main(&args[1..]),
+        Some("compare") => return compare::main(&args[1..]),
+        _ => {}
+    }
     let settings = match args::parse(&args) {
         Ok(Invocation::Help) => {
             println!("{}", args::USAGE);
@@ -69,7 +84,7 @@ pub fn main(args: Vec<String>) -> ExitCode {
 
 fn run_and_report(settings: &Settings, args: &[String]) -> Result<ExitCode, String> {
     let mut reporter = Reporter::new(settings)?;
-    let workers = cpu::available_cores().max(1);
+    let workers = settings.runtime_threads();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -79,20 +94,12 @@ fn run_and_report(settings: &Settings, args: &[String]) -> Result<ExitCode, Stri
     drop(runtime);
 
     let summary = Summary::new(settings, &measured);
-    print!("{}", summary.text(settings));
+    print!("{}", summary.text());
     if let Some(path) = &settings.json {
-        let report = JsonReport {
-            tool: "shoal stress",
-            version: env!("CARGO_PKG_VERSION"),
-            command_line: args,
-            settings: JsonSettings::of(settings),
-            summary: &summary,
-            intervals: &measured.intervals,
-        };
-        report::write_json(path, &report)?;
+        Report::new(args, JsonSettings::of(settings), summary.clone(), measured.intervals.clone()).write(path)?;
     }
     if let Some(path) = &settings.plot {
-        plot::write_png(path, settings, &measured.intervals)?;
+        plot::write_png(path, &plot::title(settings), summary.latency_from_intended, &measured.intervals)?;
     }
     if let Some(error) = &measured.stopped_by {
         eprintln!("shoal stress: stopped at the first error (use --keep-going to count errors and go on): {error}");

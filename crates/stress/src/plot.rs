@@ -220,17 +220,16 @@ fn draw_panel(canvas: &mut Canvas, panel: &Panel<'_>, xs: &[f64], x_max: f64) {
     }
 }
 
-/// Draws throughput and latency percentiles of `intervals` into `path`.
-pub fn write_png(path: &Path, settings: &Settings, intervals: &[IntervalRow]) -> Result<(), String> {
-    let png = render(settings, intervals).png()?;
+/// Draws throughput and latency percentiles of `intervals` into `path`, under
+/// `title` (upper case: the font has no lower case); `from_intended`: the latency
+/// counts from intended starts (fixed-rate runs).
+pub fn write_png(path: &Path, title: &str, from_intended: bool, intervals: &[IntervalRow]) -> Result<(), String> {
+    let png = render(title, from_intended, intervals).png()?;
     std::fs::write(path, png).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-pub fn render(settings: &Settings, intervals: &[IntervalRow]) -> Canvas {
-    let (width, height) = (1200usize, 800usize);
-    let mut canvas = Canvas::new(width, height);
-    let xs: Vec<f64> = intervals.iter().map(|r| r.elapsed_s).collect();
-    let x_max = xs.iter().copied().fold(1.0, f64::max);
+/// The chart title of a run of `settings`.
+pub fn title(settings: &Settings) -> String {
     let length = match settings.length {
         RunLength::Ops(n) => format!("N={}", crate::legacy::group_thousands(n)),
         RunLength::Time(d) => format!("DURATION={}S", d.as_secs()),
@@ -240,14 +239,21 @@ pub fn render(settings: &Settings, intervals: &[IntervalRow]) -> Canvas {
         Rate::Fixed(r) => format!("FIXED={r}/S"),
         Rate::Throttle(r) => format!("THROTTLE={r}/S THREADS={}", settings.threads),
     };
-    let title = format!(
+    format!(
         "SHOAL STRESS {} {length} {rate} CL={} COLUMNS={}X{}",
         settings.command.name(),
         settings.consistency.name(),
         settings.columns,
         settings.column_size
-    );
-    canvas.text(LEFT, 14, 2, BLACK, &title);
+    )
+}
+
+pub fn render(title: &str, from_intended: bool, intervals: &[IntervalRow]) -> Canvas {
+    let (width, height) = (1200usize, 800usize);
+    let mut canvas = Canvas::new(width, height);
+    let xs: Vec<f64> = intervals.iter().map(|r| r.elapsed_s).collect();
+    let x_max = xs.iter().copied().fold(1.0, f64::max);
+    canvas.text(LEFT, 14, 2, BLACK, &title.to_uppercase());
     let half = (height as i64 - 40) / 2;
     let throughput = Panel {
         title: "THROUGHPUT (OP/S)",
@@ -256,7 +262,7 @@ pub fn render(settings: &Settings, intervals: &[IntervalRow]) -> Canvas {
         series: vec![("OP/S", BLUE, intervals.iter().map(|r| r.op_rate).collect())],
     };
     draw_panel(&mut canvas, &throughput, &xs, x_max);
-    let latency_title = if matches!(settings.rate, Rate::Fixed(_)) {
+    let latency_title = if from_intended {
         "LATENCY (MS, FROM INTENDED START)   X: ELAPSED SECONDS"
     } else {
         "LATENCY (MS)   X: ELAPSED SECONDS"

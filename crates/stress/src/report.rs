@@ -13,28 +13,80 @@ use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::legacy::group_thousands;
 use crate::settings::{Command, Rate, RunLength, Settings};
-use crate::stats::{Percentiles, Recorder};
+use crate::hdr;
+use crate::stats::{OpType, Percentiles, Recorder, TypeRecorder};
 
 /// The header of the interval lines.
 pub const HEADER: &str =
     "total,interval_op_rate,interval_key_rate,avg_latency,elapsed_time,mean_ms,p50_ms,p95_ms,p99_ms,p999_ms,max_ms,errors";
 
+/// The columns `mixed` runs add after `HEADER`'s, per operation type.
+pub const MIXED_COLUMNS: &str = "read_op_rate,read_mean_ms,read_p99_ms,write_op_rate,write_mean_ms,write_p99_ms";
+
+/// The statistics of one operation type (mixed runs), for an interval or a whole run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TypeStats {
+    pub ops: u64,
+    pub errors: u64,
+    pub op_rate: f64,
+    pub latency: Percentiles,
+    pub service_time: Percentiles,
+    /// The latency histogram (`hdr.rs`: base64 of the V2 compressed serialization).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hdr: Option<String>,
+    /// The service-time histogram, only where it differs from latency (fixed-rate runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_hdr: Option<String>,
+}
+
+impl TypeStats {
+    pub fn of(t: &TypeRecorder, seconds: f64, fixed: bool) -> TypeStats {
+        TypeStats {
+            ops: t.ops,
+            errors: t.errors,
+            op_rate: t.ops as f64 / seconds.max(1e-9),
+            latency: Percentiles::of(&t.latency),
+            service_time: Percentiles::of(&t.service),
+            latency_hdr: Some(hdr::encode(&t.latency)),
+            service_hdr: fixed.then(|| hdr::encode(&t.service)),
+        }
+    }
+}
+
 /// One interval, as printed and as stored in the JSON report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IntervalRow {
     /// Successful operations since the measured phase began.
     pub total_ops: u64,
     pub op_rate: f64,
     pub row_rate: f64,
+    /// Seconds from the start of the measured phase to the end of this interval.
     pub elapsed_s: f64,
     pub duration_s: f64,
     pub errors: u64,
     pub latency: Percentiles,
     pub service_time: Percentiles,
+    /// Wall-clock start of the interval, seconds since the Unix epoch (`merge` aligns on it).
+    #[serde(default)]
+    pub start_unix_s: f64,
+    /// Successful operations in this interval.
+    #[serde(default)]
+    pub ops: u64,
+    #[serde(default)]
+    pub rows: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hdr: Option<String>,
+    /// Only where it differs from latency (fixed-rate runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_hdr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<TypeStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<TypeStats>,
 }
 
 impl IntervalRow {
@@ -42,7 +94,7 @@ impl IntervalRow {
     pub fn line(&self, whole_seconds: bool) -> String {
         let elapsed = if whole_seconds { format!("{:.0}", self.elapsed_s) } else { format!("{:.1}", self.elapsed_s) };
         let l = &self.latency;
-        format!(
+        let mut line = format!(
             "{},{:.0},{:.0},{:.6},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{}",
             self.total_ops,
             self.op_rate,
@@ -56,8 +108,29 @@ impl IntervalRow {
             l.p999_ms,
             l.max_ms,
             self.errors
-        )
+        );
+        if self.read.is_some() || self.write.is_some() {
+            for t in [&self.read, &self.write] {
+                let (rate, mean, p99) = t.as_ref().map_or((0.0, 0.0, 0.0), |t| (t.op_rate, t.latency.mean_ms, t.latency.p99_ms));
+                line.push_str(&format!(",{rate:.0},{mean:.3},{p99:.3}"));
+            }
+        }
+        line
     }
+}
+
+/// The header line for a run of `command`.
+pub fn header(mixed: bool) -> String {
+    if mixed {
+        format!("{HEADER},{MIXED_COLUMNS}")
+    } else {
+        HEADER.to_string()
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_seconds(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Where interval output goes during a run.
@@ -69,6 +142,10 @@ pub struct Reporter {
     whole_seconds: bool,
     errors_total: u64,
     header_printed: bool,
+    mixed: bool,
+    fixed: bool,
+    /// Wall-clock time of the measured phase's start.
+    started: SystemTime,
 }
 
 struct HdrLog {
@@ -87,12 +164,9 @@ impl Reporter {
             Some(path) => Some(create(path)?),
             None => None,
         };
+        let fixed = matches!(settings.rate, Rate::Fixed(_));
         let hdr = match &settings.hdr_log {
-            Some(path) => Some(HdrLog {
-                file: create(path)?,
-                serializer: V2DeflateSerializer::new(),
-                with_service: matches!(settings.rate, Rate::Fixed(_)),
-            }),
+            Some(path) => Some(HdrLog { file: create(path)?, serializer: V2DeflateSerializer::new(), with_service: fixed }),
             None => None,
         };
         Ok(Reporter {
@@ -103,6 +177,9 @@ impl Reporter {
             whole_seconds: settings.interval.subsec_nanos() == 0,
             errors_total: 0,
             header_printed: false,
+            mixed: settings.command == Command::Mixed,
+            fixed,
+            started: SystemTime::now(),
         })
     }
 
@@ -112,22 +189,23 @@ impl Reporter {
         eprintln!("{text}");
     }
 
-    /// The measured phase begins: headers of every output.
-    pub fn start_measured(&mut self) {
+    /// The measured phase begins (at wall-clock time `started`): headers of every output.
+    pub fn start_measured(&mut self, started: SystemTime) {
+        self.started = started;
         if !self.header_printed {
             self.clear_progress();
-            println!("{HEADER}");
+            let header = header(self.mixed);
+            println!("{header}");
             if let Some(csv) = &mut self.csv {
-                let _ = writeln!(csv, "{HEADER}");
+                let _ = writeln!(csv, "{header}");
             }
             self.header_printed = true;
         }
         if let Some(hdr) = &mut self.hdr {
-            let now = SystemTime::now();
             let result = IntervalLogWriterBuilder::new()
                 .add_comment("shoal stress: latency in microseconds (tag latency; tag service: service time of fixed-rate runs)")
-                .with_start_time(now)
-                .with_base_time(now)
+                .with_start_time(started)
+                .with_base_time(started)
                 .begin_log_with(&mut hdr.file, &mut hdr.serializer)
                 .map(|_| ());
             if let Err(e) = result {
@@ -147,6 +225,8 @@ impl Reporter {
     ) -> IntervalRow {
         let seconds = duration.as_secs_f64().max(1e-9);
         self.errors_total = total.errors;
+        let start = elapsed.saturating_sub(duration);
+        let of_type = |t: OpType| interval.of_type(t).map(|r| TypeStats::of(r, seconds, self.fixed));
         let row = IntervalRow {
             total_ops: total.ops,
             op_rate: interval.ops as f64 / seconds,
@@ -156,6 +236,13 @@ impl Reporter {
             errors: interval.errors,
             latency: Percentiles::of(&interval.latency),
             service_time: Percentiles::of(&interval.service),
+            start_unix_s: unix_seconds(self.started + start),
+            ops: interval.ops,
+            rows: interval.rows,
+            latency_hdr: Some(hdr::encode(&interval.latency)),
+            service_hdr: self.fixed.then(|| hdr::encode(&interval.service)),
+            read: of_type(OpType::Read),
+            write: of_type(OpType::Write),
         };
         let line = row.line(self.whole_seconds);
         self.clear_progress();
@@ -164,7 +251,6 @@ impl Reporter {
             let _ = writeln!(csv, "{line}");
         }
         if let Some(hdr) = &mut self.hdr {
-            let start = elapsed.saturating_sub(duration);
             let mut tagged = vec![(&interval.latency, "latency")];
             if hdr.with_service {
                 tagged.push((&interval.service, "service"));
@@ -187,23 +273,17 @@ impl Reporter {
         row
     }
 
-    fn show_progress(&mut self, done: u64, planned: u64, elapsed: Duration) {
+    /// Whether a progress bar is drawn (`n=` runs on a terminal).
+    pub fn wants_progress(&self) -> bool {
+        self.progress
+    }
+
+    /// Redraws the progress bar (terminal, `n=` runs only): `done` of `planned` operations after `elapsed`.
+    pub fn show_progress(&mut self, done: u64, planned: u64, elapsed: Duration) {
         if !self.progress || planned == 0 {
             return;
         }
-        let fraction = (done as f64 / planned as f64).clamp(0.0, 1.0);
-        let width = 30;
-        let filled = (fraction * width as f64).round() as usize;
-        let eta = if fraction > 0.0 { elapsed.as_secs_f64() * (1.0 - fraction) / fraction } else { 0.0 };
-        eprint!(
-            "\r[{}{}] {:5.1}% {}/{} ops, ETA {}",
-            "#".repeat(filled),
-            ".".repeat(width - filled),
-            fraction * 100.0,
-            group_thousands(done),
-            group_thousands(planned),
-            clock(eta)
-        );
+        eprint!("\r{}\x1b[K", progress_line(done, planned, elapsed));
         let _ = std::io::stderr().flush();
         self.progress_shown = true;
     }
@@ -227,14 +307,46 @@ impl Reporter {
     }
 }
 
+/// The progress bar's text: bar, percentage, operations, rate and ETA, in at
+/// most 79 columns (a wrapped line could not be redrawn in place).
+pub fn progress_line(done: u64, planned: u64, elapsed: Duration) -> String {
+    let fraction = (done as f64 / planned.max(1) as f64).clamp(0.0, 1.0);
+    let width = 20;
+    let filled = ((fraction * width as f64).floor() as usize).min(width);
+    let seconds = elapsed.as_secs_f64();
+    let eta = if done > 0 && seconds > 0.0 {
+        clock(seconds * (planned.saturating_sub(done)) as f64 / done as f64)
+    } else {
+        "-:--:--".to_string()
+    };
+    let rate = if seconds > 0.0 { done as f64 / seconds } else { 0.0 };
+    let (scale, unit) = match planned {
+        0..=99_999 => (1.0, ""),
+        100_000..=99_999_999 => (1e3, "k"),
+        100_000_000..=99_999_999_999 => (1e6, "M"),
+        _ => (1e9, "G"),
+    };
+    let count = |n: u64| if unit.is_empty() { group_thousands(n) } else { format!("{:.1}{unit}", n as f64 / scale) };
+    format!(
+        "[{}{}] {:5.1}%  {}/{} ops  {} op/s  ETA {}",
+        "#".repeat(filled),
+        ".".repeat(width - filled),
+        fraction * 100.0,
+        count(done),
+        count(planned),
+        if rate < 1e6 { group_thousands(rate.round() as u64) } else { format!("{:.1}M", rate / 1e6) },
+        eta
+    )
+}
+
 /// `h:mm:ss`.
 fn clock(seconds: f64) -> String {
     let s = seconds.max(0.0).round() as u64;
     format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
-/// The final figures of a run.
-#[derive(Clone, Debug, Serialize)]
+/// The final figures of a run (or of several merged client processes).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
     pub command: String,
     pub ops: u64,
@@ -255,7 +367,11 @@ pub struct Summary {
     pub client_cpu_s: Option<f64>,
     pub client_cpu_us_per_op: Option<f64>,
     pub client_cores: usize,
-    /// Share of the client's available CPU used during the measured phase (0..1).
+    /// Threads of the client's runtime (`--client-threads`).
+    #[serde(default)]
+    pub client_threads: usize,
+    /// Share of the client's runtime threads kept busy during the measured phase
+    /// (CPU seconds over elapsed seconds times threads; about 1 means saturated).
     pub client_cpu_utilisation: Option<f64>,
     pub server_pids: Vec<u32>,
     pub server_cpu_s: Option<f64>,
@@ -264,6 +380,36 @@ pub struct Summary {
     pub dollars_per_million_ops: Option<f64>,
     /// The first error, when it stopped the run.
     pub stopped_by: Option<String>,
+    /// Wall-clock start and end of the measured phase, seconds since the Unix epoch.
+    #[serde(default)]
+    pub start_unix_s: f64,
+    #[serde(default)]
+    pub end_unix_s: f64,
+    /// Latency counts from each request's intended start (fixed-rate runs).
+    #[serde(default)]
+    pub latency_from_intended: bool,
+    /// Client processes behind these figures (more than one after `merge`).
+    #[serde(default = "one")]
+    pub clients: u32,
+    /// Cumulative CPU seconds of the `--server-pid` processes at the phase's start and end
+    /// (so `merge` can take the CPU of the union of overlapping runs).
+    pub server_cpu_at_start_s: Option<f64>,
+    pub server_cpu_at_end_s: Option<f64>,
+    /// The whole run's latency histogram (`hdr.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_hdr: Option<String>,
+    /// Only where it differs from latency (fixed-rate runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_hdr: Option<String>,
+    /// Per operation type (mixed runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<TypeStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<TypeStats>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Client CPU above this share of its cores means the client may be the bottleneck.
@@ -279,6 +425,8 @@ impl Summary {
         let per_op = |cpu: Option<f64>| cpu.filter(|_| t.ops + t.errors > 0).map(|c| c * 1e6 / (t.ops + t.errors) as f64);
         let cores = crate::cpu::available_cores();
         let op_rate = t.ops as f64 / seconds;
+        let fixed = matches!(settings.rate, Rate::Fixed(_));
+        let of_type = |op: OpType| t.of_type(op).map(|r| TypeStats::of(r, seconds, fixed));
         Summary {
             command: settings.command.name().to_string(),
             ops: t.ops,
@@ -297,26 +445,37 @@ impl Summary {
             client_cpu_s: m.client_cpu_s,
             client_cpu_us_per_op: per_op(m.client_cpu_s),
             client_cores: cores,
-            client_cpu_utilisation: m.client_cpu_s.map(|c| c / (seconds * cores as f64)),
+            client_threads: m.client_threads,
+            client_cpu_utilisation: m.client_cpu_s.map(|c| c / (seconds * m.client_threads.clamp(1, cores.max(1)) as f64)),
             server_pids: settings.server_pids.clone(),
-            server_cpu_s: m.server_cpu_s,
-            server_cpu_us_per_op: per_op(m.server_cpu_s),
+            server_cpu_s: m.server_cpu.map(|(a, b)| b - a),
+            server_cpu_us_per_op: per_op(m.server_cpu.map(|(a, b)| b - a)),
             cost_per_hour: settings.cost_per_hour,
-            dollars_per_million_ops: settings.cost_per_hour.filter(|_| op_rate > 0.0).map(|c| c / (op_rate * 3600.0) * 1e6),
+            dollars_per_million_ops: dollars_per_million(settings.cost_per_hour, op_rate),
             stopped_by: m.stopped_by.clone(),
+            start_unix_s: unix_seconds(m.started),
+            end_unix_s: unix_seconds(m.started + m.elapsed),
+            latency_from_intended: fixed,
+            clients: 1,
+            server_cpu_at_start_s: m.server_cpu.map(|(a, _)| a),
+            server_cpu_at_end_s: m.server_cpu.map(|(_, b)| b),
+            latency_hdr: Some(hdr::encode(&t.latency)),
+            service_hdr: fixed.then(|| hdr::encode(&t.service)),
+            read: of_type(OpType::Read),
+            write: of_type(OpType::Write),
         }
     }
 
     /// The human-readable summary block.
-    pub fn text(&self, settings: &Settings) -> String {
+    pub fn text(&self) -> String {
         let mut out = String::from("\nResults:\n");
         let mut line = |name: &str, value: String| out.push_str(&format!("{name:<26}: {value}\n"));
         line("Op rate", format!("{} op/s", group_thousands(self.op_rate.round() as u64)));
         line("Row rate", format!("{} row/s", group_thousands(self.row_rate.round() as u64)));
-        if settings.command == Command::Mixed {
+        if self.command == Command::Mixed.name() {
             line("Reads / writes", format!("{} / {}", group_thousands(self.reads), group_thousands(self.writes)));
         }
-        let fixed = matches!(settings.rate, Rate::Fixed(_));
+        let fixed = self.latency_from_intended;
         let l = &self.latency;
         if fixed {
             out.push_str("Latency counts from each request's intended start (coordinated omission corrected)\n");
@@ -329,27 +488,36 @@ impl Summary {
         line("Latency 99.9th percentile", format!("{:.3} ms", l.p999_ms));
         line("Latency max", format!("{:.3} ms", l.max_ms));
         if fixed {
-            let s = &self.service_time;
+            line("Service time", percentile_list(&self.service_time));
+        }
+        for (name, stats) in [("Read", &self.read), ("Write", &self.write)] {
+            let Some(t) = stats else { continue };
             line(
-                "Service time",
-                format!("mean {:.3}, p50 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3} ms", s.mean_ms, s.p50_ms, s.p99_ms, s.p999_ms, s.max_ms),
+                &format!("{name}s"),
+                format!("{} ops, {} op/s, {} errors", group_thousands(t.ops), group_thousands(t.op_rate.round() as u64), group_thousands(t.errors)),
             );
+            line(&format!("{name} latency"), percentile_list(&t.latency));
+            if fixed {
+                line(&format!("{name} service time"), percentile_list(&t.service_time));
+            }
         }
         line("Total operations", group_thousands(self.ops));
         line("Total errors", format!("{}{}", group_thousands(self.errors), if self.retries > 0 { format!(" ({} retries)", self.retries) } else { String::new() }));
-        if self.missing > 0 || matches!(settings.command, Command::Read | Command::Mixed | Command::Verify) {
+        let reads = matches!(self.command.as_str(), "read" | "mixed" | "verify");
+        if self.missing > 0 || reads {
             line("Rows not found", group_thousands(self.missing));
         }
-        if settings.command == Command::Verify {
+        if self.command == Command::Verify.name() {
             line("Rows with wrong values", group_thousands(self.mismatched));
         }
         line("Total operation time", clock(self.elapsed_s));
-        if let (Some(us), Some(share)) = (self.client_cpu_us_per_op, self.client_cpu_utilisation) {
-            if self.elapsed_s >= MIN_CPU_SECONDS {
-                line("Client CPU", format!("{us:.1} us/op ({:.0}% of {} cores)", share * 100.0, self.client_cores));
-            } else {
-                line("Client CPU", format!("{us:.1} us/op (rough: under {MIN_CPU_SECONDS} s, /proc counts 10 ms ticks)"));
-            }
+        if let Some(us) = self.client_cpu_us_per_op {
+            let detail = match self.client_cpu_utilisation {
+                _ if self.elapsed_s < MIN_CPU_SECONDS => format!("rough: under {MIN_CPU_SECONDS} s, /proc counts 10 ms ticks"),
+                Some(share) => format!("{:.0}% of {} runtime threads; {} cores", share * 100.0, self.client_threads, self.client_cores),
+                None => format!("{} client processes", self.clients),
+            };
+            line("Client CPU", format!("{us:.1} us/op ({detail})"));
         }
         if let (Some(us), Some(cpu)) = (self.server_cpu_us_per_op, self.server_cpu_s) {
             let pids: Vec<String> = self.server_pids.iter().map(u32::to_string).collect();
@@ -363,11 +531,16 @@ impl Summary {
         if let Some(share) = self.client_cpu_utilisation {
             // /proc counts CPU in 10 ms ticks: a sub-second run's share is noise.
             if share > CLIENT_SATURATION && self.elapsed_s >= MIN_CPU_SECONDS {
+                let remedy = if self.client_threads < self.client_cores {
+                    format!("give it more with --client-threads (up to {}), ", self.client_cores)
+                } else {
+                    String::new()
+                };
                 out.push_str(&format!(
-                    "WARNING: the client used {:.0}% of its {} cores: it may be the bottleneck, not the server; \
-                     run it on another machine or with more client processes\n",
-                    share * 100.0,
-                    self.client_cores
+                    "WARNING: the client kept its {} runtime threads {:.0}% busy: it may be the bottleneck, not the server; \
+                     {remedy}run it on another machine or with more client processes\n",
+                    self.client_threads,
+                    share * 100.0
                 ));
             }
         }
@@ -375,18 +548,58 @@ impl Summary {
     }
 }
 
-/// The `--json` report.
-#[derive(Serialize)]
-pub struct JsonReport<'a> {
-    pub tool: &'static str,
-    pub version: &'static str,
-    pub command_line: &'a [String],
-    pub settings: JsonSettings,
-    pub summary: &'a Summary,
-    pub intervals: &'a [IntervalRow],
+/// `mean 1.000, p50 ..., max ... ms`.
+fn percentile_list(p: &Percentiles) -> String {
+    format!(
+        "mean {:.3}, p50 {:.3}, p95 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3} ms",
+        p.mean_ms, p.p50_ms, p.p95_ms, p.p99_ms, p.p999_ms, p.max_ms
+    )
 }
 
-#[derive(Serialize)]
+pub fn dollars_per_million(cost_per_hour: Option<f64>, op_rate: f64) -> Option<f64> {
+    cost_per_hour.filter(|_| op_rate > 0.0).map(|c| c / (op_rate * 3600.0) * 1e6)
+}
+
+/// The `--json` report (also what `merge` writes and `merge`/`compare` read).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub tool: String,
+    pub version: String,
+    pub command_line: Vec<String>,
+    /// The files a `merge` combined.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<String>,
+    pub settings: JsonSettings,
+    pub summary: Summary,
+    pub intervals: Vec<IntervalRow>,
+}
+
+impl Report {
+    pub fn new(command_line: &[String], settings: JsonSettings, summary: Summary, intervals: Vec<IntervalRow>) -> Report {
+        Report {
+            tool: "shoal stress".to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            command_line: command_line.to_vec(),
+            merged_from: Vec::new(),
+            settings,
+            summary,
+            intervals,
+        }
+    }
+
+    /// Reads a `--json` report.
+    pub fn read(path: &Path) -> Result<Report, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: not a shoal stress --json report: {e}", path.display()))
+    }
+
+    pub fn write(&self, path: &Path) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| format!("--json: {e}"))?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct JsonSettings {
     pub command: String,
     pub n: Option<u64>,
@@ -404,6 +617,13 @@ pub struct JsonSettings {
     pub retries: u32,
     pub keep_going: bool,
     pub legacy: Option<String>,
+    /// Seconds between interval lines.
+    #[serde(default = "one_second")]
+    pub interval_s: f64,
+}
+
+fn one_second() -> f64 {
+    1.0
 }
 
 impl JsonSettings {
@@ -435,11 +655,52 @@ impl JsonSettings {
             retries: s.retries,
             keep_going: s.keep_going,
             legacy: s.legacy_note.clone(),
+            interval_s: s.interval.as_secs_f64(),
         }
     }
 }
 
-pub fn write_json(path: &Path, report: &JsonReport<'_>) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(report).map_err(|e| format!("--json: {e}"))?;
-    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_fits_in_79_columns() {
+        for (done, planned) in [(0, 1), (5, 10), (21_752, 200_000), (543_210_987, 1_000_000_000), (500_000_000_000, 999_999_999_999)] {
+            let line = progress_line(done, planned, Duration::from_secs(3));
+            assert!(line.chars().count() <= 79, "{line}");
+        }
+        let line = progress_line(50_000, 200_000, Duration::from_secs(2));
+        assert_eq!(line, "[#####...............]  25.0%  50.0k/200.0k ops  25,000 op/s  ETA 0:00:06");
+        assert!(progress_line(0, 10, Duration::ZERO).ends_with("ETA -:--:--"));
+    }
+
+    #[test]
+    fn interval_lines_keep_the_legacy_columns_first() {
+        let p = Percentiles { mean_ms: 2.0, p50_ms: 1.0, p95_ms: 3.0, p99_ms: 4.0, p999_ms: 5.0, max_ms: 6.0 };
+        let mut row = IntervalRow {
+            total_ops: 100,
+            op_rate: 50.0,
+            row_rate: 50.0,
+            elapsed_s: 2.0,
+            duration_s: 1.0,
+            errors: 1,
+            latency: p,
+            service_time: p,
+            start_unix_s: 1.0,
+            ops: 50,
+            rows: 50,
+            latency_hdr: None,
+            service_hdr: None,
+            read: None,
+            write: None,
+        };
+        assert_eq!(row.line(true), "100,50,50,0.002000,2,2.000,1.000,3.000,4.000,5.000,6.000,1");
+        assert_eq!(row.line(true).split(',').count(), HEADER.split(',').count());
+        let t = TypeStats { ops: 40, errors: 0, op_rate: 40.0, latency: p, service_time: p, latency_hdr: None, service_hdr: None };
+        row.read = Some(t.clone());
+        row.write = Some(TypeStats { op_rate: 10.0, ..t });
+        assert_eq!(row.line(true), "100,50,50,0.002000,2,2.000,1.000,3.000,4.000,5.000,6.000,1,40,2.000,4.000,10,2.000,4.000");
+        assert_eq!(row.line(true).split(',').count(), header(true).split(',').count());
+    }
 }

@@ -12,25 +12,34 @@
 //!
 //! Invariants: nothing recorded during the warmup reaches the results; a failed
 //! operation (after its retries) stops the phase unless `keep_going`, and the
-//! first failure's text is kept for the error message; CPU is sampled exactly
-//! at the measured phase's start and end.
+//! first failure's text is kept for the error message; with `keep_going` a
+//! worker pauses after each failure (`backoff`, up to 100 ms) so a dead node
+//! (connection refused: requests fail at once) costs a bounded error rate, not
+//! a busy loop, and no pause or retry outlives the deadline; CPU is sampled
+//! exactly at the measured phase's start and end. Per operation the worker
+//! reads the clock twice (send, answer) and nothing else: the deadline is a
+//! flag the reporter loop sets, and the INSERT's values are written straight
+//! into the request (`InsertRow`).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::retry::FallthroughRetryPolicy;
+use scylla::serialize::row::{RowSerializationContext, SerializeRow};
+use scylla::serialize::writers::RowWriter;
+use scylla::serialize::SerializationError;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 
 use crate::cpu;
 use crate::report::{IntervalRow, Reporter};
 use crate::settings::{Command, Population, Rate, RunLength, Settings, Truncate};
-use crate::stats::{Outcome, Recorder, Shards};
+use crate::stats::{OpType, Outcome, Recorder, Shards};
 use crate::workload::{self, OpKind};
 
 /// A run that could not start or finish: the text says why.
@@ -42,10 +51,15 @@ pub struct Measured {
     pub total: Recorder,
     pub intervals: Vec<IntervalRow>,
     pub elapsed: Duration,
+    /// Wall-clock time the measured phase began.
+    pub started: SystemTime,
     /// CPU seconds of this client process during the measured phase.
     pub client_cpu_s: Option<f64>,
-    /// CPU seconds of all `--server-pid` processes during the measured phase.
-    pub server_cpu_s: Option<f64>,
+    /// Threads of the client's runtime.
+    pub client_threads: usize,
+    /// Cumulative CPU seconds of all `--server-pid` processes at the measured phase's
+    /// start and end.
+    pub server_cpu: Option<(f64, f64)>,
     /// The first failed operation, when it stopped the run.
     pub stopped_by: Option<String>,
 }
@@ -173,7 +187,6 @@ pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measure
     };
     let client_cpu_0 = cpu::own_cpu_seconds();
     let server_cpu_0 = if settings.server_pids.is_empty() { None } else { cpu::cpu_seconds_of(&settings.server_pids) };
-    reporter.start_measured();
     let phase = run_phase(&engine, max_ops, max_time, Some(reporter)).await?;
     let client_cpu_1 = cpu::own_cpu_seconds();
     let server_cpu_1 = if settings.server_pids.is_empty() { None } else { cpu::cpu_seconds_of(&settings.server_pids) };
@@ -181,8 +194,10 @@ pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measure
         total: phase.total,
         intervals: phase.intervals,
         elapsed: phase.elapsed,
+        started: phase.started,
         client_cpu_s: client_cpu_0.zip(client_cpu_1).map(|(a, b)| b - a),
-        server_cpu_s: server_cpu_0.zip(server_cpu_1).map(|(a, b)| b - a),
+        client_threads: settings.runtime_threads(),
+        server_cpu: server_cpu_0.zip(server_cpu_1),
         stopped_by: phase.stopped_by,
     })
 }
@@ -206,6 +221,7 @@ struct PhaseResult {
     total: Recorder,
     intervals: Vec<IntervalRow>,
     elapsed: Duration,
+    started: SystemTime,
     stopped_by: Option<String>,
 }
 
@@ -215,6 +231,7 @@ struct PhaseState {
     max_ops: u64,
     start: Instant,
     deadline: Option<Instant>,
+    /// Set at the first error (without `keep_going`) and at the deadline: workers stop.
     stop: AtomicBool,
     first_error: Mutex<Option<String>>,
     shards: Shards,
@@ -230,6 +247,11 @@ async fn run_phase(
 ) -> Result<PhaseResult, RunError> {
     let settings = &engine.settings;
     let start = Instant::now();
+    let started = SystemTime::now();
+    if let Some(r) = reporter.as_deref_mut() {
+        r.start_measured(started);
+    }
+    let mixed = settings.command == Command::Mixed;
     let shard_count = (cpu::available_cores() * 4).min(settings.threads as usize).max(1);
     let state = Arc::new(PhaseState {
         next_op: AtomicU64::new(0),
@@ -238,7 +260,7 @@ async fn run_phase(
         deadline: max_time.map(|d| start + d),
         stop: AtomicBool::new(false),
         first_error: Mutex::new(None),
-        shards: Shards::new(shard_count),
+        shards: Shards::new(shard_count, mixed),
         throttle_next: Mutex::new(start),
     });
     let mut workers = tokio::task::JoinSet::new();
@@ -248,14 +270,25 @@ async fn run_phase(
         workers.spawn(async move { worker_loop(&engine, &state, worker).await });
     }
 
-    let mut total = Recorder::new();
+    let mut total = if mixed { Recorder::with_types() } else { Recorder::new() };
     let mut intervals = Vec::new();
     let interval = settings.interval;
     let mut next_tick = start + interval;
     let mut last_tick = start;
     let mut panicked = None;
+    // The progress bar is redrawn between interval lines too, from the operations claimed.
+    let progress = match (max_ops, reporter.as_deref()) {
+        (Some(planned), Some(r)) if r.wants_progress() => Some(planned),
+        _ => None,
+    };
+    let mut next_progress = start + PROGRESS_EVERY;
+    let mut deadline = state.deadline;
     loop {
         tokio::select! {
+            _ = tokio::time::sleep_until(deadline.unwrap_or(start).into()), if deadline.is_some() => {
+                state.stop.store(true, Ordering::Relaxed);
+                deadline = None;
+            }
             _ = tokio::time::sleep_until(next_tick.into()) => {
                 let now = Instant::now();
                 let drained = state.shards.drain();
@@ -264,7 +297,19 @@ async fn run_phase(
                     intervals.push(r.interval(&drained, &total, now - last_tick, now - start, max_ops));
                 }
                 last_tick = now;
-                next_tick += interval;
+                // A late wake-up (an overloaded machine) skips ticks instead of printing a burst of empty intervals.
+                while next_tick <= now {
+                    next_tick += interval;
+                }
+                next_progress = now + PROGRESS_EVERY;
+            }
+            _ = tokio::time::sleep_until(next_progress.into()), if progress.is_some() => {
+                let now = Instant::now();
+                if let (Some(r), Some(planned)) = (reporter.as_deref_mut(), progress) {
+                    let claimed = state.next_op.load(Ordering::Relaxed).min(planned);
+                    r.show_progress(claimed, planned, now - start);
+                }
+                next_progress = now + PROGRESS_EVERY;
             }
             joined = workers.join_next() => match joined {
                 None => break,
@@ -280,7 +325,8 @@ async fn run_phase(
     let drained = state.shards.drain();
     total.merge(&drained);
     if let Some(r) = reporter {
-        if now > last_tick + Duration::from_millis(1) || drained.ops + drained.errors > 0 {
+        // A last partial interval, unless it is an empty sliver (the deadline fell on a tick).
+        if drained.ops + drained.errors > 0 || now - last_tick >= interval / 10 {
             intervals.push(r.interval(&drained, &total, now - last_tick, now - start, max_ops));
         }
         r.finish_progress();
@@ -289,15 +335,37 @@ async fn run_phase(
         return Err(RunError(format!("a worker task failed: {p}")));
     }
     let stopped_by = state.first_error.lock().unwrap_or_else(|p| p.into_inner()).take();
-    Ok(PhaseResult { total, intervals, elapsed: now - start, stopped_by })
+    Ok(PhaseResult { total, intervals, elapsed: now - start, started, stopped_by })
 }
+
+/// How often the progress bar is redrawn.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 /// How early a fixed-rate request may be sent, to absorb the timer's 1 ms granularity.
 const TIMER_SLACK: Duration = Duration::from_millis(1);
 
+/// The pause after the `failures`-th consecutive failure of a worker (or before the
+/// `failures`-th retry): 1 ms doubling up to 100 ms, so a dead node costs a bounded
+/// error rate (at most `threads` × 10 per second once it is down) instead of a busy loop.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(1u64 << failures.saturating_sub(1).min(7)).min(MAX_BACKOFF)
+}
+
+pub const MAX_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Sleeps `pause`, but not past the phase's deadline.
+async fn pause(state: &PhaseState, pause: Duration) {
+    let mut until = Instant::now() + pause;
+    if let Some(deadline) = state.deadline {
+        until = until.min(deadline);
+    }
+    tokio::time::sleep_until(until.into()).await;
+}
+
 async fn worker_loop(engine: &Engine, state: &PhaseState, worker: usize) {
     let settings = &engine.settings;
     let mut buffer = Vec::new();
+    let mut failures = 0u32;
     loop {
         if state.stop.load(Ordering::Relaxed) {
             return;
@@ -326,11 +394,12 @@ async fn worker_loop(engine: &Engine, state: &PhaseState, worker: usize) {
             // timer's lateness is not counted as server latency (see `from` below).
             tokio::time::sleep_until(due.checked_sub(TIMER_SLACK).unwrap_or(due).into()).await;
         }
-        if state.deadline.is_some_and(|d| Instant::now() >= d) {
+        // Duration runs end when the reporter loop sets `stop` at the deadline: no clock read here.
+        if state.stop.load(Ordering::Relaxed) {
             return;
         }
         let sent = Instant::now();
-        let (outcome, retries, error) = execute(engine, op, &mut buffer).await;
+        let (op_type, outcome, retries, error) = execute(engine, state, op, &mut buffer).await;
         let done = Instant::now();
         // A request sent early (timer slack) counts from its send, never from a later instant.
         let from = match settings.rate {
@@ -339,9 +408,10 @@ async fn worker_loop(engine: &Engine, state: &PhaseState, worker: usize) {
         };
         let latency_us = done.saturating_duration_since(from).as_micros() as u64;
         let service_us = done.saturating_duration_since(sent).as_micros() as u64;
-        state.shards.record(worker, outcome, latency_us, service_us, retries);
-        if let Some(error) = error {
-            if !settings.keep_going {
+        state.shards.record(worker, op_type, outcome, latency_us, service_us, retries);
+        match error {
+            None => failures = 0,
+            Some(error) if !settings.keep_going => {
                 let mut first = state.first_error.lock().unwrap_or_else(|p| p.into_inner());
                 if first.is_none() {
                     *first = Some(error);
@@ -349,15 +419,24 @@ async fn worker_loop(engine: &Engine, state: &PhaseState, worker: usize) {
                 state.stop.store(true, Ordering::Relaxed);
                 return;
             }
+            Some(_) => {
+                failures = failures.saturating_add(1);
+                pause(state, backoff(failures)).await;
+            }
         }
     }
 }
 
-/// Runs operation `op` with its retries: the outcome, the retries spent, and the
-/// error text if it failed for good.
-async fn execute(engine: &Engine, op: u64, buffer: &mut Vec<u8>) -> (Outcome, u32, Option<String>) {
+/// Runs operation `op` with its retries (each after a `backoff`; none once the phase
+/// is over): its type, the outcome, the retries spent, and the error text if it
+/// failed for good.
+async fn execute(engine: &Engine, state: &PhaseState, op: u64, buffer: &mut Vec<u8>) -> (OpType, Outcome, u32, Option<String>) {
     let settings = &engine.settings;
     let kind = workload::op_kind(settings, op);
+    let op_type = match kind {
+        OpKind::Write => OpType::Write,
+        OpKind::Read | OpKind::Verify => OpType::Read,
+    };
     let index = workload::key_index(engine.population, settings.seed, op);
     let key = workload::key(index);
     let mut attempt = 0;
@@ -367,9 +446,13 @@ async fn execute(engine: &Engine, op: u64, buffer: &mut Vec<u8>) -> (Outcome, u3
             OpKind::Read => read(engine, &key, None).await,
             OpKind::Verify => read(engine, &key, Some((index, &mut *buffer))).await,
         };
+        let over = || state.stop.load(Ordering::Relaxed) || state.deadline.is_some_and(|d| Instant::now() >= d);
         match result {
-            Ok(outcome) => return (outcome, attempt, None),
-            Err(_) if attempt < settings.retries => attempt += 1,
+            Ok(outcome) => return (op_type, outcome, attempt, None),
+            Err(_) if attempt < settings.retries && !over() => {
+                attempt += 1;
+                pause(state, backoff(attempt)).await;
+            }
             Err(e) => {
                 let what = match kind {
                     OpKind::Write => "write",
@@ -377,7 +460,7 @@ async fn execute(engine: &Engine, op: u64, buffer: &mut Vec<u8>) -> (Outcome, u3
                     OpKind::Verify => "verify read",
                 };
                 let tries = if attempt > 0 { format!(" after {} tries", attempt + 1) } else { String::new() };
-                return (Outcome::Failed, attempt, Some(format!("{what} of key {}{tries}: {e}", String::from_utf8_lossy(&key))));
+                return (op_type, Outcome::Failed, attempt, Some(format!("{what} of key {}{tries}: {e}", String::from_utf8_lossy(&key))));
             }
         }
     }
@@ -387,12 +470,51 @@ async fn write(engine: &Engine, index: u64, key: &[u8], buffer: &mut Vec<u8>) ->
     let settings = &engine.settings;
     let Some(insert) = &engine.insert else { return Err("no INSERT statement prepared".to_string()) };
     workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
-    let mut values: Vec<&[u8]> = Vec::with_capacity(settings.columns as usize + 1);
-    values.push(key);
-    values.extend(buffer.chunks(settings.column_size as usize));
-    engine.session.execute_unpaged(insert, values).await.map_err(|e| e.to_string())?;
+    let row = InsertRow { key, values: buffer, size: settings.column_size as usize };
+    engine.session.execute_unpaged(insert, row).await.map_err(|e| e.to_string())?;
     Ok(Outcome::Written)
 }
+
+/// The bound values of the INSERT (`key`, then `values` cut into columns of `size`
+/// bytes), written straight into the request: no per-operation vector of slices and
+/// no per-value type dispatch (every column of the table is a blob).
+struct InsertRow<'a> {
+    key: &'a [u8],
+    values: &'a [u8],
+    size: usize,
+}
+
+impl SerializeRow for InsertRow<'_> {
+    fn serialize(&self, ctx: &RowSerializationContext<'_>, writer: &mut RowWriter<'_>) -> Result<(), SerializationError> {
+        let expected = 1 + self.values.len() / self.size;
+        if ctx.columns().len() != expected {
+            return Err(SerializationError::new(BindMismatch { expected, prepared: ctx.columns().len() }));
+        }
+        for value in std::iter::once(self.key).chain(self.values.chunks(self.size)) {
+            writer.make_cell_writer().set_value(value).map_err(SerializationError::new)?;
+        }
+        Ok(())
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// The prepared INSERT has another number of columns than the run writes.
+#[derive(Debug)]
+struct BindMismatch {
+    expected: usize,
+    prepared: usize,
+}
+
+impl std::fmt::Display for BindMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the INSERT binds {} values, the run writes {}", self.prepared, self.expected)
+    }
+}
+
+impl std::error::Error for BindMismatch {}
 
 /// A read; with `expect` (verify) the row's values are compared with the ones
 /// the write computed.

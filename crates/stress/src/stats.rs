@@ -1,12 +1,14 @@
 //! Measurement: HDR histograms of latency (from the intended start: corrected
 //! for coordinated omission in fixed-rate runs) and service time (from the
-//! actual send), plus operation, row and error counters.
+//! actual send), plus operation, row and error counters; in `mixed` runs the
+//! same again for each operation type (read, write).
 //!
 //! Workers record into one of a few mutex-guarded shards (a shard per worker
 //! would cost a histogram per in-flight request); the reporter drains all
 //! shards once per interval. Invariants: every completed operation is counted
 //! in exactly one interval; latencies are recorded in microseconds; a drained
-//! shard is empty.
+//! shard is empty; in a recorder with per-type statistics, the per-type counts
+//! and histograms add up to the totals.
 
 use std::sync::Mutex;
 
@@ -14,6 +16,55 @@ use hdrhistogram::Histogram;
 
 /// Significant figures of every histogram (0.1% value resolution).
 const SIGFIG: u8 = 3;
+
+/// The operation types that get their own statistics in `mixed` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpType {
+    Read = 0,
+    Write = 1,
+}
+
+impl OpType {
+    pub const ALL: [OpType; 2] = [OpType::Read, OpType::Write];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OpType::Read => "read",
+            OpType::Write => "write",
+        }
+    }
+}
+
+/// The statistics of one operation type.
+#[derive(Clone, Debug)]
+pub struct TypeRecorder {
+    pub latency: Histogram<u64>,
+    pub service: Histogram<u64>,
+    /// Successful operations.
+    pub ops: u64,
+    /// Operations that failed after all retries.
+    pub errors: u64,
+}
+
+impl TypeRecorder {
+    fn new() -> TypeRecorder {
+        TypeRecorder { latency: new_histogram(), service: new_histogram(), ops: 0, errors: 0 }
+    }
+
+    fn merge(&mut self, other: &TypeRecorder) {
+        let _ = self.latency.add(&other.latency);
+        let _ = self.service.add(&other.service);
+        self.ops += other.ops;
+        self.errors += other.errors;
+    }
+
+    fn clear(&mut self) {
+        self.latency.reset();
+        self.service.reset();
+        self.ops = 0;
+        self.errors = 0;
+    }
+}
 
 /// What one interval (or a whole run) measured.
 #[derive(Clone, Debug)]
@@ -36,6 +87,8 @@ pub struct Recorder {
     pub writes: u64,
     /// Extra tries spent on retries.
     pub retries: u64,
+    /// Per operation type, indexed by `OpType as usize` (mixed runs only).
+    pub types: Option<Box<[TypeRecorder; 2]>>,
 }
 
 impl Default for Recorder {
@@ -71,17 +124,35 @@ impl Recorder {
             reads: 0,
             writes: 0,
             retries: 0,
+            types: None,
         }
     }
 
-    pub fn record(&mut self, outcome: Outcome, latency_us: u64, service_us: u64, retries: u32) {
+    /// A recorder that also keeps statistics per operation type.
+    pub fn with_types() -> Recorder {
+        Recorder { types: Some(Box::new([TypeRecorder::new(), TypeRecorder::new()])), ..Recorder::new() }
+    }
+
+    pub fn record(&mut self, op_type: OpType, outcome: Outcome, latency_us: u64, service_us: u64, retries: u32) {
         self.retries += u64::from(retries);
+        let latency_us = latency_us.clamp(1, HIGHEST_US);
+        let service_us = service_us.clamp(1, HIGHEST_US);
+        if let Some(types) = &mut self.types {
+            let t = &mut types[op_type as usize];
+            if outcome == Outcome::Failed {
+                t.errors += 1;
+            } else {
+                t.latency.saturating_record(latency_us);
+                t.service.saturating_record(service_us);
+                t.ops += 1;
+            }
+        }
         if outcome == Outcome::Failed {
             self.errors += 1;
             return;
         }
-        self.latency.saturating_record(latency_us.clamp(1, HIGHEST_US));
-        self.service.saturating_record(service_us.clamp(1, HIGHEST_US));
+        self.latency.saturating_record(latency_us);
+        self.service.saturating_record(service_us);
         self.ops += 1;
         match outcome {
             Outcome::Written => {
@@ -117,9 +188,12 @@ impl Recorder {
         self.reads = 0;
         self.writes = 0;
         self.retries = 0;
+        if let Some(types) = &mut self.types {
+            types.iter_mut().for_each(TypeRecorder::clear);
+        }
     }
 
-    /// Adds `other` into `self`.
+    /// Adds `other` into `self` (gaining per-type statistics if `other` has them).
     pub fn merge(&mut self, other: &Recorder) {
         // Same bounds on both sides, so adding cannot fail.
         let _ = self.latency.add(&other.latency);
@@ -132,17 +206,28 @@ impl Recorder {
         self.reads += other.reads;
         self.writes += other.writes;
         self.retries += other.retries;
+        if let Some(theirs) = &other.types {
+            let ours = self.types.get_or_insert_with(|| Box::new([TypeRecorder::new(), TypeRecorder::new()]));
+            for (a, b) in ours.iter_mut().zip(theirs.iter()) {
+                a.merge(b);
+            }
+        }
+    }
+
+    /// The statistics of one operation type, if kept.
+    pub fn of_type(&self, op_type: OpType) -> Option<&TypeRecorder> {
+        self.types.as_ref().map(|t| &t[op_type as usize])
     }
 }
 
 /// Values above this (one hour, in microseconds) are recorded as this.
-const HIGHEST_US: u64 = 3_600_000_000;
+pub const HIGHEST_US: u64 = 3_600_000_000;
 
-fn new_histogram() -> Histogram<u64> {
+/// An empty histogram with the bounds every recorder uses (1 µs to one hour, 3 digits).
+pub fn new_histogram() -> Histogram<u64> {
     // Fixed bounds: an auto-resizing histogram clamps in `saturating_record` instead of growing.
     Histogram::new_with_bounds(1, HIGHEST_US, SIGFIG).unwrap_or_else(|_| unreachable_histogram())
 }
-
 #[cold]
 fn unreachable_histogram() -> Histogram<u64> {
     // `new_with_bounds` fails only for sigfig > 5 or bounds out of order; both are constants.
@@ -150,7 +235,7 @@ fn unreachable_histogram() -> Histogram<u64> {
 }
 
 /// Latency summary in milliseconds.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Percentiles {
     pub mean_ms: f64,
     pub p50_ms: f64,
@@ -181,23 +266,26 @@ impl Percentiles {
 /// Shards that workers record into and the reporter drains.
 pub struct Shards {
     shards: Vec<Mutex<Recorder>>,
+    types: bool,
 }
 
 impl Shards {
-    pub fn new(count: usize) -> Shards {
+    /// `types`: also keep statistics per operation type.
+    pub fn new(count: usize, types: bool) -> Shards {
         assert!(count > 0, "at least one shard");
-        Shards { shards: (0..count).map(|_| Mutex::new(Recorder::new())).collect() }
+        let fresh = || if types { Recorder::with_types() } else { Recorder::new() };
+        Shards { shards: (0..count).map(|_| Mutex::new(fresh())).collect(), types }
     }
 
-    pub fn record(&self, worker: usize, outcome: Outcome, latency_us: u64, service_us: u64, retries: u32) {
+    pub fn record(&self, worker: usize, op_type: OpType, outcome: Outcome, latency_us: u64, service_us: u64, retries: u32) {
         let shard = &self.shards[worker % self.shards.len()];
         let mut guard = shard.lock().unwrap_or_else(|p| p.into_inner());
-        guard.record(outcome, latency_us, service_us, retries);
+        guard.record(op_type, outcome, latency_us, service_us, retries);
     }
 
     /// Everything recorded since the last drain; the shards are left empty.
     pub fn drain(&self) -> Recorder {
-        let mut total = Recorder::new();
+        let mut total = if self.types { Recorder::with_types() } else { Recorder::new() };
         for shard in &self.shards {
             let mut guard = shard.lock().unwrap_or_else(|p| p.into_inner());
             total.merge(&guard);
@@ -213,11 +301,11 @@ mod tests {
 
     #[test]
     fn records_the_full_range_and_drains_empty() {
-        let shards = Shards::new(3);
+        let shards = Shards::new(3, false);
         for (i, us) in [1u64, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000_000].into_iter().enumerate() {
-            shards.record(i, Outcome::Written, us, us, 0);
+            shards.record(i, OpType::Write, Outcome::Written, us, us, 0);
         }
-        shards.record(0, Outcome::Failed, 5, 5, 2);
+        shards.record(0, OpType::Write, Outcome::Failed, 5, 5, 2);
         let total = shards.drain();
         assert_eq!((total.ops, total.rows, total.errors, total.retries), (8, 8, 1, 2));
         let p = Percentiles::of(&total.latency);
@@ -226,5 +314,28 @@ mod tests {
         let empty = shards.drain();
         assert_eq!((empty.ops, empty.errors), (0, 0));
         assert!(empty.latency.is_empty());
+        assert!(empty.types.is_none());
+    }
+
+    #[test]
+    fn per_type_statistics_add_up_to_the_totals() {
+        let shards = Shards::new(2, true);
+        for i in 0..10u64 {
+            let (op_type, outcome) = if i % 3 == 0 { (OpType::Write, Outcome::Written) } else { (OpType::Read, Outcome::Read) };
+            shards.record(i as usize, op_type, outcome, 100 + i * 1000, 100 + i * 1000, 0);
+        }
+        shards.record(1, OpType::Read, Outcome::Failed, 7, 7, 0);
+        let total = shards.drain();
+        let (read, write) = (total.of_type(OpType::Read).expect("kept"), total.of_type(OpType::Write).expect("kept"));
+        assert_eq!((read.ops, read.errors, write.ops, write.errors), (6, 1, 4, 0));
+        assert_eq!((total.reads, total.writes, total.errors), (6, 4, 1));
+        assert_eq!(read.latency.len() + write.latency.len(), total.latency.len());
+        assert_eq!(read.latency.max().max(write.latency.max()), total.latency.max());
+        assert!(write.latency.max() > 9_000 && write.latency.min() < 200, "writes were ops 0, 3, 6, 9");
+        let mut merged = Recorder::new();
+        merged.merge(&total);
+        assert_eq!(merged.of_type(OpType::Read).map(|r| r.ops), Some(6));
+        let empty = shards.drain();
+        assert_eq!(empty.of_type(OpType::Read).map(|r| r.ops), Some(0));
     }
 }

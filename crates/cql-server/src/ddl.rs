@@ -240,41 +240,25 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
         });
         next_id += 1;
     }
-    for (pos, key) in pk.partition_key.iter().enumerate() {
-        let col = columns
-            .iter_mut()
-            .find(|c| &c.name == key)
-            .ok_or_else(|| QueryError::Invalid(format!("Unknown definition {key} referenced in PRIMARY KEY")))?;
-        if col.kind == ColumnKind::Static {
-            return Err(QueryError::Invalid(format!("Static column {key} cannot be part of the PRIMARY KEY")));
+    for (names, kind) in [(&pk.partition_key, ColumnKind::PartitionKey), (&pk.clustering, ColumnKind::Clustering)] {
+        for (pos, key) in names.iter().enumerate() {
+            let col = columns
+                .iter_mut()
+                .find(|c| &c.name == key)
+                .ok_or_else(|| QueryError::Invalid(format!("Unknown definition {key} referenced in PRIMARY KEY")))?;
+            if col.kind == ColumnKind::Static {
+                return Err(QueryError::Invalid(format!("Static column {key} cannot be part of the PRIMARY KEY")));
+            }
+            if col.kind != ColumnKind::Regular {
+                return Err(QueryError::Invalid(format!("Duplicate definition for column {key} in PRIMARY KEY")));
+            }
+            is_key_compatible(&col.ty).map_err(|e| QueryError::Invalid(format!("{e} for PRIMARY KEY column '{key}'")))?;
+            col.kind = kind;
+            col.position = pos as u32;
         }
-        if col.kind != ColumnKind::Regular {
-            return Err(QueryError::Invalid(format!("Duplicate definition for column {key} in PRIMARY KEY")));
-        }
-        is_key_compatible(&col.ty).map_err(|e| QueryError::Invalid(format!("{e} for PRIMARY KEY column '{key}'")))?;
-        col.kind = ColumnKind::PartitionKey;
-        col.position = pos as u32;
     }
-    for (pos, key) in pk.clustering.iter().enumerate() {
-        let col = columns
-            .iter_mut()
-            .find(|c| &c.name == key)
-            .ok_or_else(|| QueryError::Invalid(format!("Unknown definition {key} referenced in PRIMARY KEY")))?;
-        if col.kind == ColumnKind::Static {
-            return Err(QueryError::Invalid(format!("Static column {key} cannot be part of the PRIMARY KEY")));
-        }
-        if col.kind != ColumnKind::Regular {
-            return Err(QueryError::Invalid(format!("Duplicate definition for column {key} in PRIMARY KEY")));
-        }
-        is_key_compatible(&col.ty).map_err(|e| QueryError::Invalid(format!("{e} for PRIMARY KEY column '{key}'")))?;
-        col.kind = ColumnKind::Clustering;
-        col.position = pos as u32;
-    }
-    if pk.clustering.is_empty() {
-        if let Some(s) = columns.iter().find(|c| c.kind == ColumnKind::Static) {
-            let _ = s;
-            return Err(QueryError::invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column"));
-        }
+    if pk.clustering.is_empty() && columns.iter().any(|c| c.kind == ColumnKind::Static) {
+        return Err(QueryError::invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column"));
     }
     for (i, (col, order)) in ct.clustering_order.iter().enumerate() {
         let Some(c) = columns.iter_mut().find(|c| &c.name == col) else {

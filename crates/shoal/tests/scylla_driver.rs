@@ -2,10 +2,7 @@
 //! the core flow (schema, writes, prepared statements with token-aware
 //! routing metadata, paging, batches, tokens) must work unchanged.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::ops::ControlFlow;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -13,40 +10,8 @@ use scylla::response::PagingState;
 use scylla::statement::batch::Batch;
 use scylla::statement::unprepared::Statement;
 
-/// A `shoal server` child process, killed (by its PID) when dropped.
-struct Node {
-    child: Child,
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Node {
-    fn start() -> Node {
-        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port");
-        let dir = tempfile::tempdir().expect("temp dir");
-        let child = Command::new(env!("CARGO_BIN_EXE_shoal"))
-            .args(["server", "--listen-address", "127.0.0.1", "--native-port", &port.to_string(), "--data-dir"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start shoal");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "shoal did not start listening on {addr}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Node { child, addr, _dir: dir }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod common;
+use common::Node;
 
 async fn connect(node: &Node) -> Session {
     SessionBuilder::new().known_node_addr(node.addr).build().await.expect("scylla driver connects")

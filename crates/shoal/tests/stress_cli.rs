@@ -6,46 +6,13 @@
 //! whose server is killed in the middle, with and without `--keep-going`.
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// A `shoal server` child process, killed (by its PID) when dropped.
-struct Node {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Node {
-    fn start() -> Node {
-        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port");
-        let dir = tempfile::tempdir().expect("temp dir");
-        let child = Command::new(env!("CARGO_BIN_EXE_shoal"))
-            .args(["server", "--listen-address", "127.0.0.1", "--native-port", &port.to_string(), "--data-dir"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start shoal");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "shoal did not start listening on {addr}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Node { child, port, _dir: dir }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod common;
+use common::Node;
 
 fn stress(args: &[&str]) -> Output {
     let output = Command::new(env!("CARGO_BIN_EXE_shoal")).arg("stress").args(args).output().expect("run shoal stress");

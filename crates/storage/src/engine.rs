@@ -344,12 +344,16 @@ impl Storage {
         write_manifest(&self.config.data_dir, &manifest)
     }
 
-    /// Flushes memtables of one table, or of all tables, to sorted files.
-    pub fn flush(&self, table: Option<&Uuid>) -> Result<(), StorageError> {
-        let stores: Vec<Arc<TableStore>> = match table {
+    fn tables_or_all(&self, table: Option<&Uuid>) -> Result<Vec<Arc<TableStore>>, StorageError> {
+        Ok(match table {
             Some(id) => vec![self.table(id)?],
             None => read_lock(&self.tables).values().cloned().collect(),
-        };
+        })
+    }
+
+    /// Flushes memtables of one table, or of all tables, to sorted files.
+    pub fn flush(&self, table: Option<&Uuid>) -> Result<(), StorageError> {
+        let stores = self.tables_or_all(table)?;
         for store in stores {
             let cf = self.cf(&store)?;
             self.db.flush_cf(&cf)?;
@@ -363,10 +367,7 @@ impl Storage {
     /// a plain value without purging deletion markers, the second purges
     /// markers together with the cells they shadow.
     pub fn compact(&self, table: Option<&Uuid>) -> Result<(), StorageError> {
-        let stores: Vec<Arc<TableStore>> = match table {
-            Some(id) => vec![self.table(id)?],
-            None => read_lock(&self.tables).values().cloned().collect(),
-        };
+        let stores = self.tables_or_all(table)?;
         let _one_at_a_time = lock(&self.compacting);
         for store in stores {
             let cf = self.cf(&store)?;

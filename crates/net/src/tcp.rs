@@ -44,7 +44,7 @@ use tokio::time::Instant;
 use crate::frame::{Frame, FrameDecoder, FrameError, Verb, PAYLOAD_BYTES_MAX_DEFAULT};
 use crate::message::{decode_handshake, encode_handshake, Failure, FailureCode};
 use crate::transport::{
-    check_one_way_verb, check_request_verb, response_result, Inbound, NetError, Responder, ResponderKind, Response,
+    await_response, check_one_way_verb, check_request_verb, response_result, Inbound, NetError, Responder, ResponderKind, Response,
     Transport,
 };
 
@@ -255,16 +255,7 @@ impl Transport for TcpTransport {
     ) -> impl std::future::Future<Output = Result<Response, NetError>> + Send + 'static {
         let deadline = Instant::now() + timeout;
         let queued = self.queue_request(peer, verb, payload);
-        async move {
-            let (guard, rx) = queued?;
-            let result = match tokio::time::timeout_at(deadline, rx).await {
-                Ok(Ok(result)) => result,
-                Ok(Err(_)) => Err(NetError::ConnectionClosed { peer }),
-                Err(_) => Err(NetError::Timeout { peer, timeout }),
-            };
-            drop(guard);
-            result
-        }
+        await_response(peer, timeout, deadline, queued)
     }
 
     fn send_one_way(&self, addr: SocketAddr, verb: Verb, payload: Bytes) -> Result<(), NetError> {

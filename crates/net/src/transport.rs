@@ -84,6 +84,25 @@ pub trait Transport: Send + Sync + 'static {
 }
 
 /// Checks a request verb (shared by the implementations).
+/// Waits for the response of a queued request until `deadline` (counted from
+/// the `send_request` call). `guard` keeps the request's pending entry alive
+/// until the wait ends, whatever the outcome. Shared by every transport.
+pub(crate) async fn await_response<G>(
+    peer: SocketAddr,
+    timeout: Duration,
+    deadline: tokio::time::Instant,
+    queued: Result<(G, tokio::sync::oneshot::Receiver<Result<Response, NetError>>), NetError>,
+) -> Result<Response, NetError> {
+    let (guard, rx) = queued?;
+    let result = match tokio::time::timeout_at(deadline, rx).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(NetError::ConnectionClosed { peer }),
+        Err(_) => Err(NetError::Timeout { peer, timeout }),
+    };
+    drop(guard);
+    result
+}
+
 pub(crate) fn check_request_verb(verb: Verb) -> Result<(), NetError> {
     match verb.response() {
         Some(_) => Ok(()),

@@ -148,7 +148,10 @@ fn assert_line(raw: &[String], needle: &str, what: &str) {
 }
 
 fn deleted_row_is_purged_and_live_rows_stay_after(compactions: usize) {
-    let mut env = Env::new(0);
+    purge_deleted_row_scenario(Env::new(0), compactions);
+}
+
+fn purge_deleted_row_scenario(mut env: Env, compactions: usize) {
     let t = env.id();
     env.apply(insert(t, 1, 1, "a", 10));
     env.apply(insert(t, 1, 2, "b", 10));
@@ -503,22 +506,6 @@ fn leveled_tables_purge_too() {
         .options
         .compaction
         .insert("class".into(), "org.apache.cassandra.db.compaction.LeveledCompactionStrategy".into());
-    let mut env = Env::with_table(table);
-    let t = env.id();
-    env.apply(insert(t, 1, 1, "a", 10));
-    env.apply(insert(t, 1, 2, "b", 10));
-    env.flush();
-    let mut m = mutation(t, 1);
-    let mut r = row(ck(1, "a"));
-    r.deletion = Some(deletion(20, past()));
-    m.rows.push(r);
-    env.apply(m);
-    env.flush();
-    for _ in 0..3 {
-        env.compact();
-    }
-    assert_eq!(rows_of(&env.read(1)).len(), 1);
-    let raw = env.raw();
-    assert_no_line(&raw, "row (1,\"a\")", "deleted row in a leveled table (after three major compactions)");
-    assert_eq!(raw.len(), 3, "{raw:#?}");
+    // The same scenario as for size-tiered tables, three major compactions.
+    purge_deleted_row_scenario(Env::with_table(table), 3);
 }

@@ -25,7 +25,7 @@ use crate::clock::Clock;
 use crate::error::QueryError;
 use crate::modify::{self, Planned, WriteOpts};
 use crate::prepare;
-use crate::schema::SchemaService;
+use crate::schema::{Schema, SchemaService};
 use crate::select::{self, Page};
 use crate::system::NodeInfo;
 use crate::ddl;
@@ -112,8 +112,7 @@ impl Processor {
     /// BATCH: every statement's mutations applied together.
     pub fn batch(&self, session: Option<&str>, batch: &Batch) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
-        let mut all: Vec<Mutation> = Vec::new();
-        let mut keyspaces: Vec<Arc<KeyspaceDef>> = Vec::new();
+        let mut planned = Vec::with_capacity(batch.statements.len());
         let opts = WriteOpts { default_timestamp: batch.default_timestamp };
         for item in &batch.statements {
             let (statement, keyspace, values) = match item {
@@ -129,19 +128,22 @@ impl Processor {
             };
             let values = self.positional(&statement.statement, keyspace.as_deref(), values)?;
             let ctx = BindCtx { values: &values, clock: &self.clock };
-            let planned = match &statement.statement {
-                Statement::Insert(s) => modify::insert(self, &schema, keyspace.as_deref(), s, &ctx, &opts)?,
-                Statement::Update(s) => modify::update(self, &schema, keyspace.as_deref(), s, &ctx, &opts)?,
-                Statement::Delete(s) => modify::delete(self, &schema, keyspace.as_deref(), s, &ctx, &opts)?,
-                _ => return Err(QueryError::invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.")),
-            };
-            keyspaces.push(planned.keyspace);
-            all.extend(planned.mutations);
+            let modification = Modification::of(&statement.statement).ok_or_else(|| {
+                QueryError::invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.")
+            })?;
+            planned.push(modification.plan(self, &schema, keyspace.as_deref(), &ctx, &opts)?);
         }
-        for ks in &keyspaces {
-            check_consistency(ks, batch.consistency, true, &self.node.data_center)?;
+        self.apply_writes(planned, batch.consistency)
+    }
+
+    /// Checks the consistency level for every keyspace written, then applies
+    /// all mutations as one storage batch.
+    fn apply_writes(&self, planned: Vec<Planned>, cl: Consistency) -> Result<ResultBody, QueryError> {
+        for p in &planned {
+            check_consistency(&p.keyspace, cl, true, &self.node.data_center)?;
         }
-        self.storage.apply(&all)?;
+        let mutations: Vec<Mutation> = planned.into_iter().flat_map(|p| p.mutations).collect();
+        self.storage.apply(&mutations)?;
         Ok(ResultBody::Void)
     }
 
@@ -178,11 +180,6 @@ impl Processor {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
         let opts = WriteOpts { default_timestamp: params.default_timestamp };
-        let write = |planned: Planned| -> Result<ResultBody, QueryError> {
-            check_consistency(&planned.keyspace, params.consistency, true, &self.node.data_center)?;
-            self.storage.apply(&planned.mutations)?;
-            Ok(ResultBody::Void)
-        };
         match statement {
             Statement::Select(s) => {
                 let (ks, _) = crate::common::resolve_table(&schema, &s.table, session.as_deref())?;
@@ -194,9 +191,11 @@ impl Processor {
                 };
                 select::execute(self, &schema, session.as_deref(), s, &ctx, &page)
             }
-            Statement::Insert(s) => write(modify::insert(self, &schema, session.as_deref(), s, &ctx, &opts)?),
-            Statement::Update(s) => write(modify::update(self, &schema, session.as_deref(), s, &ctx, &opts)?),
-            Statement::Delete(s) => write(modify::delete(self, &schema, session.as_deref(), s, &ctx, &opts)?),
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
+                let modification = Modification::of(statement).ok_or_else(|| QueryError::Server("not a modification".into()))?;
+                let planned = modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?;
+                self.apply_writes(vec![planned], params.consistency)
+            }
             Statement::Batch(b) => {
                 if b.kind == cql::ast::BatchKind::Counter {
                     return Err(QueryError::invalid("Counter batches are not supported by Shoal yet"));
@@ -211,37 +210,15 @@ impl Processor {
                     }
                     None => opts,
                 };
-                let mut all = Vec::new();
-                let mut kss = Vec::new();
+                let mut planned = Vec::with_capacity(b.statements.len());
                 for st in &b.statements {
-                    let planned = match st {
-                        cql::ast::BatchStatement::Insert(s) => {
-                            if b.using.timestamp.is_some() && s.using.timestamp.is_some() {
-                                return Err(QueryError::invalid("Timestamp must be set either on BATCH or individual statements"));
-                            }
-                            modify::insert(self, &schema, session.as_deref(), s, &ctx, &opts)?
-                        }
-                        cql::ast::BatchStatement::Update(s) => {
-                            if b.using.timestamp.is_some() && s.using.timestamp.is_some() {
-                                return Err(QueryError::invalid("Timestamp must be set either on BATCH or individual statements"));
-                            }
-                            modify::update(self, &schema, session.as_deref(), s, &ctx, &opts)?
-                        }
-                        cql::ast::BatchStatement::Delete(s) => {
-                            if b.using.timestamp.is_some() && s.using.timestamp.is_some() {
-                                return Err(QueryError::invalid("Timestamp must be set either on BATCH or individual statements"));
-                            }
-                            modify::delete(self, &schema, session.as_deref(), s, &ctx, &opts)?
-                        }
-                    };
-                    kss.push(planned.keyspace);
-                    all.extend(planned.mutations);
+                    let modification = Modification::of_batch(st);
+                    if b.using.timestamp.is_some() && modification.using().timestamp.is_some() {
+                        return Err(QueryError::invalid("Timestamp must be set either on BATCH or individual statements"));
+                    }
+                    planned.push(modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?);
                 }
-                for ks in &kss {
-                    check_consistency(ks, params.consistency, true, &self.node.data_center)?;
-                }
-                self.storage.apply(&all)?;
-                Ok(ResultBody::Void)
+                self.apply_writes(planned, params.consistency)
             }
             Statement::Use { keyspace } => {
                 if schema.keyspace(keyspace).is_none() {
@@ -270,6 +247,48 @@ impl Processor {
                     None => Ok(ResultBody::Void),
                 }
             }
+        }
+    }
+}
+
+/// An INSERT, UPDATE or DELETE, from a statement or from a BATCH.
+enum Modification<'a> {
+    Insert(&'a cql::ast::Insert),
+    Update(&'a cql::ast::Update),
+    Delete(&'a cql::ast::Delete),
+}
+
+impl<'a> Modification<'a> {
+    fn of(statement: &'a Statement) -> Option<Modification<'a>> {
+        match statement {
+            Statement::Insert(s) => Some(Modification::Insert(s)),
+            Statement::Update(s) => Some(Modification::Update(s)),
+            Statement::Delete(s) => Some(Modification::Delete(s)),
+            _ => None,
+        }
+    }
+
+    fn of_batch(statement: &'a cql::ast::BatchStatement) -> Modification<'a> {
+        match statement {
+            cql::ast::BatchStatement::Insert(s) => Modification::Insert(s),
+            cql::ast::BatchStatement::Update(s) => Modification::Update(s),
+            cql::ast::BatchStatement::Delete(s) => Modification::Delete(s),
+        }
+    }
+
+    fn using(&self) -> &cql::ast::Using {
+        match self {
+            Modification::Insert(s) => &s.using,
+            Modification::Update(s) => &s.using,
+            Modification::Delete(s) => &s.using,
+        }
+    }
+
+    fn plan(&self, proc: &Processor, schema: &Schema, session: Option<&str>, ctx: &BindCtx<'_>, opts: &WriteOpts) -> Result<Planned, QueryError> {
+        match self {
+            Modification::Insert(s) => modify::insert(proc, schema, session, s, ctx, opts),
+            Modification::Update(s) => modify::update(proc, schema, session, s, ctx, opts),
+            Modification::Delete(s) => modify::delete(proc, schema, session, s, ctx, opts),
         }
     }
 }

@@ -50,6 +50,12 @@ pub(crate) struct TableStore {
     pub gc_grace: Arc<AtomicI32>,
 }
 
+impl TableStore {
+    fn new(def: &TableDef, cf_name: String, durable: bool, gc_grace: Arc<AtomicI32>) -> TableStore {
+        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace }
+    }
+}
+
 #[derive(serde::Serialize, serde::Deserialize, Default)]
 struct Manifest {
     keyspaces: Vec<KeyspaceDef>,
@@ -100,13 +106,8 @@ impl Storage {
                         ks.name, table.name
                     )));
                 };
-                let store = Arc::new(TableStore {
-                    def: table.clone(),
-                    layout: Layout::of(table),
-                    cf_name: cf_name.clone(),
-                    durable: ks.durable_writes,
-                    gc_grace: Arc::new(AtomicI32::new(table.options.gc_grace_seconds)),
-                });
+                let gc_grace = Arc::new(AtomicI32::new(table.options.gc_grace_seconds));
+                let store = Arc::new(TableStore::new(table, cf_name.clone(), ks.durable_writes, gc_grace));
                 gc_registry.register(&store);
                 descriptors.push(ColumnFamilyDescriptor::new(
                     cf_name.clone(),
@@ -267,30 +268,19 @@ impl Storage {
         let mut new_tables = HashMap::new();
         for (id, (ks, table)) in &wanted {
             let existing = read_lock(&self.tables).get(id).cloned();
-            let cf_name = match existing {
-                Some(store) => store.cf_name.clone(),
-                None => {
-                    let name = format!("t_{}_0", id.simple());
-                    let probe = TableStore {
-                        def: (*table).clone(),
-                        layout: Layout::of(table),
-                        cf_name: name.clone(),
-                        durable: ks.durable_writes,
-                        gc_grace: Arc::new(AtomicI32::new(table.options.gc_grace_seconds)),
-                    };
-                    self.gc_registry.register(&probe);
-                    self.db.create_cf(&name, &table_options(&self.config, &self.cache, &probe, &self.gc_registry, &self.purge_markers))?;
-                    name
-                }
+            // An existing table keeps its column family and the gc_grace
+            // counter its compaction filter factory reads (via the registry).
+            let (cf_name, gc_grace) = match &existing {
+                Some(store) => (store.cf_name.clone(), Arc::clone(&store.gc_grace)),
+                None => (format!("t_{}_0", id.simple()), Arc::new(AtomicI32::new(table.options.gc_grace_seconds))),
             };
-            let store = Arc::new(TableStore {
-                def: (*table).clone(),
-                layout: Layout::of(table),
-                cf_name: cf_name.clone(),
-                durable: ks.durable_writes,
-                gc_grace: self.gc_registry.get_or_insert(&cf_name, table.options.gc_grace_seconds),
-            });
-            store.gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
+            gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
+            let store = Arc::new(TableStore::new(table, cf_name, ks.durable_writes, gc_grace));
+            if existing.is_none() {
+                self.gc_registry.register(&store);
+                let opts = table_options(&self.config, &self.cache, &store, &self.gc_registry, &self.purge_markers);
+                self.db.create_cf(&store.cf_name, &opts)?;
+            }
             new_tables.insert(*id, store);
         }
         let removed: Vec<Arc<TableStore>> = read_lock(&self.tables)
@@ -316,13 +306,8 @@ impl Storage {
         let old = self.table(table)?;
         let generation = old.cf_name.rsplit('_').next().and_then(|g| g.parse::<u64>().ok()).unwrap_or(0) + 1;
         let name = format!("t_{}_{}", table.simple(), generation);
-        let store = Arc::new(TableStore {
-            def: old.def.clone(),
-            layout: old.layout.clone(),
-            cf_name: name.clone(),
-            durable: old.durable,
-            gc_grace: Arc::new(AtomicI32::new(old.gc_grace.load(Ordering::Relaxed))),
-        });
+        let gc_grace = Arc::new(AtomicI32::new(old.gc_grace.load(Ordering::Relaxed)));
+        let store = Arc::new(TableStore::new(&old.def, name.clone(), old.durable, gc_grace));
         self.gc_registry.register(&store);
         self.db.create_cf(&name, &table_options(&self.config, &self.cache, &store, &self.gc_registry, &self.purge_markers))?;
         manifest.column_families.insert(*table, name);

@@ -41,9 +41,6 @@ impl GcRegistry {
     pub fn register(&self, store: &TableStore) {
         lock(&self.0).insert(store.cf_name.clone(), Arc::clone(&store.gc_grace));
     }
-    pub fn get_or_insert(&self, cf: &str, value: i32) -> Arc<AtomicI32> {
-        Arc::clone(lock(&self.0).entry(cf.to_string()).or_insert_with(|| Arc::new(AtomicI32::new(value))))
-    }
     pub fn remove(&self, cf: &str) {
         lock(&self.0).remove(cf);
     }

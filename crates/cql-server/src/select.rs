@@ -735,19 +735,13 @@ impl Position {
     }
 }
 
-fn limit_value(term: &Option<Term>, what: &str, ctx: &BindCtx<'_>) -> Result<Option<u32>, QueryError> {
+/// `what` is the bind variable name, `clause` the clause as errors name it.
+fn limit_value(term: &Option<Term>, what: &str, clause: &str, ctx: &BindCtx<'_>) -> Result<Option<u32>, QueryError> {
     let Some(t) = term else { return Ok(None) };
     match eval_value(t, &Receiver { name: what, ty: &CqlType::Int }, ctx)? {
         Some(Value::Int(n)) if n > 0 => Ok(Some(n as u32)),
-        Some(Value::Int(n)) => Err(QueryError::Invalid(format!("{} must be strictly positive", what_name(what, n)))),
+        Some(Value::Int(_)) => Err(QueryError::Invalid(format!("{clause} must be strictly positive"))),
         _ => Err(QueryError::Invalid(format!("Invalid null value of {what}"))),
-    }
-}
-
-fn what_name(what: &str, _n: i32) -> String {
-    match what {
-        "[limit]" => "LIMIT".to_string(),
-        _ => "PER PARTITION LIMIT".to_string(),
     }
 }
 
@@ -769,8 +763,8 @@ pub fn execute(
     }
     let selection = plan_selection(table, select)?;
     let plan = plan_read(table, select, ctx)?;
-    let limit = limit_value(&select.limit, "[limit]", ctx)?;
-    let per_partition = limit_value(&select.per_partition_limit, "[per_partition_limit]", ctx)?;
+    let limit = limit_value(&select.limit, "[limit]", "LIMIT", ctx)?;
+    let per_partition = limit_value(&select.per_partition_limit, "[per_partition_limit]", "PER PARTITION LIMIT", ctx)?;
     let aggregate = selection.sels.iter().any(Sel::is_aggregate);
     let distinct = select.distinct;
     if distinct {

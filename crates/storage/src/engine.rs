@@ -203,7 +203,7 @@ impl Storage {
         }
     }
 
-    fn check_poisoned(&self) -> Result<(), StorageError> {
+    pub(crate) fn check_poisoned(&self) -> Result<(), StorageError> {
         match &*lock(&self.poisoned) {
             Some(reason) => Err(StorageError::Poisoned(reason.clone())),
             None => Ok(()),
@@ -235,17 +235,24 @@ impl Storage {
             any_durable |= store.durable;
             encode_mutation(&store, m, &mut key, &mut value, |k, v| batch.merge_cf(&cf, k, v))?;
         }
+        self.commit(batch, any_durable)
+    }
+
+    /// Writes a batch of merge operands durably per the commit log mode (the
+    /// log is skipped unless `durable`), poisoning the engine when a
+    /// synchronous fsync fails. Every write goes through here.
+    pub(crate) fn commit(&self, batch: WriteBatch, durable: bool) -> Result<(), StorageError> {
         let mut opts = WriteOptions::default();
-        opts.disable_wal(!any_durable);
-        let sync = matches!(self.config.commitlog_sync, CommitlogSync::Batch) && any_durable;
+        opts.disable_wal(!durable);
+        let sync = matches!(self.config.commitlog_sync, CommitlogSync::Batch) && durable;
         opts.set_sync(sync);
         if let Err(e) = self.db.write_opt(batch, &opts) {
             if sync {
-                poison(&self.poisoned, &e.to_string());
+                poison(&self.poisoned, e.as_ref());
             }
             return Err(e.into());
         }
-        if any_durable {
+        if durable {
             if let CommitlogSync::Group { .. } = self.config.commitlog_sync {
                 self.group.wait_synced(&self.poisoned, &self.stop, &self.db)?;
             }
@@ -585,7 +592,7 @@ impl GroupCommit {
                 state.waiting -= 1;
                 drop(state);
                 return db.flush_wal(true).map_err(|e| {
-                    poison(poisoned, &e.to_string());
+                    poison(poisoned, e.as_ref());
                     StorageError::from(e)
                 });
             }

@@ -97,7 +97,7 @@ pub(crate) struct Filter {
     layout: Layout,
     partition: Vec<u8>,
     partition_deletion: Option<i64>,
-    ranges: Vec<(Vec<u8>, bool, Vec<u8>, bool, i64)>,
+    ranges: Vec<keys::RangeDeletion>,
     row: Vec<u8>,
     row_deletion: Option<i64>,
     complex: Option<(u16, i64)>,

@@ -201,6 +201,10 @@ pub fn encode_range_bounds(start: &[u8], start_inclusive: bool, end: &[u8], end_
     out.push(end_inclusive as u8);
 }
 
+/// A range tombstone as reads and the compaction filter keep it: (start,
+/// start inclusive, end, end inclusive, deletion timestamp), bounds encoded.
+pub(crate) type RangeDeletion = (Vec<u8>, bool, Vec<u8>, bool, i64);
+
 pub struct RangeBounds<'a> {
     pub start: &'a [u8],
     pub start_inclusive: bool,

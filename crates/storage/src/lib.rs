@@ -12,6 +12,10 @@
 //! loses at most one period), `batch` (fsync before acknowledging; concurrent
 //! writers share one fsync) and `group` (acknowledge after the next group fsync).
 //!
+//! Replicas exchange unfiltered partition data for digest reads and read
+//! repair (`raw`): `read_raw`, `merge_raw`, `resolve_raw`, `repair_diff`,
+//! `apply_raw`.
+//!
 //! Invariants:
 //! - The manifest (`schema.json`) names every column family in use; it is
 //!   written atomically (temp file, fsync, rename, fsync dir) and column
@@ -23,9 +27,11 @@ pub mod cell;
 mod engine;
 mod filter;
 pub mod keys;
+mod raw;
 mod read;
 
 pub use engine::{CommitlogSync, Storage, StorageConfig};
+pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 
 /// Errors from the storage engine.

@@ -1,5 +1,10 @@
 //! The read path: one partition's slices, and scans over token ranges.
 //! Deletions and TTLs are applied here, so callers see only live data.
+//!
+//! One traversal (`traverse`) reads a partition through a `Cursor`: the
+//! RocksDB iterator for `read_partition` and `scan`, an in-memory sorted slice
+//! for raw partitions (`raw`: a raw read records every entry the traversal
+//! uses, and resolving a raw partition replays the traversal over its cells).
 
 use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions};
 use types::mutation::{ClusteringBound, DeletionTime, Liveness};
@@ -86,7 +91,7 @@ pub struct ScanRange {
 
 struct Header {
     partition_deletion: Option<i64>,
-    ranges: Vec<(Vec<u8>, bool, Vec<u8>, bool, i64)>,
+    ranges: Vec<keys::RangeDeletion>,
 }
 
 impl Header {
@@ -110,116 +115,7 @@ impl Storage {
 
     fn read_partition_in(&self, store: &TableStore, read: &PartitionRead) -> Result<Option<Partition>, StorageError> {
         let cf = self.cf(store)?;
-        let mut prefix = Vec::with_capacity(read.partition_key.len() + 11);
-        keys::partition_prefix(read.token, &read.partition_key, &mut prefix)?;
-
-        // Deletion info and the static row come first in the partition.
-        let header_end = with_section(&prefix, if read.include_static { keys::SECTION_ROWS } else { keys::SECTION_STATIC });
-        let mut header = Header { partition_deletion: None, ranges: Vec::new() };
-        let mut static_row = None;
-        {
-            let mut it = self.iter(&cf, with_section(&prefix, 0), header_end);
-            it.seek_to_first();
-            let mut static_acc = RowAcc::new(Vec::new(), false);
-            while it.valid() {
-                let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
-                let rest = &k[prefix.len()..];
-                if let (Some((&section, body)), Some(c)) = (rest.split_first(), CellRef::decode(v)) {
-                    match section {
-                        keys::SECTION_PARTITION_DELETION => header.partition_deletion = Some(c.timestamp),
-                        keys::SECTION_RANGE_TOMBSTONE => {
-                            if let Some(b) = keys::decode_range_bounds(body) {
-                                header.ranges.push((b.start.to_vec(), b.start_inclusive, b.end.to_vec(), b.end_inclusive, c.timestamp));
-                            }
-                        }
-                        keys::SECTION_STATIC => static_acc.add(store, body, &c),
-                        _ => {}
-                    }
-                }
-                it.next();
-            }
-            if read.include_static {
-                let shadow = header.partition_deletion.unwrap_or(i64::MIN);
-                static_row = static_acc.finish(shadow, read.now);
-            }
-        }
-
-        let mut rows = Vec::new();
-        let all = [(ClusteringBound::unbounded(), ClusteringBound::unbounded())];
-        let ranges: &[(ClusteringBound, ClusteringBound)] = if read.ranges.is_empty() { &all } else { &read.ranges };
-        let ordered: Vec<&(ClusteringBound, ClusteringBound)> =
-            if read.reversed { ranges.iter().rev().collect() } else { ranges.iter().collect() };
-        let rows_start = with_section(&prefix, keys::SECTION_ROWS);
-        'ranges: for (start, end) in ordered {
-            if rows.len() >= read.row_limit {
-                break;
-            }
-            let mut lower = rows_start.clone();
-            keys::encode_clustering(&store.layout, &start.prefix, &mut lower)?;
-            if !start.inclusive && !start.prefix.is_empty() {
-                match keys::prefix_successor(&lower) {
-                    Some(s) => lower = s,
-                    None => continue,
-                }
-            }
-            let mut upper = rows_start.clone();
-            keys::encode_clustering(&store.layout, &end.prefix, &mut upper)?;
-            if end.inclusive || end.prefix.is_empty() {
-                upper = match keys::prefix_successor(&upper) {
-                    Some(s) => s,
-                    None => continue,
-                };
-            }
-            if lower >= upper {
-                continue;
-            }
-            let mut it = self.iter(&cf, lower, upper);
-            if read.reversed {
-                it.seek_to_last();
-            } else {
-                it.seek_to_first();
-            }
-            let mut acc: Option<RowAcc> = None;
-            while it.valid() {
-                let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
-                let body = &k[rows_start.len()..];
-                let Some(clen) = keys::clustering_len(&store.layout, body) else {
-                    advance(&mut it, read.reversed);
-                    continue;
-                };
-                let (row_key, column_part) = body.split_at(clen);
-                if acc.as_ref().map(|a| a.key.as_slice() != row_key).unwrap_or(true) {
-                    if let Some(done) = acc.take() {
-                        let shadow = header.shadowing(&done.key);
-                        if let Some(row) = done.finish(shadow, read.now) {
-                            rows.push(row);
-                            if rows.len() >= read.row_limit {
-                                break 'ranges;
-                            }
-                        }
-                    }
-                    acc = Some(RowAcc::new(row_key.to_vec(), read.reversed));
-                }
-                if let (Some(a), Some(c)) = (acc.as_mut(), CellRef::decode(v)) {
-                    a.add(store, column_part, &c);
-                }
-                advance(&mut it, read.reversed);
-            }
-            if let Some(done) = acc.take() {
-                let shadow = header.shadowing(&done.key);
-                if let Some(row) = done.finish(shadow, read.now) {
-                    rows.push(row);
-                }
-            }
-        }
-        for row in &mut rows {
-            row.clustering = keys::decode_clustering(&store.layout, &row.clustering.concat())
-                .ok_or_else(|| StorageError::Engine("undecodable clustering key".into()))?;
-        }
-        if rows.is_empty() && static_row.is_none() {
-            return Ok(None);
-        }
-        Ok(Some(Partition { token: read.token, key: read.partition_key.clone(), static_row, rows }))
+        traverse(store, read, |lower, upper| self.iter(&cf, lower, upper), &mut ())
     }
 
     /// Scans partitions in token order within `[start_token, end_token]`.
@@ -305,7 +201,7 @@ impl Storage {
         Ok(out)
     }
 
-    fn iter<'a>(
+    pub(crate) fn iter<'a>(
         &'a self,
         cf: &impl rocksdb::AsColumnFamilyRef,
         lower: Vec<u8>,
@@ -318,7 +214,251 @@ impl Storage {
     }
 }
 
-fn advance(it: &mut DBRawIteratorWithThreadMode<'_, Db>, reversed: bool) {
+/// A cursor over the sorted entries of one key range `[lower, upper)`: the
+/// RocksDB raw iterator for stored data, [`SliceCursor`] for cells held in
+/// memory. [`traverse`] reads partitions through it, so stored and in-memory
+/// data are read by the same code.
+pub(crate) trait Cursor {
+    fn seek_to_first(&mut self);
+    fn seek_to_last(&mut self);
+    fn valid(&self) -> bool;
+    fn key(&self) -> Option<&[u8]>;
+    fn value(&self) -> Option<&[u8]>;
+    fn next(&mut self);
+    fn prev(&mut self);
+}
+
+impl Cursor for DBRawIteratorWithThreadMode<'_, Db> {
+    #[inline]
+    fn seek_to_first(&mut self) {
+        DBRawIteratorWithThreadMode::seek_to_first(self)
+    }
+    #[inline]
+    fn seek_to_last(&mut self) {
+        DBRawIteratorWithThreadMode::seek_to_last(self)
+    }
+    #[inline]
+    fn valid(&self) -> bool {
+        DBRawIteratorWithThreadMode::valid(self)
+    }
+    #[inline]
+    fn key(&self) -> Option<&[u8]> {
+        DBRawIteratorWithThreadMode::key(self)
+    }
+    #[inline]
+    fn value(&self) -> Option<&[u8]> {
+        DBRawIteratorWithThreadMode::value(self)
+    }
+    #[inline]
+    fn next(&mut self) {
+        DBRawIteratorWithThreadMode::next(self)
+    }
+    #[inline]
+    fn prev(&mut self) {
+        DBRawIteratorWithThreadMode::prev(self)
+    }
+}
+
+/// A [`Cursor`] over the entries of a slice sorted by key (strictly
+/// ascending) that fall in `[lower, upper)`.
+pub(crate) struct SliceCursor<'a> {
+    cells: &'a [(Vec<u8>, Vec<u8>)],
+    /// `usize::MAX` (or anything past the end) when not valid.
+    pos: usize,
+}
+
+impl<'a> SliceCursor<'a> {
+    pub(crate) fn new(sorted: &'a [(Vec<u8>, Vec<u8>)], lower: &[u8], upper: &[u8]) -> SliceCursor<'a> {
+        let lo = sorted.partition_point(|(k, _)| k.as_slice() < lower);
+        let hi = sorted.partition_point(|(k, _)| k.as_slice() < upper).max(lo);
+        SliceCursor { cells: &sorted[lo..hi], pos: usize::MAX }
+    }
+}
+
+impl Cursor for SliceCursor<'_> {
+    fn seek_to_first(&mut self) {
+        self.pos = 0;
+    }
+    fn seek_to_last(&mut self) {
+        self.pos = self.cells.len().wrapping_sub(1);
+    }
+    fn valid(&self) -> bool {
+        self.pos < self.cells.len()
+    }
+    fn key(&self) -> Option<&[u8]> {
+        self.cells.get(self.pos).map(|(k, _)| k.as_slice())
+    }
+    fn value(&self) -> Option<&[u8]> {
+        self.cells.get(self.pos).map(|(_, v)| v.as_slice())
+    }
+    fn next(&mut self) {
+        if self.valid() {
+            self.pos += 1;
+        }
+    }
+    fn prev(&mut self) {
+        if self.valid() {
+            self.pos = self.pos.wrapping_sub(1);
+        }
+    }
+}
+
+/// What a traversal reports besides the partition it reads. `()` observes
+/// nothing (`read_partition`: no buffer, no copies); a raw read records.
+pub(crate) trait Visitor {
+    /// An entry the read used: a deletion marker, a static or row entry.
+    fn entry(&mut self, key: &[u8], value: &[u8]);
+    /// The read stopped at its row limit before the end of its slices;
+    /// `rows_start | last_row` is the key prefix of the last row it covered
+    /// (`None` when it covered no row).
+    fn stopped(&mut self, rows_start: &[u8], last_row: Option<&[u8]>);
+}
+
+impl Visitor for () {
+    #[inline(always)]
+    fn entry(&mut self, _key: &[u8], _value: &[u8]) {}
+    #[inline(always)]
+    fn stopped(&mut self, _rows_start: &[u8], _last_row: Option<&[u8]>) {}
+}
+
+/// Reads one partition as `read` asks, from the entries `open(lower, upper)`
+/// yields: the header section (partition deletion, range tombstones and, when
+/// asked, the static row), then the clustering slices in the read direction,
+/// stopping after `row_limit` live rows. This is the only read traversal:
+/// stored partitions and raw partitions held in memory both go through it.
+pub(crate) fn traverse<C: Cursor, V: Visitor>(
+    store: &TableStore,
+    read: &PartitionRead,
+    mut open: impl FnMut(Vec<u8>, Vec<u8>) -> C,
+    visitor: &mut V,
+) -> Result<Option<Partition>, StorageError> {
+    let mut prefix = Vec::with_capacity(read.partition_key.len() + 11);
+    keys::partition_prefix(read.token, &read.partition_key, &mut prefix)?;
+
+    // Deletion info and the static row come first in the partition.
+    let header_end = with_section(&prefix, if read.include_static { keys::SECTION_ROWS } else { keys::SECTION_STATIC });
+    let mut header = Header { partition_deletion: None, ranges: Vec::new() };
+    let mut static_row = None;
+    {
+        let mut it = open(with_section(&prefix, 0), header_end);
+        it.seek_to_first();
+        let mut static_acc = RowAcc::new(Vec::new(), false);
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+            if let (Some((&section, body)), Some(c)) = (k.get(prefix.len()..).and_then(|r| r.split_first()), CellRef::decode(v)) {
+                match section {
+                    keys::SECTION_PARTITION_DELETION => {
+                        visitor.entry(k, v);
+                        header.partition_deletion = Some(c.timestamp)
+                    }
+                    keys::SECTION_RANGE_TOMBSTONE => {
+                        if let Some(b) = keys::decode_range_bounds(body) {
+                            visitor.entry(k, v);
+                            header.ranges.push((b.start.to_vec(), b.start_inclusive, b.end.to_vec(), b.end_inclusive, c.timestamp));
+                        }
+                    }
+                    keys::SECTION_STATIC => {
+                        visitor.entry(k, v);
+                        static_acc.add(store, body, &c)
+                    }
+                    _ => {}
+                }
+            }
+            it.next();
+        }
+        if read.include_static {
+            let shadow = header.partition_deletion.unwrap_or(i64::MIN);
+            static_row = static_acc.finish(shadow, read.now);
+        }
+    }
+
+    let mut rows = Vec::new();
+    let mut stopped = false;
+    let all = [(ClusteringBound::unbounded(), ClusteringBound::unbounded())];
+    let ranges: &[(ClusteringBound, ClusteringBound)] = if read.ranges.is_empty() { &all } else { &read.ranges };
+    let ordered: Vec<&(ClusteringBound, ClusteringBound)> =
+        if read.reversed { ranges.iter().rev().collect() } else { ranges.iter().collect() };
+    let rows_start = with_section(&prefix, keys::SECTION_ROWS);
+    'ranges: for (start, end) in ordered {
+        if rows.len() >= read.row_limit {
+            stopped = true;
+            break;
+        }
+        let mut lower = rows_start.clone();
+        keys::encode_clustering(&store.layout, &start.prefix, &mut lower)?;
+        if !start.inclusive && !start.prefix.is_empty() {
+            match keys::prefix_successor(&lower) {
+                Some(s) => lower = s,
+                None => continue,
+            }
+        }
+        let mut upper = rows_start.clone();
+        keys::encode_clustering(&store.layout, &end.prefix, &mut upper)?;
+        if end.inclusive || end.prefix.is_empty() {
+            upper = match keys::prefix_successor(&upper) {
+                Some(s) => s,
+                None => continue,
+            };
+        }
+        if lower >= upper {
+            continue;
+        }
+        let mut it = open(lower, upper);
+        if read.reversed {
+            it.seek_to_last();
+        } else {
+            it.seek_to_first();
+        }
+        let mut acc: Option<RowAcc> = None;
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+            let body = k.get(rows_start.len()..).unwrap_or_default();
+            let Some(clen) = keys::clustering_len(&store.layout, body) else {
+                advance(&mut it, read.reversed);
+                continue;
+            };
+            let (row_key, column_part) = body.split_at(clen);
+            if acc.as_ref().map(|a| a.key.as_slice() != row_key).unwrap_or(true) {
+                if let Some(done) = acc.take() {
+                    let shadow = header.shadowing(&done.key);
+                    if let Some(row) = done.finish(shadow, read.now) {
+                        rows.push(row);
+                        if rows.len() >= read.row_limit {
+                            stopped = true;
+                            break 'ranges;
+                        }
+                    }
+                }
+                acc = Some(RowAcc::new(row_key.to_vec(), read.reversed));
+            }
+            if let (Some(a), Some(c)) = (acc.as_mut(), CellRef::decode(v)) {
+                visitor.entry(k, v);
+                a.add(store, column_part, &c);
+            }
+            advance(&mut it, read.reversed);
+        }
+        if let Some(done) = acc.take() {
+            let shadow = header.shadowing(&done.key);
+            if let Some(row) = done.finish(shadow, read.now) {
+                rows.push(row);
+            }
+        }
+    }
+    if stopped {
+        // Rows still hold their encoded clustering (one element, or none).
+        visitor.stopped(&rows_start, rows.last().map(|r: &Row| r.clustering.first().map_or(&[][..], Vec::as_slice)));
+    }
+    for row in &mut rows {
+        row.clustering = keys::decode_clustering(&store.layout, &row.clustering.concat())
+            .ok_or_else(|| StorageError::Engine("undecodable clustering key".into()))?;
+    }
+    if rows.is_empty() && static_row.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Partition { token: read.token, key: read.partition_key.clone(), static_row, rows }))
+}
+
+fn advance<C: Cursor>(it: &mut C, reversed: bool) {
     if reversed {
         it.prev()
     } else {
@@ -332,6 +472,9 @@ fn with_section(prefix: &[u8], section: u8) -> Vec<u8> {
     v.push(section);
     v
 }
+
+/// A collection's live elements: (path, cell) in path order.
+type Elements = Vec<(Vec<u8>, Cell)>;
 
 /// Collects the entries of one row (in either iteration order).
 struct RowAcc {
@@ -409,7 +552,7 @@ impl RowAcc {
             elements.reverse();
         }
         elements.sort_by_key(|e| e.0);
-        let mut by_col: Vec<(u16, Vec<(Vec<u8>, Cell)>)> = Vec::new();
+        let mut by_col: Vec<(u16, Elements)> = Vec::new();
         for (col, path, cell, tomb) in elements {
             let col_shadow = self
                 .complex_deletions

@@ -1,6 +1,9 @@
 //! Helpers shared by the storage integration tests: schema builders, configs,
-//! mutation builders and a raw view of the RocksDB files.
+//! mutation builders and a raw view of the RocksDB files; `model`, the
+//! reference model and its random operations.
 #![allow(dead_code)]
+
+pub mod model;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -166,10 +169,13 @@ pub fn eq_bound(prefix: Vec<Bytes>) -> (ClusteringBound, ClusteringBound) {
     (ClusteringBound { prefix: prefix.clone(), inclusive: true }, ClusteringBound { prefix, inclusive: true })
 }
 
+/// RocksDB (key, value) pairs.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Every key/value of every column family except `default`, read straight
 /// from the RocksDB files (the storage must be closed). Values are the merged
 /// (LWW) values, as the storage's own merge operator computes them.
-pub fn raw_entries(data_dir: &Path) -> BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>> {
+pub fn raw_entries(data_dir: &Path) -> BTreeMap<String, Entries> {
     let db_path: PathBuf = data_dir.join("db");
     let names = rocksdb::DB::list_cf(&rocksdb::Options::default(), &db_path).expect("list_cf");
     let descriptors: Vec<rocksdb::ColumnFamilyDescriptor> = names

@@ -45,6 +45,10 @@ pub struct ConfigFile {
     pub read_request_timeout: Option<Dur>,
     pub memtable_size: Option<Size>,
     pub block_cache_size: Option<Size>,
+    /// Shoal-only (no cassandra.yaml equivalent): the port of the HTTP/JSON
+    /// admin API that `shoal tool` speaks, on `listen_address`. Default 7199,
+    /// the port Cassandra's JMX (nodetool) listens on.
+    pub admin_port: Option<u16>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -88,6 +92,7 @@ pub struct Overrides {
     pub dc: Option<String>,
     pub rack: Option<String>,
     pub seeds: Option<String>,
+    pub admin_port: Option<u16>,
 }
 
 /// The validated configuration of one node.
@@ -114,6 +119,8 @@ pub struct NodeConfig {
     pub read_request_timeout: Duration,
     pub memtable_bytes: usize,
     pub block_cache_bytes: usize,
+    /// The admin API's port (Shoal-only; default 7199), bound on `listen_address`.
+    pub admin_port: u16,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +177,7 @@ impl ConfigFile {
         }
         let native_port = o.native_port.or(self.native_transport_port).unwrap_or(9042);
         let storage_port = self.storage_port.unwrap_or(7000);
+        let admin_port = o.admin_port.or(self.admin_port).unwrap_or(7199);
         let max_frame_bytes = match (self.native_transport_max_frame_size, self.native_transport_max_frame_size_in_mb) {
             (Some(s), _) => size_bytes("native_transport_max_frame_size", &s)?,
             (None, Some(mb)) => mb.saturating_mul(1 << 20),
@@ -264,6 +272,7 @@ impl ConfigFile {
                 Some(s) => size_bytes("block_cache_size", &s)? as usize,
                 None => 256 << 20,
             },
+            admin_port,
         })
     }
 }
@@ -343,6 +352,7 @@ mod tests {
         assert_eq!(c.cluster_name, "Test Cluster");
         assert_eq!(c.commitlog_sync, CommitlogSync::Periodic { period: Duration::from_secs(10) });
         assert_eq!(c.max_frame_bytes, 16 << 20);
+        assert_eq!(c.admin_port, 7199);
     }
 
     #[test]
@@ -374,9 +384,10 @@ mod tests {
 
     #[test]
     fn flags_override_the_file() {
-        let o = Overrides { native_port: Some(9999), data_dir: Some("/tmp/x".into()), ..Overrides::default() };
-        let c = ConfigFile::parse("native_transport_port: 1234\n").unwrap().build(o).unwrap();
+        let o = Overrides { native_port: Some(9999), data_dir: Some("/tmp/x".into()), admin_port: Some(7299), ..Overrides::default() };
+        let c = ConfigFile::parse("native_transport_port: 1234\nadmin_port: 7200\n").unwrap().build(o).unwrap();
         assert_eq!(c.native_port, 9999);
+        assert_eq!(c.admin_port, 7299);
         assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
     }
 }

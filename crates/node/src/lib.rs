@@ -1,7 +1,7 @@
 //! A Shoal node: configuration, wiring and lifecycle.
 //!
 //! `run` opens storage, restores the node's identity (host id, tokens) and
-//! schema, serves CQL until SIGTERM/SIGINT, then shuts down cleanly: stops
+//! schema, serves CQL and the admin API until SIGTERM/SIGINT, then shuts down cleanly: stops
 //! accepting, syncs the commit log and flushes memtables.
 //!
 //! Invariants:
@@ -10,6 +10,7 @@
 //! - Only this crate reads files, flags and environment variables; the
 //!   libraries below take typed configuration.
 
+pub mod admin;
 pub mod config;
 
 use std::net::SocketAddr;
@@ -95,7 +96,28 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             .with_context(|| format!("cannot listen for CQL on {addr}"))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let server_config = ServerConfig { max_frame_bytes: config.max_frame_bytes };
-        let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx));
+        let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx.clone()));
+
+        // Admin API (`shoal tool`, `shoal cluster`) on listen_address:admin_port.
+        // The view is a single-node placeholder (this node, NORMAL, alive):
+        // swap it for the ViewHandle gossip publishes to.
+        let view = Arc::new(cluster::view::ViewHandle::new(admin::single_node_view(
+            &processor.node,
+            processor.schema.snapshot().version,
+        )));
+        let admin_addr = SocketAddr::new(config.listen_address, config.admin_port);
+        let admin_listener = tokio::net::TcpListener::bind(admin_addr)
+            .await
+            .with_context(|| format!("cannot listen for the admin API on {admin_addr} (set admin_port)"))?;
+        let admin_state = Arc::new(admin::AdminState {
+            view,
+            schema: Arc::clone(&processor.schema),
+            storage: Arc::clone(&storage),
+            pending_hints: Arc::new(Vec::new),
+            snitch: format!("org.apache.cassandra.locator.{}", config.endpoint_snitch),
+            started: std::time::Instant::now(),
+        });
+        let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state, stop_rx));
         tracing::info!(
             %addr,
             cluster = %config.cluster_name,
@@ -108,6 +130,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         tracing::info!("shutting down: stop accepting, sync the commit log, flush memtables");
         let _ = stop_tx.send(true);
         let _ = server.await;
+        let _ = admin_task.await;
         anyhow::Ok(())
     });
     drop(processor);

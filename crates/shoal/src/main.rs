@@ -53,6 +53,9 @@ struct ServerArgs {
     /// Comma-separated seed addresses (used by the cluster).
     #[arg(long, value_name = "IP,IP")]
     seeds: Option<String>,
+    /// Port of the HTTP/JSON admin API (`shoal tool`), on the listen address; default 7199.
+    #[arg(long, value_name = "PORT")]
+    admin_port: Option<u16>,
 }
 
 fn main() -> ExitCode {
@@ -92,6 +95,7 @@ fn server(args: ServerArgs) -> anyhow::Result<()> {
         dc: args.dc,
         rack: args.rack,
         seeds: args.seeds,
+        admin_port: args.admin_port,
     };
     let config = file.build(overrides)?;
     node::run(config)

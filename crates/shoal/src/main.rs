@@ -1,5 +1,7 @@
-//! The `shoal` binary: one entry point with subcommands (`shoal server`, and
-//! later `stress`, `tool`, `cluster`).
+//! The `shoal` binary: one entry point with subcommands (`shoal server`,
+//! `stress`, `tool`, and later `cluster`).
+
+mod tool;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +25,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Inspect and operate a running node through its admin API (nodetool's successor; `-h HOST -p PORT`).
+    #[command(disable_help_flag = true)]
+    Tool(tool::ToolArgs),
 }
 
 #[derive(clap::Args)]
@@ -78,6 +83,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Stress { args } => stress::main(args),
+        Command::Tool(args) => tool::main(args),
     }
 }
 

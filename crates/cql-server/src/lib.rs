@@ -14,6 +14,7 @@
 pub mod bind;
 pub mod clock;
 pub mod common;
+pub mod data;
 pub mod ddl;
 pub mod describe;
 pub mod error;

@@ -535,7 +535,11 @@ fn read_list(proc: &Processor, table: &TableDef, key: &Bytes, clustering: &[Byte
         row_limit: 1,
         now,
     };
-    let Some(p) = proc.storage.read_partition(&read)? else { return Ok(Vec::new()) };
+    let schema = proc.schema.snapshot();
+    let ks = schema
+        .keyspace(&table.keyspace)
+        .ok_or_else(|| QueryError::Invalid(format!("Keyspace '{}' does not exist", table.keyspace)))?;
+    let Some(p) = proc.data.read(ks, read, types::Consistency::One)? else { return Ok(Vec::new()) };
     let row = if col.kind == ColumnKind::Static { p.static_row } else { p.rows.into_iter().next() };
     let Some(row) = row else { return Ok(Vec::new()) };
     match row.column(col.id) {

@@ -28,6 +28,7 @@ use crate::prepare;
 use crate::schema::{Schema, SchemaService};
 use crate::select::{self, Page};
 use crate::system::NodeInfo;
+use crate::data::{DataPlane, LocalPlane};
 use crate::ddl;
 
 /// A prepared statement as cached.
@@ -44,6 +45,8 @@ pub struct Processor {
     pub clock: Clock,
     prepared: RwLock<HashMap<Bytes, Arc<PreparedEntry>>>,
     pub events: tokio::sync::broadcast::Sender<Event>,
+    /// Where reads and writes go (this node alone, or the cluster).
+    pub data: Arc<dyn DataPlane>,
 }
 
 /// Cassandra caps the prepared statement cache by memory; Shoal by count.
@@ -53,7 +56,14 @@ impl Processor {
     pub fn new(schema: Arc<SchemaService>, storage: Arc<Storage>, node: NodeInfo) -> Processor {
         let seed = u64::from_be_bytes(node.host_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
         let (events, _) = tokio::sync::broadcast::channel(1024);
-        Processor { schema, storage, node, clock: Clock::new(seed), prepared: RwLock::new(HashMap::new()), events }
+        let data: Arc<dyn DataPlane> = Arc::new(LocalPlane { storage: Arc::clone(&storage), local_dc: node.data_center.clone() });
+        Processor { schema, storage, node, clock: Clock::new(seed), prepared: RwLock::new(HashMap::new()), events, data }
+    }
+
+    /// Sends reads and writes through `data` instead of this node's storage alone.
+    pub fn with_data_plane(mut self, data: Arc<dyn DataPlane>) -> Processor {
+        self.data = data;
+        self
     }
 
     /// QUERY: parse and run a statement with the session's keyspace.
@@ -133,17 +143,23 @@ impl Processor {
             })?;
             planned.push(modification.plan(self, &schema, keyspace.as_deref(), &ctx, &opts)?);
         }
-        self.apply_writes(planned, batch.consistency)
+        let write_type = if batch.kind == cql_protocol::BatchKind::Logged { "BATCH" } else { "UNLOGGED_BATCH" };
+        self.apply_writes(planned, batch.consistency, write_type)
     }
 
-    /// Checks the consistency level for every keyspace written, then applies
-    /// all mutations as one storage batch.
-    fn apply_writes(&self, planned: Vec<Planned>, cl: Consistency) -> Result<ResultBody, QueryError> {
-        for p in &planned {
-            check_consistency(&p.keyspace, cl, true, &self.node.data_center)?;
+    /// Applies the mutations of each keyspace written at `cl` (one data-plane
+    /// call per keyspace; each is atomic on every replica).
+    fn apply_writes(&self, planned: Vec<Planned>, cl: Consistency, write_type: &'static str) -> Result<ResultBody, QueryError> {
+        let mut by_keyspace: Vec<(Arc<KeyspaceDef>, Vec<Mutation>)> = Vec::new();
+        for p in planned {
+            match by_keyspace.iter_mut().find(|(k, _)| k.name == p.keyspace.name) {
+                Some((_, m)) => m.extend(p.mutations),
+                None => by_keyspace.push((p.keyspace, p.mutations)),
+            }
         }
-        let mutations: Vec<Mutation> = planned.into_iter().flat_map(|p| p.mutations).collect();
-        self.storage.apply(&mutations)?;
+        for (ks, mutations) in by_keyspace {
+            self.data.mutate(&ks, mutations, cl, write_type)?;
+        }
         Ok(ResultBody::Void)
     }
 
@@ -182,9 +198,9 @@ impl Processor {
         let opts = WriteOpts { default_timestamp: params.default_timestamp };
         match statement {
             Statement::Select(s) => {
-                let (ks, _) = crate::common::resolve_table(&schema, &s.table, session.as_deref())?;
-                check_consistency(ks, params.consistency, false, &self.node.data_center)?;
+                validate_read_consistency(params.consistency)?;
                 let page = Page {
+                    consistency: params.consistency,
                     page_size: params.page_size.and_then(|p| usize::try_from(p).ok()),
                     paging_state: params.paging_state.as_deref(),
                     skip_metadata: params.skip_metadata,
@@ -194,7 +210,7 @@ impl Processor {
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
                 let modification = Modification::of(statement).ok_or_else(|| QueryError::Server("not a modification".into()))?;
                 let planned = modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?;
-                self.apply_writes(vec![planned], params.consistency)
+                self.apply_writes(vec![planned], params.consistency, "SIMPLE")
             }
             Statement::Batch(b) => {
                 if b.kind == cql::ast::BatchKind::Counter {
@@ -218,7 +234,8 @@ impl Processor {
                     }
                     planned.push(modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?);
                 }
-                self.apply_writes(planned, params.consistency)
+                let write_type = if b.kind == cql::ast::BatchKind::Logged { "BATCH" } else { "UNLOGGED_BATCH" };
+                self.apply_writes(planned, params.consistency, write_type)
             }
             Statement::Use { keyspace } => {
                 if schema.keyspace(keyspace).is_none() {
@@ -241,6 +258,7 @@ impl Processor {
                 let outcome = ddl::execute(&self.schema, session.as_deref(), ddl_statement, self.clock.now_micros())?;
                 match outcome {
                     Some(change) => {
+                        self.data.schema_changed();
                         let _ = self.events.send(Event::SchemaChange(change.clone()));
                         Ok(ResultBody::SchemaChange(change))
                     }
@@ -301,6 +319,14 @@ fn prepared_id(keyspace: Option<&str>, query: &str) -> Bytes {
     }
     h.update(query.as_bytes());
     Bytes::copy_from_slice(&h.finalize())
+}
+
+/// The levels no read may use, whatever the replication.
+fn validate_read_consistency(cl: Consistency) -> Result<(), QueryError> {
+    if cl == Consistency::Any {
+        return Err(QueryError::invalid("ANY ConsistencyLevel is only supported for writes"));
+    }
+    Ok(())
 }
 
 /// Replicas a keyspace has on a single node, and in which data centers.

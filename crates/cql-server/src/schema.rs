@@ -41,6 +41,10 @@ impl Schema {
 
 pub struct SchemaService {
     current: RwLock<Arc<Schema>>,
+    /// Microseconds of the last change (local DDL or one adopted from a
+    /// peer); persisted. Between nodes the newer schema wins (ties: the
+    /// larger version), so replicas of the schema converge.
+    timestamp: std::sync::atomic::AtomicI64,
     /// Serializes DDL so each change applies to the latest schema.
     ddl: Mutex<()>,
     storage: Arc<storage::Storage>,
@@ -49,7 +53,48 @@ pub struct SchemaService {
 impl SchemaService {
     pub fn new(storage: Arc<storage::Storage>, user: Vec<KeyspaceDef>) -> SchemaService {
         let schema = build(user);
-        SchemaService { current: RwLock::new(Arc::new(schema)), ddl: Mutex::new(()), storage }
+        let timestamp = storage.local_get("schema_timestamp").and_then(|t| t.parse().ok()).unwrap_or(0);
+        SchemaService { current: RwLock::new(Arc::new(schema)), timestamp: timestamp.into(), ddl: Mutex::new(()), storage }
+    }
+
+    /// When the current schema was made (microseconds since the epoch; 0 for none).
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn set_timestamp(&self, ts: i64) -> Result<(), QueryError> {
+        self.timestamp.store(ts, std::sync::atomic::Ordering::Release);
+        self.storage
+            .local_set("schema_timestamp", &ts.to_string())
+            .map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))
+    }
+
+    /// The user schema and its timestamp, for a peer.
+    pub fn export(&self) -> Vec<u8> {
+        let snapshot = self.snapshot();
+        let doc = serde_json::json!({ "timestamp": self.timestamp(), "keyspaces": snapshot.user_keyspaces() });
+        serde_json::to_vec(&doc).unwrap_or_default()
+    }
+
+    /// Adopts a peer's exported schema when it is newer than ours (ties:
+    /// the larger version wins). True when ours changed.
+    pub fn merge_export(&self, payload: &[u8]) -> Result<bool, QueryError> {
+        #[derive(serde::Deserialize)]
+        struct Export {
+            timestamp: i64,
+            keyspaces: Vec<KeyspaceDef>,
+        }
+        let theirs: Export = serde_json::from_slice(payload).map_err(|e| QueryError::Protocol(format!("bad schema from peer: {e}")))?;
+        let _guard = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.snapshot();
+        let their_version = digest(&theirs.keyspaces);
+        if their_version == current.version || (theirs.timestamp, their_version) < (self.timestamp(), current.version) {
+            return Ok(false);
+        }
+        self.storage.set_schema(&theirs.keyspaces).map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(build(theirs.keyspaces));
+        self.set_timestamp(theirs.timestamp)?;
+        Ok(true)
     }
 
     pub fn snapshot(&self) -> Arc<Schema> {
@@ -71,6 +116,8 @@ impl SchemaService {
         let list: Vec<KeyspaceDef> = user.into_values().collect();
         self.storage.set_schema(&list).map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(build(list));
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+        self.set_timestamp(now.max(self.timestamp() + 1))?;
         Ok(out)
     }
 }

@@ -32,6 +32,7 @@ const FILTERING: &str = "Cannot execute this query as it might involve data filt
 
 /// Paging and output options of one execution.
 pub struct Page<'a> {
+    pub consistency: types::Consistency,
     pub page_size: Option<usize>,
     pub paging_state: Option<&'a [u8]>,
     pub skip_metadata: bool,
@@ -754,7 +755,7 @@ pub fn execute(
     ctx: &BindCtx<'_>,
     page: &Page<'_>,
 ) -> Result<ResultBody, QueryError> {
-    let (_, table) = common::resolve_table(schema, &select.table, session_keyspace)?;
+    let (keyspace, table) = common::resolve_table(schema, &select.table, session_keyspace)?;
     if select.json {
         return Err(QueryError::invalid("SELECT JSON is not supported yet"));
     }
@@ -793,7 +794,17 @@ pub fn execute(
     let sort_in_memory = !select.order_by.is_empty() && matches!(&plan.partitions, PartitionPlan::Keys(k) if k.len() > 1);
     let page_rows = if aggregate || sort_in_memory { usize::MAX } else { page.page_size.filter(|&p| p > 0).unwrap_or(usize::MAX) };
 
-    let reader = Reader { proc, schema, table, plan: &plan, per_partition, distinct, now: proc.clock.now_seconds() };
+    let reader = Reader {
+        proc,
+        schema,
+        keyspace,
+        consistency: page.consistency,
+        table,
+        plan: &plan,
+        per_partition,
+        distinct,
+        now: proc.clock.now_seconds(),
+    };
     let (mut rows, next) = reader.read(&mut position, page_rows)?;
     // A LIMIT used up ends the query, whatever is left in storage.
     let next = next.filter(|p| p.remaining > 0);
@@ -901,6 +912,8 @@ fn write_aggregate(table: &TableDef, selection: &SelectionPlan, rows: &[RowData]
 struct Reader<'a> {
     proc: &'a Processor,
     schema: &'a Schema,
+    keyspace: &'a types::schema::KeyspaceDef,
+    consistency: types::Consistency,
     table: &'a TableDef,
     plan: &'a ReadPlan,
     per_partition: Option<u32>,
@@ -993,7 +1006,7 @@ impl Reader<'_> {
                         per_partition: self.partition_read(pos, 0, 0),
                         row_limit: usize::MAX,
                     };
-                    let partitions = self.proc.storage.scan_keys(&scan)?;
+                    let partitions = self.proc.data.scan_keys(self.keyspace, &scan, self.consistency)?;
                     if partitions.is_empty() {
                         return Ok((out, None));
                     }
@@ -1092,7 +1105,7 @@ impl Reader<'_> {
         if read.ranges.is_empty() && pos.after.is_some() {
             return Ok(true);
         }
-        let Some(partition) = self.proc.storage.read_partition(&read)? else { return Ok(true) };
+        let Some(partition) = self.proc.data.read(self.keyspace, read, self.consistency)? else { return Ok(true) };
         let pk_parts = common::decompose_partition_key(&partition.key, self.table.partition_key_len());
         let static_row = partition.static_row.as_ref();
         if self.distinct || (partition.rows.is_empty() && !self.plan.clustering_restricted) {
@@ -1159,7 +1172,7 @@ impl Reader<'_> {
     }
 
     fn read_virtual(&self, pos: &mut Position, max_rows: usize) -> Result<(Vec<RowData>, Option<Position>), QueryError> {
-        let all = system::rows(self.table, self.schema, &self.proc.node);
+        let all = system::rows(self.table, self.schema, &self.proc.node, &self.proc.data.peers());
         let mut filters: Vec<Filter> = Vec::new();
         // Restrictions on a virtual table are evaluated over its generated rows.
         if let PartitionPlan::Keys(keys) = &self.plan.partitions {

@@ -317,6 +317,10 @@ fn text_list(items: impl IntoIterator<Item = String>) -> Option<Vec<u8>> {
 }
 
 /// Builds a row by column name; columns not named are null.
+fn peer_tokens(p: &crate::data::PeerInfo) -> Option<Vec<u8>> {
+    v(Value::Set(p.tokens.iter().map(|t| Value::Text(t.to_string())).collect()))
+}
+
 fn row(table: &TableDef, values: Vec<(&str, Option<Vec<u8>>)>) -> VirtualRow {
     let mut out: VirtualRow = vec![None; table.columns.len()];
     for (name, value) in values {
@@ -328,7 +332,7 @@ fn row(table: &TableDef, values: Vec<(&str, Option<Vec<u8>>)>) -> VirtualRow {
 }
 
 /// All rows of a virtual table (the caller filters and pages them).
-pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo) -> Vec<VirtualRow> {
+pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::data::PeerInfo]) -> Vec<VirtualRow> {
     let tokens = || v(Value::Set(node.tokens.iter().map(|t| Value::Text(t.to_string())).collect()));
     match (table.keyspace.as_str(), table.name.as_str()) {
         ("system", "local") => vec![row(
@@ -355,8 +359,47 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo) -> Vec<VirtualRo
                 ("tokens", tokens()),
             ],
         )],
-        // A single node has no peers.
-        ("system", "peers") | ("system", "peers_v2") => Vec::new(),
+        ("system", "peers") => peers
+            .iter()
+            .map(|p| {
+                row(
+                    table,
+                    vec![
+                        ("peer", v(Value::Inet(p.peer))),
+                        ("data_center", t(&p.data_center)),
+                        ("host_id", v(Value::Uuid(p.host_id))),
+                        ("preferred_ip", v(Value::Inet(p.peer))),
+                        ("rack", t(&p.rack)),
+                        ("release_version", t(&p.release_version)),
+                        ("rpc_address", v(Value::Inet(p.rpc_address))),
+                        ("schema_version", p.schema_version.map(Value::Uuid).and_then(v)),
+                        ("tokens", peer_tokens(p)),
+                    ],
+                )
+            })
+            .collect(),
+        ("system", "peers_v2") => peers
+            .iter()
+            .map(|p| {
+                row(
+                    table,
+                    vec![
+                        ("peer", v(Value::Inet(p.peer))),
+                        ("peer_port", v(Value::Int(i32::from(p.peer_port)))),
+                        ("data_center", t(&p.data_center)),
+                        ("host_id", v(Value::Uuid(p.host_id))),
+                        ("native_address", v(Value::Inet(p.rpc_address))),
+                        ("native_port", v(Value::Int(i32::from(p.native_port)))),
+                        ("preferred_ip", v(Value::Inet(p.peer))),
+                        ("preferred_port", v(Value::Int(i32::from(p.peer_port)))),
+                        ("rack", t(&p.rack)),
+                        ("release_version", t(&p.release_version)),
+                        ("schema_version", p.schema_version.map(Value::Uuid).and_then(v)),
+                        ("tokens", peer_tokens(p)),
+                    ],
+                )
+            })
+            .collect(),
         ("system_schema", "keyspaces") => schema
             .keyspaces
             .values()

@@ -60,6 +60,12 @@ pub enum Verb {
     ReadRsp = 0x13,
     DigestReq = 0x14,
     DigestRsp = 0x15,
+    /// Partition keys in a token range (range scans).
+    ScanReq = 0x16,
+    ScanRsp = 0x17,
+    /// Read repair: merge these raw cells.
+    RepairReq = 0x18,
+    RepairRsp = 0x19,
     HintReq = 0x20,
     HintRsp = 0x21,
     SchemaPush = 0x30,
@@ -71,7 +77,7 @@ pub enum Verb {
 }
 
 impl Verb {
-    pub const ALL: [Verb; 15] = [
+    pub const ALL: [Verb; 19] = [
         Verb::Handshake,
         Verb::Echo,
         Verb::EchoRsp,
@@ -81,6 +87,10 @@ impl Verb {
         Verb::ReadRsp,
         Verb::DigestReq,
         Verb::DigestRsp,
+        Verb::ScanReq,
+        Verb::ScanRsp,
+        Verb::RepairReq,
+        Verb::RepairRsp,
         Verb::HintReq,
         Verb::HintRsp,
         Verb::SchemaPush,
@@ -105,6 +115,8 @@ impl Verb {
                 | Verb::MutationRsp
                 | Verb::ReadRsp
                 | Verb::DigestRsp
+                | Verb::ScanRsp
+                | Verb::RepairRsp
                 | Verb::HintRsp
                 | Verb::SchemaRsp
                 | Verb::Failure
@@ -119,6 +131,8 @@ impl Verb {
             Verb::MutationReq => Some(Verb::MutationRsp),
             Verb::ReadReq => Some(Verb::ReadRsp),
             Verb::DigestReq => Some(Verb::DigestRsp),
+            Verb::ScanReq => Some(Verb::ScanRsp),
+            Verb::RepairReq => Some(Verb::RepairRsp),
             Verb::HintReq => Some(Verb::HintRsp),
             Verb::SchemaPush | Verb::SchemaPull => Some(Verb::SchemaRsp),
             _ => None,

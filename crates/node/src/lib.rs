@@ -1,8 +1,11 @@
 //! A Shoal node: configuration, wiring and lifecycle.
 //!
 //! `run` opens storage, restores the node's identity (host id, tokens) and
-//! schema, serves CQL and the admin API until SIGTERM/SIGINT, then shuts down cleanly: stops
-//! accepting, syncs the commit log and flushes memtables.
+//! schema, joins the cluster (`join`: gossip, internode messaging, tokens),
+//! serves CQL and the admin API until SIGTERM/SIGINT, then shuts down
+//! cleanly: announces the shutdown to peers, stops accepting, syncs the
+//! commit log and hints, and flushes memtables. `plane` connects the CQL
+//! executors to the cluster coordinator.
 //!
 //! Invariants:
 //! - The host id and tokens are generated once and persisted in the data
@@ -12,6 +15,8 @@
 
 pub mod admin;
 pub mod config;
+mod join;
+mod plane;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,14 +26,14 @@ use anyhow::Context;
 use cql_server::schema::SchemaService;
 use cql_server::system::NodeInfo;
 use cql_server::{Processor, ServerConfig};
-use rand::SeedableRng;
 use storage::{Storage, StorageConfig};
 use uuid::Uuid;
 
 pub use config::{ConfigFile, NodeConfig, Overrides};
 
-/// Opens the node's storage and identity and returns the processor that serves it.
-pub fn open(config: &NodeConfig) -> anyhow::Result<(Arc<Storage>, Arc<Processor>)> {
+/// Opens the node's storage and restores its identity: checks the cluster
+/// name and returns the host id (generated and persisted on first start).
+fn open_storage(config: &NodeConfig) -> anyhow::Result<(Arc<Storage>, Vec<types::schema::KeyspaceDef>, Uuid)> {
     let storage_config = StorageConfig {
         data_dir: config.data_dir.clone(),
         commitlog_sync: config.commitlog_sync,
@@ -57,40 +62,36 @@ pub fn open(config: &NodeConfig) -> anyhow::Result<(Arc<Storage>, Arc<Processor>
             id
         }
     };
-    let tokens: Vec<i64> = match storage.local_get("tokens") {
-        Some(t) => t.split(',').filter_map(|x| x.parse().ok()).collect(),
-        None => {
-            let mut rng = rand::rngs::StdRng::from_entropy();
-            let tokens = ring::tokens::random_tokens(&mut rng, config.num_tokens as usize);
-            let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
-            storage.local_set("tokens", &text.join(","))?;
-            tokens
-        }
-    };
-    let generation = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i32).unwrap_or(0);
-    let node = NodeInfo {
-        cluster_name: config.cluster_name.clone(),
-        host_id,
-        listen_address: config.listen_address,
-        rpc_address: config.rpc_address,
-        native_port: config.native_port,
-        storage_port: config.storage_port,
-        data_center: config.dc.clone(),
-        rack: config.rack.clone(),
-        tokens,
-        gossip_generation: generation,
-    };
-    let schema = Arc::new(SchemaService::new(Arc::clone(&storage), keyspaces));
-    let processor = Arc::new(Processor::new(schema, Arc::clone(&storage), node));
-    Ok((storage, processor))
+    Ok((storage, keyspaces, host_id))
 }
 
 /// Runs a node in the foreground until SIGTERM or SIGINT.
 pub fn run(config: NodeConfig) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("shoal").build()?;
-    let (storage, processor) = open(&config)?;
+    let (storage, keyspaces, host_id) = open_storage(&config)?;
     let addr = SocketAddr::new(config.rpc_address, config.native_port);
     let result = runtime.block_on(async {
+        // Join the ring first: CQL clients are served once the node is NORMAL.
+        let generation = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let mut joined = join::join(&config, &storage, host_id, generation, cql_server::system::RELEASE_VERSION).await?;
+        let node = NodeInfo {
+            cluster_name: config.cluster_name.clone(),
+            host_id,
+            listen_address: config.listen_address,
+            rpc_address: config.rpc_address,
+            native_port: config.native_port,
+            storage_port: config.storage_port,
+            data_center: config.dc.clone(),
+            rack: config.rack.clone(),
+            tokens: joined.tokens.clone(),
+            gossip_generation: generation as i32,
+        };
+        let schema = Arc::new(SchemaService::new(Arc::clone(&storage), keyspaces));
+        let (schema_tx, schema_rx) = tokio::sync::mpsc::unbounded_channel();
+        let data_plane = Arc::new(plane::ClusterPlane { coordinator: Arc::clone(&joined.coordinator), schema_changed: schema_tx });
+        let processor = Arc::new(Processor::new(Arc::clone(&schema), Arc::clone(&storage), node).with_data_plane(data_plane));
+        joined.spawn_tasks(Arc::new(plane::SchemaAdapter(Arc::clone(&schema))), processor.events.clone(), schema_rx);
+
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen for CQL on {addr}"))?;
@@ -99,21 +100,16 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx.clone()));
 
         // Admin API (`shoal tool`, `shoal cluster`) on listen_address:admin_port.
-        // The view is a single-node placeholder (this node, NORMAL, alive):
-        // swap it for the ViewHandle gossip publishes to.
-        let view = Arc::new(cluster::view::ViewHandle::new(admin::single_node_view(
-            &processor.node,
-            processor.schema.snapshot().version,
-        )));
         let admin_addr = SocketAddr::new(config.listen_address, config.admin_port);
         let admin_listener = tokio::net::TcpListener::bind(admin_addr)
             .await
             .with_context(|| format!("cannot listen for the admin API on {admin_addr} (set admin_port)"))?;
+        let hints = Arc::clone(&joined.hints);
         let admin_state = Arc::new(admin::AdminState {
-            view,
+            view: Arc::clone(&joined.view),
             schema: Arc::clone(&processor.schema),
             storage: Arc::clone(&storage),
-            pending_hints: Arc::new(Vec::new),
+            pending_hints: Arc::new(move || hints.targets().into_iter().map(|t| (t, hints.pending_bytes(t))).collect()),
             snitch: format!("org.apache.cassandra.locator.{}", config.endpoint_snitch),
             started: std::time::Instant::now(),
         });
@@ -127,13 +123,18 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         );
         eprintln!("shoal: node {} listening for CQL clients on {addr}", processor.node.host_id);
         wait_for_signal().await;
-        tracing::info!("shutting down: stop accepting, sync the commit log, flush memtables");
+        tracing::info!("shutting down: announce it, stop accepting, sync the commit log and hints, flush memtables");
+        joined.gossip.shutdown().await;
         let _ = stop_tx.send(true);
         let _ = server.await;
         let _ = admin_task.await;
+        if let Err(e) = joined.hints.sync() {
+            tracing::warn!("cannot sync hints: {e}");
+        }
+        joined.transport.shutdown();
+        drop(processor);
         anyhow::Ok(())
     });
-    drop(processor);
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     storage.shutdown().context("clean shutdown failed")?;
     eprintln!("shoal: stopped cleanly");

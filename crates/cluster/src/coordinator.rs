@@ -1,0 +1,499 @@
+//! The coordinator: runs a client's write or read against the replicas of
+//! each partition at a consistency level (Cassandra's `StorageProxy`).
+//!
+//! Writes go to every live replica (the local one applied directly, remote
+//! ones as `MutationReq`); the request answers when the level's `blockFor`
+//! acknowledgements arrived, or fails with WriteTimeout after
+//! `write_request_timeout`. Replicas that are down, fail, or do not answer in
+//! time get a hint. Reads send one data request (the closest replica) and
+//! digest requests to the other replicas the level needs; on a mismatch they
+//! fetch full data from each, reconcile by the storage merge rules, write the
+//! winners back to stale replicas and wait for those writes (blocking read
+//! repair) before answering.
+//!
+//! Invariants:
+//! - Unavailable is decided before anything is sent (`plan`).
+//! - A write acknowledged at level L was applied by L's `blockFor` replicas
+//!   (or, for ANY, at least hinted).
+//! - A read at level L returns data that, when the request succeeds, is the
+//!   reconciliation of `blockFor` replicas, and those replicas hold at least
+//!   that data afterwards (monotonic quorum reads).
+//! - Nothing here blocks a runtime thread on the network: remote work is
+//!   awaited; only local storage calls are synchronous.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use net::{message, ReadRequest, ReadResponse, Transport, Verb};
+use storage::{Partition, PartitionRead, RawPartition, ScanRange, Storage};
+use types::mutation::Mutation;
+use types::schema::{KeyspaceDef, Replication};
+use types::Consistency;
+use uuid::Uuid;
+
+use crate::plan::{AckCounter, CoordError, ReadPlan, Requirement, WritePlan};
+use crate::view::{ClusterView, ViewHandle};
+use crate::wire;
+
+#[derive(Clone, Debug)]
+pub struct CoordinatorConfig {
+    pub write_timeout: Duration,
+    pub read_timeout: Duration,
+    pub hinted_handoff_enabled: bool,
+    pub max_hint_window: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            write_timeout: Duration::from_secs(2),
+            read_timeout: Duration::from_secs(5),
+            hinted_handoff_enabled: true,
+            max_hint_window: Duration::from_secs(3 * 3600),
+        }
+    }
+}
+
+pub struct Coordinator<T: Transport> {
+    pub view: Arc<ViewHandle>,
+    pub storage: Arc<Storage>,
+    pub transport: T,
+    pub hints: Arc<hints::HintStore>,
+    pub config: CoordinatorConfig,
+    /// When each currently-down endpoint was first seen down (for the hint window).
+    down_since: Mutex<HashMap<Uuid, Instant>>,
+}
+
+fn storage_err(e: impl std::fmt::Display) -> CoordError {
+    CoordError::Server(e.to_string())
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A replica's answer to a read.
+enum ReadAnswer {
+    Data(RawPartition),
+    Digest([u8; 16]),
+}
+
+impl<T: Transport + Clone> Coordinator<T> {
+    pub fn new(view: Arc<ViewHandle>, storage: Arc<Storage>, transport: T, hints: Arc<hints::HintStore>, config: CoordinatorConfig) -> Self {
+        Coordinator { view, storage, transport, hints, config, down_since: Mutex::new(HashMap::new()) }
+    }
+
+    fn local_only(view: &ClusterView, ks: &KeyspaceDef) -> bool {
+        matches!(ks.replication, Replication::Local) || view.ring.is_empty()
+    }
+
+    fn address(view: &ClusterView, id: Uuid) -> Option<SocketAddr> {
+        view.endpoint(id).map(|e| e.internode)
+    }
+
+    /// Keeps `down_since` in step with the view; call after each view change.
+    pub fn observe_liveness(&self, view: &ClusterView) {
+        let mut down = self.down_since.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        for e in view.endpoints.values() {
+            if e.alive {
+                down.remove(&e.host_id);
+            } else {
+                down.entry(e.host_id).or_insert(now);
+            }
+        }
+    }
+
+    /// Stores a hint for `target` unless hinted handoff is off or the target
+    /// has been down longer than `max_hint_window`. True when stored.
+    fn hint(&self, target: Uuid, mutations: &[&Mutation]) -> bool {
+        if !self.config.hinted_handoff_enabled {
+            return false;
+        }
+        let down_for = self.down_since.lock().unwrap_or_else(|p| p.into_inner()).get(&target).map(|t| t.elapsed());
+        if down_for.map(|d| d > self.config.max_hint_window).unwrap_or(false) {
+            tracing::debug!(%target, "not hinting: down longer than max_hint_window");
+            return false;
+        }
+        let owned: Vec<Mutation> = mutations.iter().map(|m| (*m).clone()).collect();
+        let payload = message::encode_mutations(&owned);
+        match self.hints.store(target, now_ms(), &payload) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(%target, "hint not stored: {e}");
+                false
+            }
+        }
+    }
+
+    /// Applies `mutations` at `cl`. `write_type` is WriteTimeout's
+    /// (`SIMPLE`, `BATCH`, `UNLOGGED_BATCH`).
+    pub async fn mutate(self: &Arc<Self>, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), CoordError> {
+        let view = self.view.snapshot();
+        if Self::local_only(&view, ks) {
+            if !matches!(ks.replication, Replication::Local) {
+                Requirement::of(&ks.replication, cl, view.local_dc(), true)?.assure_available(std::iter::once(view.local_dc()))?;
+            }
+            return self.storage.apply(&mutations).map_err(storage_err);
+        }
+        let mut counters = Vec::with_capacity(mutations.len());
+        let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
+        let mut down: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
+        for (i, m) in mutations.iter().enumerate() {
+            let plan = WritePlan::new(&view, ks, m.token, cl)?;
+            for (r, dc) in plan.live {
+                targets.entry(r).or_insert_with(|| (dc, Vec::new())).1.push(i);
+            }
+            for r in plan.down {
+                down.entry(r).or_default().push(i);
+            }
+            counters.push(AckCounter::new(plan.requirement));
+        }
+        for (target, idx) in &down {
+            let muts: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
+            if self.hint(*target, &muts) && cl == Consistency::Any {
+                for i in idx {
+                    if let Some(c) = counters.get_mut(*i) {
+                        c.ack("");
+                    }
+                }
+            }
+        }
+        // Remote sends first (queued now), then the local apply.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut pending: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
+        let mut local: Option<(String, Vec<usize>)> = None;
+        for (target, (dc, idx)) in targets {
+            if target == view.local {
+                local = Some((dc, idx));
+                continue;
+            }
+            let Some(addr) = Self::address(&view, target) else { continue };
+            let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
+            let fut = self.transport.send_request(addr, Verb::MutationReq, message::encode_mutations(&batch), self.config.write_timeout);
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let r = fut.await;
+                let _ = tx.send((target, r.is_ok()));
+            });
+            pending.insert(target, idx);
+        }
+        drop(tx);
+        let dcs: HashMap<Uuid, String> = view.endpoints.values().map(|e| (e.host_id, e.dc.clone())).collect();
+        if let Some((dc, idx)) = local {
+            let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
+            self.storage.apply(&batch).map_err(storage_err)?;
+            for i in &idx {
+                if let Some(c) = counters.get_mut(*i) {
+                    c.ack(&dc);
+                }
+            }
+        }
+        let deadline = tokio::time::Instant::now() + self.config.write_timeout;
+        while !counters.iter().all(|c| c.satisfied()) && !pending.is_empty() {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((target, ok))) => {
+                    let Some(idx) = pending.remove(&target) else { continue };
+                    if ok {
+                        let dc = dcs.get(&target).map(String::as_str).unwrap_or("");
+                        for i in idx {
+                            if let Some(c) = counters.get_mut(i) {
+                                c.ack(dc);
+                            }
+                        }
+                    } else {
+                        let muts: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
+                        self.hint(target, &muts);
+                    }
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let satisfied = counters.iter().all(|c| c.satisfied());
+        if !pending.is_empty() {
+            // Replicas still to answer: hint those that fail or time out.
+            let this = Arc::clone(self);
+            let mutations = Arc::new(mutations);
+            let finish = async move {
+                while !pending.is_empty() {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Some((target, ok))) => {
+                            if let Some(idx) = pending.remove(&target) {
+                                if !ok {
+                                    let muts: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
+                                    this.hint(target, &muts);
+                                }
+                            }
+                        }
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+                for (target, idx) in std::mem::take(&mut pending) {
+                    let muts: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
+                    this.hint(target, &muts);
+                }
+            };
+            if satisfied {
+                tokio::spawn(finish);
+            } else {
+                finish.await;
+            }
+        }
+        if satisfied {
+            return Ok(());
+        }
+        let worst = counters.iter().find(|c| !c.satisfied());
+        Err(CoordError::WriteTimeout {
+            consistency: cl,
+            received: worst.map(|c| c.received()).unwrap_or(0),
+            block_for: worst.map(|c| c.block_for()).unwrap_or(0),
+            write_type,
+        })
+    }
+
+    /// Reads one partition at `cl`.
+    pub async fn read(self: &Arc<Self>, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, CoordError> {
+        let view = self.view.snapshot();
+        if Self::local_only(&view, ks) {
+            if !matches!(ks.replication, Replication::Local) {
+                Requirement::of(&ks.replication, cl, view.local_dc(), false)?.assure_available(std::iter::once(view.local_dc()))?;
+            }
+            return self.storage.read_partition(&read).map_err(storage_err);
+        }
+        let plan = ReadPlan::new(&view, ks, read.token, cl)?;
+        if plan.contacts.len() == 1 && plan.contacts[0].0 == view.local {
+            return self.storage.read_partition(&read).map_err(storage_err);
+        }
+        let limit = read.row_limit;
+        let mut read = read;
+        loop {
+            let merged = self.read_round(&view, &plan, &read).await?;
+            let mut result = self.storage.resolve_raw(&read, &merged).map_err(storage_err)?;
+            let rows = result.as_ref().map(|p| p.rows.len()).unwrap_or(0);
+            if merged.exhausted || rows >= limit || read.row_limit == usize::MAX {
+                if let Some(p) = result.as_mut() {
+                    p.rows.truncate(limit);
+                }
+                return Ok(result);
+            }
+            // Short read: a replica stopped at the limit, but reconciliation
+            // removed rows. Ask again for more.
+            read.row_limit = read.row_limit.saturating_mul(4).max(16);
+        }
+    }
+
+    async fn ask(&self, view: &ClusterView, replica: Uuid, read: &PartitionRead, digest: bool) -> Result<ReadAnswer, String> {
+        if replica == view.local {
+            let raw = self.storage.read_raw(read).map_err(|e| e.to_string())?;
+            return Ok(if digest { ReadAnswer::Digest(raw.digest()) } else { ReadAnswer::Data(raw) });
+        }
+        let addr = Self::address(view, replica).ok_or("unknown replica")?;
+        let req = ReadRequest {
+            table: read.table,
+            token: read.token,
+            partition_key: Bytes::copy_from_slice(&read.partition_key),
+            command: wire::encode_command(read),
+        };
+        let verb = if digest { Verb::DigestReq } else { Verb::ReadReq };
+        let (_, payload) = self.transport.send_request(addr, verb, req.encode(), self.config.read_timeout).await.map_err(|e| e.to_string())?;
+        let body = ReadResponse::decode(&payload).map_err(|e| e.to_string())?.body;
+        if digest {
+            let d: [u8; 16] = body.as_ref().try_into().map_err(|_| "bad digest".to_string())?;
+            Ok(ReadAnswer::Digest(d))
+        } else {
+            RawPartition::decode(&body).map(ReadAnswer::Data).map_err(|e| e.to_string())
+        }
+    }
+
+    /// One data request and digests; on mismatch, full data from every
+    /// contacted replica, reconciliation and blocking repair. Returns the
+    /// reconciled raw partition.
+    async fn read_round(self: &Arc<Self>, view: &Arc<ClusterView>, plan: &ReadPlan, read: &PartitionRead) -> Result<RawPartition, CoordError> {
+        let block_for = plan.requirement.block_for as i32;
+        let cl = plan.requirement.consistency;
+        let deadline = tokio::time::Instant::now() + self.config.read_timeout;
+        // Phase 1: data + digests, with substitutes from `others` on failure.
+        let mut queue: Vec<(Uuid, String)> = plan.others.clone();
+        queue.reverse();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let spawn_ask = |replica: Uuid, digest: bool, tx: tokio::sync::mpsc::UnboundedSender<(Uuid, bool, Result<ReadAnswer, String>)>| {
+            let this = Arc::clone(self);
+            let view = Arc::clone(view);
+            let read = read.clone();
+            tokio::spawn(async move {
+                let r = this.ask(&view, replica, &read, digest).await;
+                let _ = tx.send((replica, digest, r));
+            });
+        };
+        let mut outstanding = 0;
+        for (i, (r, _)) in plan.contacts.iter().enumerate() {
+            spawn_ask(*r, i != 0, tx.clone());
+            outstanding += 1;
+        }
+        let mut data: Vec<(Uuid, RawPartition)> = Vec::new();
+        let mut digests: Vec<(Uuid, [u8; 16])> = Vec::new();
+        let counts = |dc: &str| plan.requirement.counts(dc);
+        let mut counter = AckCounter::new(plan.requirement.clone());
+        while outstanding > 0 {
+            let Ok(Some((replica, digest, answer))) = tokio::time::timeout_at(deadline, rx.recv()).await else { break };
+            outstanding -= 1;
+            let dc = view.dc_of(replica).unwrap_or_default().to_string();
+            match answer {
+                Ok(ReadAnswer::Data(raw)) => {
+                    data.push((replica, raw));
+                    counter.ack(&dc);
+                }
+                Ok(ReadAnswer::Digest(d)) => {
+                    digests.push((replica, d));
+                    counter.ack(&dc);
+                }
+                Err(e) => {
+                    tracing::debug!(%replica, "read failed: {e}");
+                    // Substitute: the next live replica that counts the same way.
+                    if let Some(pos) = queue.iter().rposition(|(_, d)| counts(d) && (plan.requirement.per_dc.is_empty() || *d == dc)) {
+                        let (sub, _) = queue.remove(pos);
+                        spawn_ask(sub, digest && !data.is_empty() || digest, tx.clone());
+                        outstanding += 1;
+                    }
+                }
+            }
+        }
+        if !counter.satisfied() || data.is_empty() {
+            return Err(CoordError::ReadTimeout { consistency: cl, received: counter.received(), block_for, data_present: !data.is_empty() });
+        }
+        let first = data[0].1.digest();
+        if digests.iter().all(|(_, d)| *d == first) && data.iter().all(|(_, r)| r.digest() == first) {
+            return Ok(data.swap_remove(0).1);
+        }
+        // Phase 2: digest mismatch. Full data from the digest replicas.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut outstanding = 0;
+        for (r, _) in &digests {
+            spawn_ask(*r, false, tx.clone());
+            outstanding += 1;
+        }
+        drop(tx);
+        let deadline = tokio::time::Instant::now() + self.config.read_timeout;
+        while outstanding > 0 {
+            let Ok(Some((replica, _, answer))) = tokio::time::timeout_at(deadline, rx.recv()).await else { break };
+            outstanding -= 1;
+            if let Ok(ReadAnswer::Data(raw)) = answer {
+                data.push((replica, raw));
+            }
+        }
+        if (data.len() as i32) < block_for {
+            return Err(CoordError::ReadTimeout { consistency: cl, received: data.len() as i32, block_for, data_present: true });
+        }
+        let parts: Vec<RawPartition> = data.iter().map(|(_, r)| r.clone()).collect();
+        let merged = storage::merge_raw(&parts, read.reversed);
+        // Phase 3: blocking read repair.
+        let mut repairs = Vec::new();
+        for (replica, raw) in &data {
+            let diff = storage::repair_diff(&merged, raw);
+            if diff.is_empty() {
+                continue;
+            }
+            tracing::debug!(%replica, cells = diff.len(), "read repair");
+            if *replica == view.local {
+                self.storage.apply_raw(&read.table, &diff).map_err(storage_err)?;
+                continue;
+            }
+            let Some(addr) = Self::address(view, *replica) else { continue };
+            repairs.push(self.transport.send_request(addr, Verb::RepairReq, wire::encode_repair(read.table, &diff), self.config.write_timeout));
+        }
+        let mut acked = 0usize;
+        let total = repairs.len();
+        for r in repairs {
+            if r.await.is_ok() {
+                acked += 1;
+            }
+        }
+        if acked < total {
+            return Err(CoordError::ReadTimeout { consistency: cl, received: (block_for - (total - acked) as i32).max(0), block_for, data_present: true });
+        }
+        Ok(merged)
+    }
+
+    /// Partition keys in `[scan.start_token, scan.end_token]` (after
+    /// `scan.after_key`), in token order, at most `scan.partition_limit`,
+    /// gathered range by range from each range's replicas.
+    pub async fn scan_keys(self: &Arc<Self>, ks: &KeyspaceDef, scan: ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, CoordError> {
+        let view = self.view.snapshot();
+        if Self::local_only(&view, ks) {
+            return self.storage.scan_keys(&scan).map_err(storage_err);
+        }
+        let mut out: Vec<(i64, Vec<u8>)> = Vec::new();
+        for (lo, hi) in split_by_ring(&view, scan.start_token, scan.end_token) {
+            if out.len() >= scan.partition_limit {
+                break;
+            }
+            let plan = ReadPlan::new(&view, ks, hi, cl)?;
+            let mut sub = scan.clone();
+            sub.start_token = lo;
+            sub.end_token = hi;
+            sub.after_key = if lo == scan.start_token { scan.after_key.clone() } else { None };
+            sub.partition_limit = scan.partition_limit - out.len();
+            let mut answers: Vec<(bool, Vec<(i64, Vec<u8>)>)> = Vec::new();
+            let mut asks = Vec::new();
+            for (r, _) in &plan.contacts {
+                if *r == view.local {
+                    let keys = self.storage.scan_keys(&sub).map_err(storage_err)?;
+                    answers.push((keys.len() >= sub.partition_limit, keys));
+                } else if let Some(addr) = Self::address(&view, *r) {
+                    asks.push(self.transport.send_request(addr, Verb::ScanReq, wire::encode_scan(&sub), self.config.read_timeout));
+                }
+            }
+            for a in asks {
+                if let Ok((_, payload)) = a.await {
+                    if let Ok(decoded) = wire::decode_keys(&payload) {
+                        answers.push(decoded);
+                    }
+                }
+            }
+            if answers.len() < plan.requirement.block_for {
+                return Err(CoordError::ReadTimeout {
+                    consistency: cl,
+                    received: answers.len() as i32,
+                    block_for: plan.requirement.block_for as i32,
+                    data_present: false,
+                });
+            }
+            let cut = answers.iter().filter(|(t, k)| *t && !k.is_empty()).filter_map(|(_, k)| k.last().cloned()).min();
+            let mut keys: Vec<(i64, Vec<u8>)> = answers.into_iter().flat_map(|(_, k)| k).collect();
+            keys.sort();
+            keys.dedup();
+            if let Some(cut) = cut {
+                keys.retain(|k| *k <= cut);
+            }
+            keys.truncate(sub.partition_limit);
+            out.extend(keys);
+        }
+        Ok(out)
+    }
+}
+
+/// Splits `[start, end]` into inclusive sub-intervals that each lie in one
+/// ring range, in token order.
+pub fn split_by_ring(view: &ClusterView, start: i64, end: i64) -> Vec<(i64, i64)> {
+    let mut bounds: Vec<i64> = view.ring.sorted_tokens().map(|(t, _)| t).collect();
+    bounds.dedup();
+    let mut out = Vec::new();
+    let mut lo = start;
+    for b in bounds {
+        if b < lo {
+            continue;
+        }
+        if b >= end {
+            break;
+        }
+        out.push((lo, b));
+        lo = b + 1;
+    }
+    if lo <= end {
+        out.push((lo, end));
+    }
+    out
+}

@@ -1,0 +1,288 @@
+//! Membership over chitchat (scuttlebutt anti-entropy + phi-accrual failure
+//! detection over UDP on the internode address): publishes this node's
+//! application states, and turns what it hears into `ClusterView`s and
+//! topology/status events.
+//!
+//! Application states (chitchat key → value), mirroring Cassandra's:
+//! `host_id`, `status` (BOOT/NORMAL/LEAVING/LEFT/shutdown), `tokens` (decimal,
+//! comma separated), `dc`, `rack`, `rpc_address`, `native_port`, `internode`
+//! (ip:port of the TCP messaging service), `schema` (uuid),
+//! `release_version`, `load` (bytes). The chitchat node id is the host id;
+//! the chitchat generation is the start time in seconds (Cassandra's
+//! generation).
+//!
+//! Invariants:
+//! - A peer is identified by its host id. Several chitchat identities with
+//!   the same host id (a node restarted under another address) collapse
+//!   into one endpoint: the highest generation wins, so the old address is
+//!   forgotten rather than shown as a second, dead node.
+//! - A peer from another cluster is never merged: chitchat's `cluster_id` is
+//!   the cluster name, and messages with another id are dropped.
+//! - The view is rebuilt from chitchat state alone, on a timer; events are
+//!   the differences between consecutive views.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chitchat::transport::UdpTransport;
+use chitchat::{spawn_chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig, NodeState};
+use uuid::Uuid;
+
+use crate::view::{ClusterView, Endpoint, Status, ViewHandle};
+
+/// What this node announces about itself.
+#[derive(Clone, Debug)]
+pub struct LocalState {
+    pub host_id: Uuid,
+    pub internode: SocketAddr,
+    pub rpc_address: IpAddr,
+    pub native_port: u16,
+    pub dc: String,
+    pub rack: String,
+    pub release_version: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct GossipConfig {
+    pub cluster_name: String,
+    pub generation: u64,
+    /// UDP address gossip binds (the internode address; TCP and UDP ports
+    /// are separate spaces).
+    pub listen: SocketAddr,
+    pub seeds: Vec<SocketAddr>,
+    pub interval: Duration,
+    /// Cassandra's `phi_convict_threshold` (default 8).
+    pub phi_convict_threshold: f64,
+    /// How often the view is rebuilt from gossip state.
+    pub refresh: Duration,
+}
+
+impl GossipConfig {
+    pub fn new(cluster_name: &str, generation: u64, listen: SocketAddr, seeds: Vec<SocketAddr>) -> GossipConfig {
+        GossipConfig {
+            cluster_name: cluster_name.to_string(),
+            generation,
+            listen,
+            seeds,
+            interval: Duration::from_millis(200),
+            phi_convict_threshold: 8.0,
+            refresh: Duration::from_millis(100),
+        }
+    }
+}
+
+/// A membership change, as drivers are told about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterEvent {
+    /// A node joined the ring (`TOPOLOGY_CHANGE NEW_NODE`), at its native address.
+    NewNode(SocketAddr),
+    RemovedNode(SocketAddr),
+    /// `STATUS_CHANGE UP` / `DOWN`.
+    Up { host_id: Uuid, native: SocketAddr },
+    Down { host_id: Uuid, native: SocketAddr },
+}
+
+pub struct Gossip {
+    handle: ChitchatHandle,
+    local: LocalState,
+    cluster_name: String,
+    generation: u64,
+}
+
+impl Gossip {
+    /// Starts gossiping. The view is refreshed by `run_refresh`, which the
+    /// caller spawns.
+    pub async fn start(config: &GossipConfig, local: LocalState, status: Status, tokens: &[i64]) -> anyhow::Result<Gossip> {
+        let id = ChitchatId::new(local.host_id.to_string(), config.generation, config.listen);
+        let fd = FailureDetectorConfig {
+            phi_threshold: config.phi_convict_threshold,
+            initial_interval: config.interval * 4,
+            max_interval: Duration::from_secs(10),
+            ..FailureDetectorConfig::default()
+        };
+        let chitchat_config = ChitchatConfig {
+            chitchat_id: id,
+            cluster_id: config.cluster_name.clone(),
+            gossip_interval: config.interval,
+            listen_addr: config.listen,
+            seed_nodes: config.seeds.iter().filter(|s| **s != config.listen).map(|s| s.to_string()).collect(),
+            failure_detector_config: fd,
+            marked_for_deletion_grace_period: Duration::from_secs(3600),
+            catchup_callback: None,
+            extra_liveness_predicate: None,
+            protocol_version: chitchat::ProtocolVersion::V0,
+        };
+        let mut initial = vec![
+            ("host_id".to_string(), local.host_id.to_string()),
+            ("dc".to_string(), local.dc.clone()),
+            ("rack".to_string(), local.rack.clone()),
+            ("rpc_address".to_string(), local.rpc_address.to_string()),
+            ("native_port".to_string(), local.native_port.to_string()),
+            ("internode".to_string(), local.internode.to_string()),
+            ("release_version".to_string(), local.release_version.clone()),
+            ("status".to_string(), status.as_str().to_string()),
+        ];
+        if !tokens.is_empty() {
+            initial.push(("tokens".to_string(), join_tokens(tokens)));
+        }
+        let handle = spawn_chitchat(chitchat_config, initial, &UdpTransport).await?;
+        Ok(Gossip { handle, local, cluster_name: config.cluster_name.clone(), generation: config.generation })
+    }
+
+    /// Sets one of this node's application states.
+    pub async fn set(&self, key: &str, value: String) {
+        self.handle.with_chitchat(|c| c.self_node_state().set(key, value.clone())).await;
+    }
+
+    pub async fn set_tokens(&self, tokens: &[i64]) {
+        self.set("tokens", join_tokens(tokens)).await;
+    }
+
+    pub async fn set_status(&self, status: Status) {
+        self.set("status", status.as_str().to_string()).await;
+    }
+
+    /// Builds the view from chitchat's current state.
+    pub async fn view(&self) -> ClusterView {
+        let chitchat = self.handle.chitchat();
+        let guard = chitchat.lock().await;
+        let live: Vec<ChitchatId> = guard.live_nodes().cloned().collect();
+        let states: Vec<(ChitchatId, Endpoint)> = guard
+            .node_states()
+            .iter()
+            .filter_map(|(id, state)| endpoint_of(id, state, live.contains(id)).map(|e| (id.clone(), e)))
+            .collect();
+        drop(guard);
+        let mut endpoints: BTreeMap<Uuid, (u64, Endpoint)> = BTreeMap::new();
+        for (id, mut e) in states {
+            if e.host_id == self.local.host_id {
+                if id.generation_id != self.generation {
+                    continue;
+                }
+                e.alive = true;
+            }
+            match endpoints.get(&e.host_id) {
+                Some((generation, _)) if *generation >= id.generation_id => {}
+                _ => {
+                    endpoints.insert(e.host_id, (id.generation_id, e));
+                }
+            }
+        }
+        let endpoints = endpoints.into_iter().map(|(k, (_, e))| (k, e)).collect();
+        ClusterView::build(&self.cluster_name, self.local.host_id, endpoints, 0)
+    }
+
+    /// Rebuilds the view every `refresh` and publishes it when it changed,
+    /// reporting the differences as events. Runs until the task is dropped.
+    pub async fn run_refresh(self: Arc<Self>, refresh: Duration, view: Arc<ViewHandle>, events: tokio::sync::mpsc::UnboundedSender<ClusterEvent>) {
+        let mut tick = tokio::time::interval(refresh);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let next = self.view().await;
+            let prev = view.snapshot();
+            if same_endpoints(&prev.endpoints, &next.endpoints) {
+                continue;
+            }
+            for ev in diff(&prev, &next) {
+                tracing::info!(?ev, "cluster change");
+                let _ = events.send(ev);
+            }
+            view.publish(next);
+        }
+    }
+
+    /// Announces a clean shutdown and stops gossiping.
+    pub async fn shutdown(&self) {
+        self.set_status(Status::Shutdown).await;
+        // Let one or two rounds carry the news.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let _ = self.handle.initiate_shutdown();
+    }
+}
+
+fn join_tokens(tokens: &[i64]) -> String {
+    tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",")
+}
+
+fn endpoint_of(id: &ChitchatId, state: &NodeState, alive: bool) -> Option<Endpoint> {
+    let host_id: Uuid = state.get("host_id").or(Some(&*id.node_id)).and_then(|h| h.parse().ok())?;
+    let internode = state.get("internode").and_then(|a| a.parse().ok()).unwrap_or(id.gossip_advertise_addr);
+    let status = state.get("status").and_then(Status::parse).unwrap_or(Status::Joining);
+    let tokens = state
+        .get("tokens")
+        .map(|t| t.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    Some(Endpoint {
+        host_id,
+        internode,
+        rpc_address: state.get("rpc_address").and_then(|a| a.parse().ok()).unwrap_or(internode.ip()),
+        native_port: state.get("native_port").and_then(|p| p.parse().ok()).unwrap_or(9042),
+        dc: state.get("dc").unwrap_or("datacenter1").to_string(),
+        rack: state.get("rack").unwrap_or("rack1").to_string(),
+        tokens,
+        status,
+        // A node that announced its shutdown is down at once (as in Cassandra).
+        alive: alive && status != Status::Shutdown,
+        schema_version: state.get("schema").and_then(|s| s.parse().ok()),
+        release_version: state.get("release_version").unwrap_or("").to_string(),
+        load_bytes: state.get("load").and_then(|l| l.parse().ok()).unwrap_or(0),
+        generation: id.generation_id,
+    })
+}
+
+fn same_endpoints(a: &BTreeMap<Uuid, Endpoint>, b: &BTreeMap<Uuid, Endpoint>) -> bool {
+    a == b
+}
+
+fn native(e: &Endpoint) -> SocketAddr {
+    SocketAddr::new(e.rpc_address, e.native_port)
+}
+
+/// Driver-visible differences between two views.
+pub fn diff(prev: &ClusterView, next: &ClusterView) -> Vec<ClusterEvent> {
+    let mut out = Vec::new();
+    for (id, e) in &next.endpoints {
+        if *id == next.local {
+            continue;
+        }
+        match prev.endpoints.get(id) {
+            None => {
+                if e.status.owns_tokens() {
+                    out.push(ClusterEvent::NewNode(native(e)));
+                }
+                if e.alive {
+                    out.push(ClusterEvent::Up { host_id: *id, native: native(e) });
+                }
+            }
+            Some(p) => {
+                if !p.status.owns_tokens() && e.status.owns_tokens() {
+                    out.push(ClusterEvent::NewNode(native(e)));
+                }
+                if p.internode != e.internode && e.status.owns_tokens() {
+                    // Same host at a new address: drivers see the old one go.
+                    out.push(ClusterEvent::RemovedNode(native(p)));
+                    out.push(ClusterEvent::NewNode(native(e)));
+                }
+                if p.alive != e.alive || (p.internode != e.internode && e.alive) {
+                    out.push(if e.alive {
+                        ClusterEvent::Up { host_id: *id, native: native(e) }
+                    } else {
+                        ClusterEvent::Down { host_id: *id, native: native(e) }
+                    });
+                }
+                if e.status == Status::Left && p.status != Status::Left {
+                    out.push(ClusterEvent::RemovedNode(native(e)));
+                }
+            }
+        }
+    }
+    for (id, p) in &prev.endpoints {
+        if !next.endpoints.contains_key(id) && *id != prev.local {
+            out.push(ClusterEvent::RemovedNode(native(p)));
+        }
+    }
+    out
+}

@@ -1,0 +1,23 @@
+//! The cluster layer: membership (gossip over chitchat), the `ClusterView`
+//! snapshot, replica plans and consistency levels, the coordinator (writes,
+//! digest reads with blocking read repair, range scans), hinted handoff, the
+//! internode verb handlers, and schema propagation.
+//!
+//! Boundaries: `cql-server` calls the `Coordinator` for every read and write
+//! and implements `SchemaSync`; `node` wires gossip, the transport, hints and
+//! the verb dispatcher together. Only `net` knows internode bytes of the
+//! envelope; this crate defines the payloads of its own verbs (`wire`).
+//!
+//! Invariants: see each module; the overarching one is that a node is its
+//! host id (persisted), not its address.
+
+pub mod coordinator;
+pub mod gossip;
+pub mod plan;
+pub mod verbs;
+pub mod view;
+pub mod wire;
+
+pub use coordinator::{Coordinator, CoordinatorConfig};
+pub use plan::CoordError;
+pub use view::{ClusterView, Endpoint, Status, ViewHandle};

@@ -1,0 +1,218 @@
+//! The replica side of internode messaging: drains the transport's inbound
+//! queue and answers each request (apply mutations, raw reads and digests,
+//! key scans, read-repair writes, schema push/pull, echo). Also the hint
+//! dispatcher (replays stored hints to targets that are up again) and the
+//! schema puller (fetches the schema from a peer that gossips another
+//! version).
+//!
+//! Invariants:
+//! - Every request is answered or failed (`Failure` with a code), never
+//!   silently dropped, except when the node is shutting down.
+//! - An undecodable payload answers `Failure(MalformedPayload)` and changes
+//!   nothing.
+//! - Hints for a target are deleted only after the target acknowledged
+//!   every mutation in them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use net::{message, FailureCode, Inbound, ReadRequest, ReadResponse, Transport, Verb};
+use storage::Storage;
+use uuid::Uuid;
+
+use crate::coordinator::Coordinator;
+use crate::view::{Status, ViewHandle};
+use crate::wire;
+
+/// The schema as the cluster layer sees it (implemented by the CQL layer's
+/// schema service).
+pub trait SchemaSync: Send + Sync + 'static {
+    /// The current schema version (gossiped as `schema`).
+    fn version(&self) -> Uuid;
+    /// The user schema, serialized for a peer.
+    fn export(&self) -> Vec<u8>;
+    /// Merges a peer's exported schema; `Ok(true)` when it changed ours.
+    fn merge(&self, payload: &[u8]) -> Result<bool, String>;
+}
+
+/// Serves inbound requests until the queue closes.
+pub async fn serve<T: Transport + Clone>(coordinator: Arc<Coordinator<T>>, schema: Arc<dyn SchemaSync>, mut inbound: tokio::sync::mpsc::Receiver<Inbound>) {
+    while let Some(msg) = inbound.recv().await {
+        let storage = Arc::clone(&coordinator.storage);
+        let schema = Arc::clone(&schema);
+        let blocking = storage.writes_block() && matches!(msg.verb, Verb::MutationReq | Verb::RepairReq);
+        if blocking {
+            tokio::task::spawn_blocking(move || handle(&storage, &*schema, msg));
+        } else {
+            tokio::spawn(async move { handle(&storage, &*schema, msg) });
+        }
+    }
+}
+
+fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
+    let Inbound { from, verb, payload, responder } = msg;
+    let fail = |responder: net::Responder, code: FailureCode, e: &dyn std::fmt::Display| {
+        tracing::debug!(%from, ?verb, "internode request failed: {e}");
+        responder.fail(code, &e.to_string());
+    };
+    match verb {
+        Verb::Echo => responder.respond(Verb::EchoRsp, payload),
+        Verb::MutationReq => match message::decode_mutations(&payload) {
+            Ok(mutations) => match storage.apply(&mutations) {
+                Ok(()) => responder.respond(Verb::MutationRsp, Bytes::new()),
+                Err(e) => fail(responder, FailureCode::Storage, &e),
+            },
+            Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+        },
+        Verb::ReadReq | Verb::DigestReq => {
+            let read = ReadRequest::decode(&payload)
+                .map_err(|e| e.to_string())
+                .and_then(|r| wire::decode_command(r.table, r.token, r.partition_key.to_vec(), &r.command).map_err(|e| e.to_string()));
+            match read {
+                Ok(read) => match storage.read_raw(&read) {
+                    Ok(raw) => {
+                        let body = if verb == Verb::DigestReq {
+                            Bytes::copy_from_slice(&raw.digest())
+                        } else {
+                            let mut out = Vec::new();
+                            raw.encode(&mut out);
+                            Bytes::from(out)
+                        };
+                        let rsp = if verb == Verb::DigestReq { Verb::DigestRsp } else { Verb::ReadRsp };
+                        responder.respond(rsp, ReadResponse { body }.encode());
+                    }
+                    Err(e) => fail(responder, FailureCode::Storage, &e),
+                },
+                Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+            }
+        }
+        Verb::ScanReq => match wire::decode_scan(&payload) {
+            Ok(scan) => match storage.scan_keys(&scan) {
+                Ok(keys) => {
+                    let truncated = keys.len() >= scan.partition_limit;
+                    responder.respond(Verb::ScanRsp, wire::encode_keys(truncated, &keys));
+                }
+                Err(e) => fail(responder, FailureCode::Storage, &e),
+            },
+            Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+        },
+        Verb::RepairReq => match wire::decode_repair(&payload) {
+            Ok((table, cells)) => match storage.apply_raw(&table, &cells) {
+                Ok(()) => responder.respond(Verb::RepairRsp, Bytes::new()),
+                Err(e) => fail(responder, FailureCode::Storage, &e),
+            },
+            Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+        },
+        Verb::SchemaPush => match schema.merge(&payload) {
+            Ok(changed) => {
+                if changed {
+                    tracing::info!(%from, "schema updated from a peer's push");
+                }
+                responder.respond(Verb::SchemaRsp, Bytes::new());
+            }
+            Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+        },
+        Verb::SchemaPull => responder.respond(Verb::SchemaRsp, Bytes::from(schema.export())),
+        other => fail(responder, FailureCode::UnknownVerb, &format!("unexpected verb {other:?}")),
+    }
+}
+
+/// Replays hints to targets that are alive, every `period`. Runs forever.
+pub async fn dispatch_hints<T: Transport + Clone>(coordinator: Arc<Coordinator<T>>, period: Duration) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let _ = replay_once(&coordinator).await;
+    }
+}
+
+/// One pass over every target with hints; returns hints delivered.
+pub async fn replay_once<T: Transport + Clone>(coordinator: &Coordinator<T>) -> usize {
+    let mut delivered = 0;
+    for target in coordinator.hints.targets() {
+        let view = coordinator.view.snapshot();
+        let Some(endpoint) = view.endpoint(target) else { continue };
+        if !endpoint.alive || !matches!(endpoint.status, Status::Normal | Status::Leaving) || target == view.local {
+            continue;
+        }
+        let addr = endpoint.internode;
+        loop {
+            let batch = match coordinator.hints.next_batch(target, 1 << 20) {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%target, "cannot read hints: {e}");
+                    break;
+                }
+            };
+            let mut ok = true;
+            for hint in &batch.hints {
+                let sent = coordinator
+                    .transport
+                    .send_request(addr, Verb::MutationReq, Bytes::copy_from_slice(&hint.payload), coordinator.config.write_timeout)
+                    .await;
+                if let Err(e) = sent {
+                    tracing::debug!(%target, "hint replay paused: {e}");
+                    ok = false;
+                    break;
+                }
+                delivered += 1;
+            }
+            if !ok {
+                break;
+            }
+            if let Err(e) = coordinator.hints.ack(&batch) {
+                tracing::warn!(%target, "cannot ack hints: {e}");
+                break;
+            }
+        }
+        if delivered > 0 {
+            tracing::info!(%target, delivered, "hints replayed");
+        }
+    }
+    delivered
+}
+
+/// Pulls the schema from a live peer whose gossiped version differs from
+/// ours, every `period`, and pushes ours to peers after local DDL (see
+/// `push_schema`). Runs forever.
+pub async fn sync_schema<T: Transport + Clone>(view: Arc<ViewHandle>, transport: T, schema: Arc<dyn SchemaSync>, period: Duration) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let v = view.snapshot();
+        let ours = schema.version();
+        let differing: Vec<_> = v
+            .peers()
+            .filter(|e| e.alive && e.schema_version.is_some() && e.schema_version != Some(ours))
+            .map(|e| e.internode)
+            .collect();
+        for addr in differing {
+            match transport.send_request(addr, Verb::SchemaPull, Bytes::new(), Duration::from_secs(5)).await {
+                Ok((_, payload)) => match schema.merge(&payload) {
+                    Ok(true) => tracing::info!(%addr, "schema pulled from a peer"),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(%addr, "bad schema from a peer: {e}"),
+                },
+                Err(e) => tracing::debug!(%addr, "schema pull failed: {e}"),
+            }
+        }
+    }
+}
+
+/// Pushes our schema to every live peer and waits (bounded) for their answers.
+pub async fn push_schema<T: Transport>(view: &ViewHandle, transport: &T, schema: &dyn SchemaSync) {
+    let v = view.snapshot();
+    let payload = Bytes::from(schema.export());
+    let sends: Vec<_> = v
+        .peers()
+        .filter(|e| e.alive)
+        .map(|e| transport.send_request(e.internode, Verb::SchemaPush, payload.clone(), Duration::from_secs(5)))
+        .collect();
+    for s in sends {
+        let _ = s.await;
+    }
+}

@@ -1,0 +1,246 @@
+//! `ClusterView`: an immutable snapshot of the cluster as this node sees it
+//! (endpoints, their status and liveness, the token ring), swapped atomically
+//! by gossip and read by everything else: the coordinator, the system tables
+//! (`system.peers`), the admin API.
+//!
+//! Invariants:
+//! - Endpoints are keyed by host id, never by address: a known host id that
+//!   shows up at a new address is the same node (a disk re-attached to a new
+//!   machine), and its address is updated in place.
+//! - The token ring holds exactly the endpoints whose status owns tokens
+//!   (NORMAL, LEAVING, and shut-down nodes that were NORMAL), so a node that
+//!   is down keeps its ranges (writes to it are hinted, not moved).
+//! - Only the gossip task (or a test) publishes; readers take `snapshot()`
+//!   and never hold a lock while working.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, RwLock};
+
+use ring::strategy::ReplicationStrategy;
+use ring::topology::{HostId, NodeInfo, TokenMetadata};
+use types::schema::{KeyspaceDef, Replication};
+use uuid::Uuid;
+
+/// Gossip status (Cassandra's STATUS application state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Status {
+    /// Started, choosing tokens; owns nothing yet.
+    Joining,
+    Normal,
+    Leaving,
+    Left,
+    /// Announced a clean shutdown; keeps its tokens.
+    Shutdown,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Joining => "BOOT",
+            Status::Normal => "NORMAL",
+            Status::Leaving => "LEAVING",
+            Status::Left => "LEFT",
+            Status::Shutdown => "shutdown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Some(match s {
+            "BOOT" => Status::Joining,
+            "NORMAL" => Status::Normal,
+            "LEAVING" => Status::Leaving,
+            "LEFT" => Status::Left,
+            "shutdown" => Status::Shutdown,
+            _ => return None,
+        })
+    }
+
+    /// Whether an endpoint in this status owns its tokens.
+    pub fn owns_tokens(self) -> bool {
+        matches!(self, Status::Normal | Status::Leaving | Status::Shutdown)
+    }
+
+    /// nodetool's one-letter state: N(ormal), J(oining), L(eaving), M(oving).
+    pub fn letter(self) -> char {
+        match self {
+            Status::Joining => 'J',
+            Status::Leaving | Status::Left => 'L',
+            Status::Normal | Status::Shutdown => 'N',
+        }
+    }
+}
+
+/// One node as this node knows it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Endpoint {
+    pub host_id: Uuid,
+    /// Internode address: listen_address and storage_port.
+    pub internode: SocketAddr,
+    /// Where CQL clients reach it.
+    pub rpc_address: IpAddr,
+    pub native_port: u16,
+    pub dc: String,
+    pub rack: String,
+    pub tokens: Vec<i64>,
+    pub status: Status,
+    /// The failure detector's verdict (always true for the local node).
+    pub alive: bool,
+    pub schema_version: Option<Uuid>,
+    pub release_version: String,
+    /// Bytes of live data on disk, as last gossiped.
+    pub load_bytes: u64,
+    /// Gossip generation (seconds since the epoch at start).
+    pub generation: u64,
+}
+
+impl Endpoint {
+    pub fn address(&self) -> IpAddr {
+        self.internode.ip()
+    }
+
+    /// nodetool status' two letters: U/D then N/J/L.
+    pub fn state(&self) -> String {
+        format!("{}{}", if self.alive { 'U' } else { 'D' }, self.status.letter())
+    }
+}
+
+/// The cluster at one moment.
+#[derive(Clone, Debug)]
+pub struct ClusterView {
+    pub cluster_name: String,
+    pub local: Uuid,
+    pub endpoints: BTreeMap<Uuid, Endpoint>,
+    /// The ring of token-owning endpoints.
+    pub ring: TokenMetadata,
+    /// Bumped on every publish.
+    pub version: u64,
+}
+
+pub fn host(id: Uuid) -> HostId {
+    HostId(id.as_u128())
+}
+
+pub fn uuid(id: HostId) -> Uuid {
+    Uuid::from_u128(id.0)
+}
+
+/// The ring placement a keyspace's replication asks for.
+pub fn strategy(replication: &Replication) -> ReplicationStrategy {
+    match replication {
+        Replication::Simple { replication_factor } => ReplicationStrategy::Simple { rf: *replication_factor },
+        Replication::NetworkTopology { data_centers } => ReplicationStrategy::NetworkTopology { dcs: data_centers.clone() },
+        Replication::Local => ReplicationStrategy::Local,
+    }
+}
+
+impl ClusterView {
+    /// A view holding only this node (before gossip has run, or alone).
+    pub fn single(cluster_name: &str, local: Endpoint) -> ClusterView {
+        let mut endpoints = BTreeMap::new();
+        let id = local.host_id;
+        endpoints.insert(id, local);
+        ClusterView::build(cluster_name, id, endpoints, 0)
+    }
+
+    /// Builds the ring from the endpoints.
+    pub fn build(cluster_name: &str, local: Uuid, endpoints: BTreeMap<Uuid, Endpoint>, version: u64) -> ClusterView {
+        let mut ring = TokenMetadata::new();
+        for e in endpoints.values() {
+            if e.status.owns_tokens() && !e.tokens.is_empty() {
+                // A token claimed twice: the first (smaller host id) keeps it;
+                // the conflict is logged by gossip.
+                if let Err(err) = ring.add_node(NodeInfo::new(host(e.host_id), e.dc.clone(), e.rack.clone()), e.tokens.iter().copied()) {
+                    tracing::warn!(host_id = %e.host_id, "not placing endpoint in the ring: {err}");
+                }
+            }
+        }
+        ClusterView { cluster_name: cluster_name.to_string(), local, endpoints, ring, version }
+    }
+
+    pub fn local(&self) -> Option<&Endpoint> {
+        self.endpoints.get(&self.local)
+    }
+
+    pub fn endpoint(&self, id: Uuid) -> Option<&Endpoint> {
+        self.endpoints.get(&id)
+    }
+
+    /// Other nodes (not LEFT).
+    pub fn peers(&self) -> impl Iterator<Item = &Endpoint> + '_ {
+        self.endpoints.values().filter(move |e| e.host_id != self.local && e.status != Status::Left)
+    }
+
+    pub fn is_alive(&self, id: Uuid) -> bool {
+        id == self.local || self.endpoints.get(&id).map(|e| e.alive).unwrap_or(false)
+    }
+
+    pub fn by_address(&self, ip: IpAddr) -> Option<&Endpoint> {
+        self.endpoints.values().find(|e| e.internode.ip() == ip)
+    }
+
+    pub fn by_internode(&self, addr: SocketAddr) -> Option<&Endpoint> {
+        self.endpoints.values().find(|e| e.internode == addr)
+    }
+
+    /// The replicas of `token` for a keyspace, primary first. A keyspace
+    /// with local replication (the system keyspaces) lives on this node only.
+    pub fn replicas(&self, ks: &KeyspaceDef, token: i64) -> Vec<Uuid> {
+        if matches!(ks.replication, Replication::Local) || self.ring.is_empty() {
+            return vec![self.local];
+        }
+        strategy(&ks.replication).replicas(&self.ring, token).into_iter().map(uuid).collect()
+    }
+
+    /// The local data center.
+    pub fn local_dc(&self) -> &str {
+        self.local().map(|e| e.dc.as_str()).unwrap_or("datacenter1")
+    }
+
+    pub fn dc_of(&self, id: Uuid) -> Option<&str> {
+        self.endpoints.get(&id).map(|e| e.dc.as_str())
+    }
+
+    /// Schema versions and the addresses reporting each (describecluster).
+    pub fn schema_versions(&self) -> BTreeMap<String, Vec<IpAddr>> {
+        let mut out: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
+        for e in self.endpoints.values().filter(|e| e.alive && e.status != Status::Left) {
+            let v = e.schema_version.map(|v| v.to_string()).unwrap_or_else(|| "UNKNOWN".to_string());
+            out.entry(v).or_default().push(e.address());
+        }
+        out
+    }
+}
+
+/// The current view, swapped atomically, with a change notification.
+pub struct ViewHandle {
+    current: RwLock<Arc<ClusterView>>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl ViewHandle {
+    pub fn new(view: ClusterView) -> ViewHandle {
+        let (changed, _) = tokio::sync::watch::channel(view.version);
+        ViewHandle { current: RwLock::new(Arc::new(view)), changed }
+    }
+
+    pub fn snapshot(&self) -> Arc<ClusterView> {
+        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn publish(&self, mut view: ClusterView) {
+        let version = {
+            let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
+            view.version = cur.version + 1;
+            let v = view.version;
+            *cur = Arc::new(view);
+            v
+        };
+        self.changed.send_replace(version);
+    }
+
+    /// Notified on every publish.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}

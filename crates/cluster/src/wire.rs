@@ -1,0 +1,283 @@
+//! Payloads the cluster layer defines on top of `net`'s frames: the read
+//! command inside `ReadReq`/`DigestReq`, scans (`ScanReq`/`ScanRsp`), read
+//! repair (`RepairReq`), and the schema messages (`SchemaPush`/`SchemaPull`
+//! carry JSON keyspace definitions). Big-endian, length-prefixed, like
+//! `net::message`; layouts in `crates/net/FORMAT.md`'s terms:
+//!
+//! ```text
+//! bound    := inclusive:u8 count:u16 blob[count]
+//! command  := flags:u8 (bit0 reversed, bit1 include_static) row_limit:u64 now:i32
+//!             range_count:u16 (start:bound end:bound)[range_count]
+//! ScanReq  := table:uuid start_token:i64 end_token:i64 has_after:u8 [after_key:blob]
+//!             partition_limit:u32
+//! ScanRsp  := truncated:u8 count:u32 (token:i64 key:blob)[count]
+//! RepairReq:= table:uuid count:u32 (key:blob value:blob)[count]
+//! ```
+//!
+//! Invariants: decoders are bounds-checked and never panic on garbage; every
+//! count is checked against the bytes left before allocating.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use storage::{PartitionRead, ScanRange};
+use types::mutation::ClusteringBound;
+use uuid::Uuid;
+
+#[derive(Debug, thiserror::Error)]
+#[error("malformed {what}")]
+pub struct WireError {
+    pub what: &'static str,
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        if self.buf.len() < n {
+            return Err(WireError { what: self.what });
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, WireError> {
+        let b = self.take(2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, WireError> {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_be_bytes(a))
+    }
+    fn i32(&mut self) -> Result<i32, WireError> {
+        Ok(self.u32()? as i32)
+    }
+    fn u64(&mut self) -> Result<u64, WireError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_be_bytes(a))
+    }
+    fn i64(&mut self) -> Result<i64, WireError> {
+        Ok(self.u64()? as i64)
+    }
+    fn uuid(&mut self) -> Result<Uuid, WireError> {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(self.take(16)?);
+        Ok(Uuid::from_bytes(a))
+    }
+    fn blob(&mut self) -> Result<&'a [u8], WireError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    /// A count of items each at least `min_item` bytes long.
+    fn count(&mut self, n: usize, min_item: usize) -> Result<usize, WireError> {
+        if n.saturating_mul(min_item) > self.buf.len() {
+            return Err(WireError { what: self.what });
+        }
+        Ok(n)
+    }
+    fn finish(&self) -> Result<(), WireError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(WireError { what: self.what })
+        }
+    }
+}
+
+fn put_blob(out: &mut BytesMut, b: &[u8]) {
+    out.put_u32(b.len() as u32);
+    out.put_slice(b);
+}
+
+fn put_bound(out: &mut BytesMut, b: &ClusteringBound) {
+    out.put_u8(u8::from(b.inclusive));
+    out.put_u16(b.prefix.len() as u16);
+    for p in &b.prefix {
+        put_blob(out, p);
+    }
+}
+
+fn bound(r: &mut Reader<'_>) -> Result<ClusteringBound, WireError> {
+    let inclusive = r.u8()? != 0;
+    let n = r.u16()? as usize;
+    let n = r.count(n, 4)?;
+    let mut prefix = Vec::with_capacity(n);
+    for _ in 0..n {
+        prefix.push(Bytes::copy_from_slice(r.blob()?));
+    }
+    Ok(ClusteringBound { prefix, inclusive })
+}
+
+/// The slice part of a partition read (table, token and key travel in `net::ReadRequest`).
+pub fn encode_command(read: &PartitionRead) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_u8(u8::from(read.reversed) | (u8::from(read.include_static) << 1));
+    out.put_u64(read.row_limit as u64);
+    out.put_i32(read.now);
+    out.put_u16(read.ranges.len() as u16);
+    for (s, e) in &read.ranges {
+        put_bound(&mut out, s);
+        put_bound(&mut out, e);
+    }
+    out.freeze()
+}
+
+pub fn decode_command(table: Uuid, token: i64, partition_key: Vec<u8>, bytes: &[u8]) -> Result<PartitionRead, WireError> {
+    let mut r = Reader { buf: bytes, what: "read command" };
+    let flags = r.u8()?;
+    let row_limit = usize::try_from(r.u64()?).unwrap_or(usize::MAX);
+    let now = r.i32()?;
+    let n = r.u16()? as usize;
+    let n = r.count(n, 6)?;
+    let mut ranges = Vec::with_capacity(n);
+    for _ in 0..n {
+        ranges.push((bound(&mut r)?, bound(&mut r)?));
+    }
+    r.finish()?;
+    Ok(PartitionRead { table, token, partition_key, ranges, reversed: flags & 1 != 0, include_static: flags & 2 != 0, row_limit, now })
+}
+
+pub fn encode_scan(scan: &ScanRange) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_slice(scan.table.as_bytes());
+    out.put_i64(scan.start_token);
+    out.put_i64(scan.end_token);
+    match &scan.after_key {
+        Some(k) => {
+            out.put_u8(1);
+            put_blob(&mut out, k);
+        }
+        None => out.put_u8(0),
+    }
+    out.put_u32(u32::try_from(scan.partition_limit).unwrap_or(u32::MAX));
+    out.freeze()
+}
+
+/// A key scan: the per-partition read is unused by replicas (they return keys only).
+pub fn decode_scan(bytes: &[u8]) -> Result<ScanRange, WireError> {
+    let mut r = Reader { buf: bytes, what: "scan request" };
+    let table = r.uuid()?;
+    let start_token = r.i64()?;
+    let end_token = r.i64()?;
+    let after_key = if r.u8()? != 0 { Some(r.blob()?.to_vec()) } else { None };
+    let partition_limit = r.u32()? as usize;
+    r.finish()?;
+    Ok(ScanRange {
+        table,
+        start_token,
+        after_key,
+        end_token,
+        partition_limit,
+        per_partition: PartitionRead {
+            table,
+            token: 0,
+            partition_key: Vec::new(),
+            ranges: Vec::new(),
+            reversed: false,
+            include_static: true,
+            row_limit: usize::MAX,
+            now: 0,
+        },
+        row_limit: usize::MAX,
+    })
+}
+
+pub fn encode_keys(truncated: bool, keys: &[(i64, Vec<u8>)]) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_u8(u8::from(truncated));
+    out.put_u32(keys.len() as u32);
+    for (t, k) in keys {
+        out.put_i64(*t);
+        put_blob(&mut out, k);
+    }
+    out.freeze()
+}
+
+pub fn decode_keys(bytes: &[u8]) -> Result<(bool, Vec<(i64, Vec<u8>)>), WireError> {
+    let mut r = Reader { buf: bytes, what: "scan response" };
+    let truncated = r.u8()? != 0;
+    let n = r.u32()? as usize;
+    let n = r.count(n, 12)?;
+    let mut keys = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = r.i64()?;
+        keys.push((t, r.blob()?.to_vec()));
+    }
+    r.finish()?;
+    Ok((truncated, keys))
+}
+
+pub fn encode_repair(table: Uuid, cells: &[(Vec<u8>, Vec<u8>)]) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_slice(table.as_bytes());
+    out.put_u32(cells.len() as u32);
+    for (k, v) in cells {
+        put_blob(&mut out, k);
+        put_blob(&mut out, v);
+    }
+    out.freeze()
+}
+
+pub type RepairCells = Vec<(Vec<u8>, Vec<u8>)>;
+
+pub fn decode_repair(bytes: &[u8]) -> Result<(Uuid, RepairCells), WireError> {
+    let mut r = Reader { buf: bytes, what: "repair request" };
+    let table = r.uuid()?;
+    let n = r.u32()? as usize;
+    let n = r.count(n, 8)?;
+    let mut cells = Vec::with_capacity(n);
+    for _ in 0..n {
+        let k = r.blob()?.to_vec();
+        cells.push((k, r.blob()?.to_vec()));
+    }
+    r.finish()?;
+    Ok((table, cells))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn round_trips() {
+        let read = PartitionRead {
+            table: Uuid::from_u128(7),
+            token: 42,
+            partition_key: b"pk".to_vec(),
+            ranges: vec![(
+                ClusteringBound { prefix: vec![Bytes::from_static(b"a")], inclusive: false },
+                ClusteringBound::unbounded(),
+            )],
+            reversed: true,
+            include_static: false,
+            row_limit: 10,
+            now: 99,
+        };
+        let back = decode_command(read.table, 42, b"pk".to_vec(), &encode_command(&read)).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{read:?}"));
+        let keys = vec![(1, b"x".to_vec()), (-5, Vec::new())];
+        assert_eq!(decode_keys(&encode_keys(true, &keys)).unwrap(), (true, keys));
+        let cells = vec![(b"k".to_vec(), b"v".to_vec())];
+        assert_eq!(decode_repair(&encode_repair(Uuid::from_u128(3), &cells)).unwrap(), (Uuid::from_u128(3), cells));
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for _ in 0..20_000 {
+            let len = rng.gen_range(0..64);
+            let bytes: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            let _ = decode_command(Uuid::nil(), 0, Vec::new(), &bytes);
+            let _ = decode_scan(&bytes);
+            let _ = decode_keys(&bytes);
+            let _ = decode_repair(&bytes);
+        }
+    }
+}

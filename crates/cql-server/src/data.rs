@@ -1,0 +1,77 @@
+//! The data plane seam: how statement executors reach the data. Reads and
+//! writes name a keyspace and a consistency level; the implementation decides
+//! where the replicas are. `LocalPlane` is a node alone (the storage engine
+//! plus the single-node availability check); the cluster's implementation
+//! (in `node`, over `cluster::Coordinator`) sends to replicas.
+//!
+//! Invariants:
+//! - Executors never call `Storage` for user data directly; they go through
+//!   this trait, so every read and write honours its consistency level.
+//! - Implementations answer synchronously; a cluster implementation may
+//!   block the calling thread on the network (the server calls it where that
+//!   is allowed).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use storage::{Partition, PartitionRead, ScanRange, Storage};
+use types::mutation::Mutation;
+use types::schema::KeyspaceDef;
+use types::Consistency;
+use uuid::Uuid;
+
+use crate::error::QueryError;
+
+/// Another node, as `system.peers` shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerInfo {
+    pub peer: IpAddr,
+    pub peer_port: u16,
+    pub rpc_address: IpAddr,
+    pub native_port: u16,
+    pub data_center: String,
+    pub rack: String,
+    pub host_id: Uuid,
+    pub tokens: Vec<i64>,
+    pub schema_version: Option<Uuid>,
+    pub release_version: String,
+}
+
+pub trait DataPlane: Send + Sync {
+    /// Applies mutations of one keyspace at `cl`. `write_type` is what a
+    /// WriteTimeout reports (`SIMPLE`, `BATCH`, `UNLOGGED_BATCH`).
+    fn mutate(&self, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), QueryError>;
+    /// Reads one partition at `cl`.
+    fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError>;
+    /// Partition keys in a token range at `cl`.
+    fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, QueryError>;
+    /// Other nodes (for `system.peers`).
+    fn peers(&self) -> Vec<PeerInfo> {
+        Vec::new()
+    }
+    /// Called after this node changed the schema (DDL): tell the peers.
+    fn schema_changed(&self) {}
+}
+
+/// A node alone: storage plus the single-node availability check.
+pub struct LocalPlane {
+    pub storage: Arc<Storage>,
+    pub local_dc: String,
+}
+
+impl DataPlane for LocalPlane {
+    fn mutate(&self, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, _write_type: &'static str) -> Result<(), QueryError> {
+        crate::processor::check_consistency(ks, cl, true, &self.local_dc)?;
+        Ok(self.storage.apply(&mutations)?)
+    }
+
+    fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError> {
+        crate::processor::check_consistency(ks, cl, false, &self.local_dc)?;
+        Ok(self.storage.read_partition(&read)?)
+    }
+
+    fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
+        crate::processor::check_consistency(ks, cl, false, &self.local_dc)?;
+        Ok(self.storage.scan_keys(scan)?)
+    }
+}

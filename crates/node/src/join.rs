@@ -1,0 +1,237 @@
+//! Joining the cluster: starts internode messaging and gossip, chooses the
+//! node's tokens on first start (balanced allocation against the ring gossip
+//! shows, Cassandra 4's `allocate_tokens_for_local_replication_factor`),
+//! becomes NORMAL, and spawns the cluster's background tasks (view refresh
+//! and driver events, verb handlers, hint replay, schema sync, load gossip).
+//!
+//! Invariants:
+//! - Tokens are chosen once and persisted before the node announces them;
+//!   a restart (under any address) announces the same tokens.
+//! - A non-seed node refuses to pick tokens before it has heard from a
+//!   NORMAL peer (otherwise two first starts would each build a ring alone).
+//! - CQL clients are served only after the node is NORMAL (the caller starts
+//!   the CQL server after `join` returns).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use cluster::gossip::{ClusterEvent, Gossip, GossipConfig, LocalState};
+use cluster::verbs::{self, SchemaSync};
+use cluster::{ClusterView, Coordinator, CoordinatorConfig, Endpoint, Status, ViewHandle};
+use cql_protocol::{Event, StatusChangeType, TopologyChangeType};
+use net::{TcpConfig, TcpTransport};
+use rand::SeedableRng;
+use storage::Storage;
+use uuid::Uuid;
+
+use crate::config::NodeConfig;
+
+pub struct Joined {
+    pub view: Arc<ViewHandle>,
+    pub coordinator: Arc<Coordinator<TcpTransport>>,
+    pub gossip: Arc<Gossip>,
+    pub transport: TcpTransport,
+    pub tokens: Vec<i64>,
+    pub hints: Arc<hints::HintStore>,
+    data_dir: std::path::PathBuf,
+    inbound: Option<tokio::sync::mpsc::Receiver<net::Inbound>>,
+    events: Option<tokio::sync::mpsc::UnboundedReceiver<ClusterEvent>>,
+}
+
+/// Cassandra 4's default for `allocate_tokens_for_local_replication_factor`.
+const ALLOCATION_RF: u32 = 3;
+
+fn seed_addrs(config: &NodeConfig) -> Vec<SocketAddr> {
+    config
+        .seeds
+        .iter()
+        .filter_map(|s| {
+            let s = s.trim();
+            s.parse::<SocketAddr>().ok().or_else(|| s.parse::<std::net::IpAddr>().ok().map(|ip| SocketAddr::new(ip, config.storage_port)))
+        })
+        .collect()
+}
+
+pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, generation: u64, release_version: &str) -> anyhow::Result<Joined> {
+    let internode = SocketAddr::new(config.listen_address, config.storage_port);
+    let (transport, inbound) = TcpTransport::bind(TcpConfig::new(internode))
+        .await
+        .with_context(|| format!("cannot listen for peers on {internode} (storage_port)"))?;
+    let hints = Arc::new(
+        hints::HintStore::open(hints::HintConfig {
+            dir: config.data_dir.join("hints"),
+            max_bytes_per_target: 1 << 30,
+            segment_bytes: hints::DEFAULT_SEGMENT_BYTES,
+        })
+        .context("cannot open the hints directory")?,
+    );
+    let persisted: Vec<i64> = storage
+        .local_get("tokens")
+        .map(|t| t.split(',').filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
+    let local = LocalState {
+        host_id,
+        internode,
+        rpc_address: config.rpc_address,
+        native_port: config.native_port,
+        dc: config.dc.clone(),
+        rack: config.rack.clone(),
+        release_version: release_version.to_string(),
+    };
+    let seeds = seed_addrs(config);
+    let gossip_config = GossipConfig::new(&config.cluster_name, generation, internode, seeds.clone());
+    let status = if persisted.is_empty() { Status::Joining } else { Status::Normal };
+    let gossip = Arc::new(Gossip::start(&gossip_config, local.clone(), status, &persisted).await.context("cannot start gossip")?);
+
+    let me = Endpoint {
+        host_id,
+        internode,
+        rpc_address: config.rpc_address,
+        native_port: config.native_port,
+        dc: config.dc.clone(),
+        rack: config.rack.clone(),
+        tokens: persisted.clone(),
+        status,
+        alive: true,
+        schema_version: None,
+        release_version: release_version.to_string(),
+        load_bytes: 0,
+        generation,
+    };
+    let view = Arc::new(ViewHandle::new(ClusterView::single(&config.cluster_name, me)));
+
+    let tokens = if persisted.is_empty() {
+        let i_am_seed = seeds.is_empty() || seeds.contains(&internode);
+        let alone = seeds.iter().all(|s| *s == internode);
+        let ring = if alone { gossip.view().await } else { wait_for_ring(&gossip, i_am_seed, &seeds).await? };
+        let mut rng = rand::rngs::StdRng::from_entropy();
+        let tokens = ring::allocation::allocate_tokens(&ring.ring, &config.dc, &config.rack, config.num_tokens as usize, ALLOCATION_RF, &mut rng);
+        let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+        storage.local_set("tokens", &text.join(","))?;
+        tracing::info!(count = tokens.len(), peers = ring.endpoints.len().saturating_sub(1), "allocated tokens");
+        gossip.set_tokens(&tokens).await;
+        gossip.set_status(Status::Normal).await;
+        tokens
+    } else {
+        persisted
+    };
+    let coordinator_config = CoordinatorConfig {
+        write_timeout: config.write_request_timeout,
+        read_timeout: config.read_request_timeout,
+        hinted_handoff_enabled: config.hinted_handoff_enabled,
+        max_hint_window: config.max_hint_window,
+    };
+    let coordinator = Arc::new(Coordinator::new(Arc::clone(&view), Arc::clone(storage), transport.clone(), Arc::clone(&hints), coordinator_config));
+    // First real view before serving.
+    view.publish(gossip.view().await);
+    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(Arc::clone(&gossip).run_refresh(Duration::from_millis(100), Arc::clone(&view), events_tx));
+    Ok(Joined { view, coordinator, gossip, transport, tokens, hints, data_dir: config.data_dir.clone(), inbound: Some(inbound), events: Some(events_rx) })
+}
+
+/// Waits until gossip shows a ring to join: a seed alone proceeds after a
+/// few rounds; anyone else waits for a NORMAL peer (at most 60 s).
+async fn wait_for_ring(gossip: &Gossip, i_am_seed: bool, seeds: &[SocketAddr]) -> anyhow::Result<ClusterView> {
+    let start = Instant::now();
+    let settle = Duration::from_secs(2);
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let view = gossip.view().await;
+        let normal_peers = view.peers().filter(|e| e.status == Status::Normal && e.alive && !e.tokens.is_empty()).count();
+        let joining_peers = view.peers().filter(|e| e.status == Status::Joining && e.alive).count();
+        if normal_peers > 0 && start.elapsed() >= settle && joining_peers == 0 {
+            return Ok(view);
+        }
+        if i_am_seed && normal_peers == 0 && start.elapsed() >= settle {
+            return Ok(view);
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            anyhow::bail!("Unable to contact any seeds: {seeds:?} (no NORMAL node answered gossip within 60 s)");
+        }
+    }
+}
+
+impl Joined {
+    /// Spawns the cluster's background tasks. `processor_events` receives
+    /// the driver-visible events.
+    pub fn spawn_tasks(&mut self, schema: Arc<dyn SchemaSync>, processor_events: tokio::sync::broadcast::Sender<Event>, mut schema_changed: tokio::sync::mpsc::UnboundedReceiver<()>) {
+        if let Some(inbound) = self.inbound.take() {
+            tokio::spawn(verbs::serve(Arc::clone(&self.coordinator), Arc::clone(&schema), inbound));
+        }
+        tokio::spawn(verbs::dispatch_hints(Arc::clone(&self.coordinator), Duration::from_millis(500)));
+        tokio::spawn(verbs::sync_schema(Arc::clone(&self.view), self.transport.clone(), Arc::clone(&schema), Duration::from_millis(500)));
+        // Driver events, and the hint window's down-since clock.
+        if let Some(mut events) = self.events.take() {
+            let coordinator = Arc::clone(&self.coordinator);
+            let view = Arc::clone(&self.view);
+            tokio::spawn(async move {
+                while let Some(ev) = events.recv().await {
+                    coordinator.observe_liveness(&view.snapshot());
+                    let event = match ev {
+                        ClusterEvent::NewNode(addr) => Event::TopologyChange { change: TopologyChangeType::NewNode, addr },
+                        ClusterEvent::RemovedNode(addr) => Event::TopologyChange { change: TopologyChangeType::RemovedNode, addr },
+                        ClusterEvent::Up { native, .. } => Event::StatusChange { change: StatusChangeType::Up, addr: native },
+                        ClusterEvent::Down { native, .. } => Event::StatusChange { change: StatusChangeType::Down, addr: native },
+                    };
+                    let _ = processor_events.send(event);
+                }
+            });
+        }
+        // Gossip the schema version and load; push schema after local DDL.
+        let gossip = Arc::clone(&self.gossip);
+        let view = Arc::clone(&self.view);
+        let transport = self.transport.clone();
+        let data_dir = self.data_dir.clone();
+        let hints = Arc::clone(&self.hints);
+        tokio::spawn(async move {
+            let mut last_version = None;
+            let mut last_load = Instant::now() - Duration::from_secs(60);
+            let mut last_sync = Instant::now();
+            loop {
+                let pushed = tokio::select! {
+                    m = schema_changed.recv() => m.is_some(),
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => false,
+                };
+                let version = schema.version();
+                if last_version != Some(version) {
+                    gossip.set("schema", version.to_string()).await;
+                    last_version = Some(version);
+                }
+                if pushed {
+                    verbs::push_schema(&view, &transport, &*schema).await;
+                }
+                if last_load.elapsed() > Duration::from_secs(5) {
+                    let dir = data_dir.clone();
+                    let load = tokio::task::spawn_blocking(move || dir_size(&dir)).await.unwrap_or(0);
+                    gossip.set("load", load.to_string()).await;
+                    last_load = Instant::now();
+                }
+                if last_sync.elapsed() > Duration::from_secs(5) {
+                    if let Err(e) = hints.sync() {
+                        tracing::warn!("cannot sync hints: {e}");
+                    }
+                    last_sync = Instant::now();
+                }
+            }
+        });
+    }
+}
+
+/// Bytes under `dir` (nodetool's "Load": what the node stores), hints excluded.
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut total = 0;
+    for e in entries.flatten() {
+        let Ok(meta) = e.metadata() else { continue };
+        if meta.is_dir() {
+            if e.file_name() != "hints" {
+                total += dir_size(&e.path());
+            }
+        } else {
+            total += meta.len();
+        }
+    }
+    total
+}

@@ -1,0 +1,115 @@
+//! The cluster's data plane: `cql_server::data::DataPlane` over
+//! `cluster::Coordinator`, and the schema service seen as
+//! `cluster::verbs::SchemaSync`.
+//!
+//! The statement executors are synchronous; the coordinator is async. A
+//! call first polls the coordinator's future once: requests served by this
+//! node alone (its own replica at ONE, RF=1 on its own range) finish there
+//! without leaving the thread. Otherwise the thread is handed over to the
+//! runtime (`block_in_place`) while the future completes, so network waits
+//! never stall the other connections' tasks.
+//!
+//! Invariants:
+//! - Coordinator errors map to the CQL errors of the same name with
+//!   Cassandra's payloads (Unavailable, WriteTimeout, ReadTimeout).
+//! - Must be called from a multi-threaded runtime's worker or blocking thread.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use cluster::verbs::SchemaSync;
+use cluster::{CoordError, Coordinator};
+use cql_server::data::{DataPlane, PeerInfo};
+use cql_server::error::QueryError;
+use cql_server::schema::SchemaService;
+use net::TcpTransport;
+use storage::{Partition, PartitionRead, ScanRange};
+use types::mutation::Mutation;
+use types::schema::KeyspaceDef;
+use types::Consistency;
+use uuid::Uuid;
+
+pub struct ClusterPlane {
+    pub coordinator: Arc<Coordinator<TcpTransport>>,
+    /// Told after local DDL (the node pushes the schema to peers and gossips its version).
+    pub schema_changed: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+fn run<T>(fut: impl Future<Output = T>) -> T {
+    let mut fut = pin!(fut);
+    if let Poll::Ready(v) = fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        return v;
+    }
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(move || handle.block_on(fut))
+}
+
+pub fn query_error(e: CoordError) -> QueryError {
+    match e {
+        CoordError::Unavailable { consistency, required, alive } => QueryError::Unavailable { consistency, required, alive },
+        CoordError::WriteTimeout { consistency, received, block_for, write_type } => {
+            QueryError::WriteTimeout { consistency, received, block_for, write_type: write_type.to_string() }
+        }
+        CoordError::ReadTimeout { consistency, received, block_for, data_present } => {
+            QueryError::ReadTimeout { consistency, received, block_for, data_present }
+        }
+        CoordError::Invalid(m) => QueryError::Invalid(m),
+        CoordError::Server(m) => QueryError::Server(m),
+    }
+}
+
+impl DataPlane for ClusterPlane {
+    fn mutate(&self, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), QueryError> {
+        run(self.coordinator.mutate(ks, mutations, cl, write_type)).map_err(query_error)
+    }
+
+    fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError> {
+        run(self.coordinator.read(ks, read, cl)).map_err(query_error)
+    }
+
+    fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
+        run(self.coordinator.scan_keys(ks, scan.clone(), cl)).map_err(query_error)
+    }
+
+    fn peers(&self) -> Vec<PeerInfo> {
+        let view = self.coordinator.view.snapshot();
+        view.peers()
+            .filter(|e| e.status.owns_tokens() || e.status == cluster::Status::Joining)
+            .map(|e| PeerInfo {
+                peer: e.internode.ip(),
+                peer_port: e.internode.port(),
+                rpc_address: e.rpc_address,
+                native_port: e.native_port,
+                data_center: e.dc.clone(),
+                rack: e.rack.clone(),
+                host_id: e.host_id,
+                tokens: e.tokens.clone(),
+                schema_version: e.schema_version,
+                release_version: e.release_version.clone(),
+            })
+            .collect()
+    }
+
+    fn schema_changed(&self) {
+        let _ = self.schema_changed.send(());
+    }
+}
+
+/// The schema service as the cluster layer needs it.
+pub struct SchemaAdapter(pub Arc<SchemaService>);
+
+impl SchemaSync for SchemaAdapter {
+    fn version(&self) -> Uuid {
+        self.0.snapshot().version
+    }
+
+    fn export(&self) -> Vec<u8> {
+        self.0.export()
+    }
+
+    fn merge(&self, payload: &[u8]) -> Result<bool, String> {
+        self.0.merge_export(payload).map_err(|e| e.to_string())
+    }
+}

@@ -1,6 +1,7 @@
 //! The `shoal` binary: one entry point with subcommands (`shoal server`,
-//! `stress`, `tool`, and later `cluster`).
+//! `stress`, `tool`, `cluster`).
 
+mod launcher;
 mod tool;
 
 use std::path::PathBuf;
@@ -28,6 +29,8 @@ enum Command {
     /// Inspect and operate a running node through its admin API (nodetool's successor; `-h HOST -p PORT`).
     #[command(disable_help_flag = true)]
     Tool(tool::ToolArgs),
+    /// Run a local test cluster on 127.0.0.1..N (ccm's successor): up, status, stop, start, down.
+    Cluster(launcher::ClusterArgs),
 }
 
 #[derive(clap::Args)]
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         },
         Command::Stress { args } => stress::main(args),
         Command::Tool(args) => tool::main(args),
+        Command::Cluster(args) => launcher::main(args),
     }
 }
 

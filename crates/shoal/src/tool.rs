@@ -2,6 +2,9 @@
 //! node's admin API (HTTP/1.1 + JSON, `node::admin`) and prints either the
 //! API's JSON (`--json`) or a table laid out like nodetool's.
 //!
+//! Also the minimal blocking HTTP client the launcher (`shoal cluster`)
+//! uses to watch its nodes.
+//!
 //! Invariants:
 //! - Every network call is bounded: connect, read and write timeouts.
 //! - Exit codes: 0 success, 1 the node is unreachable or answered an error
@@ -173,6 +176,16 @@ fn parse_reply(raw: &[u8]) -> Result<Reply, String> {
     let body = &raw[end + 4..];
     let body: Json = serde_json::from_slice(body).map_err(|e| format!("answer is not JSON ({e})"))?;
     Ok(Reply { status, body })
+}
+
+/// GET and expect 200.
+pub fn get(host: &str, port: u16, path: &str) -> Result<Json, String> {
+    let reply = request(host, port, "GET", path, QUICK_TIMEOUT).map_err(|e| e.to_string())?;
+    if reply.status == 200 {
+        Ok(reply.body)
+    } else {
+        Err(reply.error())
+    }
 }
 
 pub fn main(args: ToolArgs) -> ExitCode {

@@ -1,11 +1,13 @@
-//! `shoal tool` end to end against real `shoal server` processes on
-//! loopback: every tool command's JSON and table against a node
+//! `shoal tool` and `shoal cluster` end to end against real `shoal server`
+//! processes on loopback: every tool command's JSON and table against a node
 //! with data (getendpoints checked against `ring::token_of` and the server's
 //! own `token()`), the error for an unreachable node, malformed HTTP on the
-//! admin port (answered 400, the node stays up).
+//! admin port (answered 400, the node stays up), and the launcher's
+//! up/status/stop/start/down cycle with one node.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -260,4 +262,99 @@ fn malformed_http_gets_400_and_the_node_stays_up() {
     let info = tool_json(&node, &["info"]);
     assert_eq!(info["pid"], node.child.id());
     TcpStream::connect(node.addr).expect("CQL port still accepts");
+}
+
+/// Stops whatever the launcher left running if a test fails midway.
+struct ClusterDir(PathBuf);
+
+impl Drop for ClusterDir {
+    fn drop(&mut self) {
+        let dir = self.0.display().to_string();
+        let _ = Command::new(env!("CARGO_BIN_EXE_shoal")).args(["cluster", "down", "--dir", &dir]).output();
+    }
+}
+
+fn nodes_json(dir: &Path) -> Json {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("nodes.json")).expect("nodes.json")).expect("JSON")
+}
+
+/// Whether a pid is a live (not zombie) process.
+fn alive(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()), Some('Z') | Some('X')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn launcher_up_status_stop_start_down_with_one_node() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("cluster");
+    let _guard = ClusterDir(dir.clone());
+    let d = dir.display().to_string();
+    // Free ports: other nodes may run on 127.0.0.1 with the default ones.
+    let native = free_port().to_string();
+    let admin = free_port().to_string();
+    let config = tmp.path().join("shoal.yaml");
+    std::fs::write(&config, format!("storage_port: {}\n", free_port())).expect("config");
+    let config = config.display().to_string();
+
+    let up = shoal(&["cluster", "up", "-n", "1", "--dir", &d, "--native-port", &native, "--admin-port", &admin, "--", "--config", &config]);
+    assert_eq!(up.status.code(), Some(0));
+    assert_eq!(stdout(&up).lines().last(), Some("127.0.0.1"));
+    let state = nodes_json(&dir);
+    let node = &state["nodes"][0];
+    assert_eq!((node["index"].as_u64(), node["address"].as_str(), node["dc"].as_str(), node["rack"].as_str()), (Some(1), Some("127.0.0.1"), Some("dc1"), Some("rack1")));
+    let pid = node["pid"].as_u64().expect("pid");
+    assert!(alive(pid));
+    assert!(dir.join("node1/data").is_dir() && dir.join("node1/node.log").is_file());
+    let args: Vec<&str> = node["args"].as_array().expect("args").iter().filter_map(Json::as_str).collect();
+    for pair in [["--dc", "dc1"], ["--rack", "rack1"], ["--seeds", "127.0.0.1"], ["--admin-port", admin.as_str()]] {
+        assert!(args.windows(2).any(|w| w == pair), "{args:?} lacks {pair:?}");
+    }
+
+    // The node answers `shoal tool` on its admin port.
+    let out = shoal(&["tool", "-p", &admin, "info", "--json"]);
+    let info: Json = serde_json::from_slice(&out.stdout).expect("info JSON");
+    assert_eq!(info["pid"].as_u64(), Some(pid));
+    assert_eq!(info["data_center"], "dc1");
+
+    // A second `up` on a running cluster is refused.
+    let again = shoal(&["cluster", "up", "-n", "1", "--dir", &d, "--native-port", &native, "--admin-port", &admin]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr(&again).contains("is running"), "{}", stderr(&again));
+
+    let status = shoal(&["cluster", "status", "--dir", &d, "--json"]);
+    let status: Json = serde_json::from_slice(&status.stdout).expect("status JSON");
+    assert_eq!(status["nodes"][0]["running"], true);
+    assert_eq!(status["nodes"][0]["state"], "UN");
+    let table = stdout(&shoal(&["cluster", "status", "--dir", &d]));
+    assert!(table.lines().nth(1).is_some_and(|l| l.starts_with("1 ") && l.contains("127.0.0.1") && l.contains("yes") && l.ends_with("UN")), "{table}");
+
+    // stop (SIGKILL), start again on the same data: same host id.
+    let host_id = info["host_id"].clone();
+    assert_eq!(shoal(&["cluster", "stop", "1", "--dir", &d]).status.code(), Some(0));
+    assert!(!alive(pid));
+    assert!(nodes_json(&dir)["nodes"][0]["pid"].is_null());
+    let status: Json = serde_json::from_slice(&shoal(&["cluster", "status", "--dir", &d, "--json"]).stdout).expect("status JSON");
+    assert_eq!(status["nodes"][0]["running"], false);
+    assert_eq!(shoal(&["cluster", "start", "1", "--dir", &d]).status.code(), Some(0));
+    let pid2 = nodes_json(&dir)["nodes"][0]["pid"].as_u64().expect("new pid");
+    assert_ne!(pid, pid2);
+    assert!(alive(pid2));
+    let info: Json = serde_json::from_slice(&shoal(&["tool", "-p", &admin, "info", "--json"]).stdout).expect("info JSON");
+    assert_eq!(info["host_id"], host_id);
+    assert_eq!(shoal(&["cluster", "start", "1", "--dir", &d]).status.code(), Some(1), "already running");
+
+    // A graceful stop, then down --clear.
+    assert_eq!(shoal(&["cluster", "stop", "1", "--graceful", "--dir", &d]).status.code(), Some(0));
+    assert!(!alive(pid2));
+    let log = std::fs::read_to_string(dir.join("node1/node.log")).expect("log");
+    assert!(log.contains("stopped cleanly"), "{log}");
+    assert_eq!(shoal(&["cluster", "start", "1", "--dir", &d]).status.code(), Some(0));
+    let pid3 = nodes_json(&dir)["nodes"][0]["pid"].as_u64().expect("pid");
+    let down = shoal(&["cluster", "down", "--dir", &d, "--clear"]);
+    assert_eq!(down.status.code(), Some(0));
+    assert!(!alive(pid3));
+    assert!(!dir.exists());
 }

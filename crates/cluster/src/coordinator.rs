@@ -355,7 +355,7 @@ impl<T: Transport + Clone> Coordinator<T> {
                     // Substitute: the next live replica that counts the same way.
                     if let Some(pos) = queue.iter().rposition(|(_, d)| counts(d) && (plan.requirement.per_dc.is_empty() || *d == dc)) {
                         let (sub, _) = queue.remove(pos);
-                        spawn_ask(sub, digest && !data.is_empty() || digest, tx.clone());
+                        spawn_ask(sub, digest, tx.clone());
                         outstanding += 1;
                     }
                 }
@@ -436,7 +436,7 @@ impl<T: Transport + Clone> Coordinator<T> {
             sub.end_token = hi;
             sub.after_key = if lo == scan.start_token { scan.after_key.clone() } else { None };
             sub.partition_limit = scan.partition_limit - out.len();
-            let mut answers: Vec<(bool, Vec<(i64, Vec<u8>)>)> = Vec::new();
+            let mut answers: Vec<(bool, wire::Keys)> = Vec::new();
             let mut asks = Vec::new();
             for (r, _) in &plan.contacts {
                 if *r == view.local {

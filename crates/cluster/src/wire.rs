@@ -199,7 +199,11 @@ pub fn encode_keys(truncated: bool, keys: &[(i64, Vec<u8>)]) -> Bytes {
     out.freeze()
 }
 
-pub fn decode_keys(bytes: &[u8]) -> Result<(bool, Vec<(i64, Vec<u8>)>), WireError> {
+/// Partition keys (token, key) in token order.
+pub type Keys = Vec<(i64, Vec<u8>)>;
+
+/// `(truncated, keys)`: truncated when the replica stopped at the limit.
+pub fn decode_keys(bytes: &[u8]) -> Result<(bool, Keys), WireError> {
     let mut r = Reader { buf: bytes, what: "scan response" };
     let truncated = r.u8()? != 0;
     let n = r.u32()? as usize;

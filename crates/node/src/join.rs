@@ -35,7 +35,6 @@ pub struct Joined {
     pub transport: TcpTransport,
     pub tokens: Vec<i64>,
     pub hints: Arc<hints::HintStore>,
-    data_dir: std::path::PathBuf,
     inbound: Option<tokio::sync::mpsc::Receiver<net::Inbound>>,
     events: Option<tokio::sync::mpsc::UnboundedReceiver<ClusterEvent>>,
 }
@@ -128,7 +127,7 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
     view.publish(gossip.view().await);
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(Arc::clone(&gossip).run_refresh(Duration::from_millis(100), Arc::clone(&view), events_tx));
-    Ok(Joined { view, coordinator, gossip, transport, tokens, hints, data_dir: config.data_dir.clone(), inbound: Some(inbound), events: Some(events_rx) })
+    Ok(Joined { view, coordinator, gossip, transport, tokens, hints, inbound: Some(inbound), events: Some(events_rx) })
 }
 
 /// Waits until gossip shows a ring to join: a seed alone proceeds after a
@@ -156,7 +155,13 @@ async fn wait_for_ring(gossip: &Gossip, i_am_seed: bool, seeds: &[SocketAddr]) -
 impl Joined {
     /// Spawns the cluster's background tasks. `processor_events` receives
     /// the driver-visible events.
-    pub fn spawn_tasks(&mut self, schema: Arc<dyn SchemaSync>, processor_events: tokio::sync::broadcast::Sender<Event>, mut schema_changed: tokio::sync::mpsc::UnboundedReceiver<()>) {
+    pub fn spawn_tasks(
+        &mut self,
+        schema: Arc<dyn SchemaSync>,
+        processor_events: tokio::sync::broadcast::Sender<Event>,
+        mut schema_changed: tokio::sync::mpsc::UnboundedReceiver<()>,
+        load: Arc<dyn Fn() -> u64 + Send + Sync>,
+    ) {
         if let Some(inbound) = self.inbound.take() {
             tokio::spawn(verbs::serve(Arc::clone(&self.coordinator), Arc::clone(&schema), inbound));
         }
@@ -183,7 +188,6 @@ impl Joined {
         let gossip = Arc::clone(&self.gossip);
         let view = Arc::clone(&self.view);
         let transport = self.transport.clone();
-        let data_dir = self.data_dir.clone();
         let hints = Arc::clone(&self.hints);
         tokio::spawn(async move {
             let mut last_version = None;
@@ -203,9 +207,9 @@ impl Joined {
                     verbs::push_schema(&view, &transport, &*schema).await;
                 }
                 if last_load.elapsed() > Duration::from_secs(5) {
-                    let dir = data_dir.clone();
-                    let load = tokio::task::spawn_blocking(move || dir_size(&dir)).await.unwrap_or(0);
-                    gossip.set("load", load.to_string()).await;
+                    let load = Arc::clone(&load);
+                    let bytes = tokio::task::spawn_blocking(move || load()).await.unwrap_or(0);
+                    gossip.set("load", bytes.to_string()).await;
                     last_load = Instant::now();
                 }
                 if last_sync.elapsed() > Duration::from_secs(5) {
@@ -219,19 +223,3 @@ impl Joined {
     }
 }
 
-/// Bytes under `dir` (nodetool's "Load": what the node stores), hints excluded.
-fn dir_size(dir: &std::path::Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    let mut total = 0;
-    for e in entries.flatten() {
-        let Ok(meta) = e.metadata() else { continue };
-        if meta.is_dir() {
-            if e.file_name() != "hints" {
-                total += dir_size(&e.path());
-            }
-        } else {
-            total += meta.len();
-        }
-    }
-    total
-}

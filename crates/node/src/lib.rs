@@ -90,7 +90,9 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let (schema_tx, schema_rx) = tokio::sync::mpsc::unbounded_channel();
         let data_plane = Arc::new(plane::ClusterPlane { coordinator: Arc::clone(&joined.coordinator), schema_changed: schema_tx });
         let processor = Arc::new(Processor::new(Arc::clone(&schema), Arc::clone(&storage), node).with_data_plane(data_plane));
-        joined.spawn_tasks(Arc::new(plane::SchemaAdapter(Arc::clone(&schema))), processor.events.clone(), schema_rx);
+        let (load_schema, load_storage) = (Arc::clone(&schema), Arc::clone(&storage));
+        let load = Arc::new(move || admin::local_load(&load_schema.snapshot(), &load_storage));
+        joined.spawn_tasks(Arc::new(plane::SchemaAdapter(Arc::clone(&schema))), processor.events.clone(), schema_rx, load);
 
         let listener = tokio::net::TcpListener::bind(addr)
             .await

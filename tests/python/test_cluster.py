@@ -1,0 +1,281 @@
+"""The cluster, end to end: real `shoal server` processes on 127.0.0.x started
+by `shoal cluster up`, driven by the DataStax Python driver and `shoal tool`.
+
+Each test states the "Done when" line of the cluster issue it shows. The
+3-node RF=3 cluster is shared by the tests of one module-scoped fixture, in
+file order (they restart nodes, so each leaves the cluster whole again)."""
+
+import time
+
+import pytest
+from cassandra import ConsistencyLevel, Unavailable
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy, WhiteListRoundRobinPolicy
+from cassandra.query import SimpleStatement
+
+from cluster_harness import ShoalCluster
+from shoal_harness import EXTERNAL, wait_until
+
+pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own cluster of shoal processes")
+
+KS = "clu"
+
+
+def session_on(cluster, hosts, cl=ConsistencyLevel.ONE, policy=None):
+    """A driver session that only uses `hosts` as coordinators."""
+    profile = ExecutionProfile(
+        load_balancing_policy=policy or WhiteListRoundRobinPolicy(hosts),
+        consistency_level=cl,
+        request_timeout=30,
+    )
+    c = Cluster(hosts, port=cluster.native_port, execution_profiles={EXEC_PROFILE_DEFAULT: profile}, protocol_version=4)
+    return c, c.connect()
+
+
+def wait_state(cluster, address, state, observer=1, timeout=60):
+    """Waits until node `observer` reports `address` in nodetool state `state` (UN, DN)."""
+
+    def ok():
+        doc = cluster.tool("status", node=observer)
+        for dc in doc["datacenters"]:
+            for n in dc["nodes"]:
+                if n["address"] == address:
+                    return n["state"] == state
+        return False
+
+    wait_until(ok, timeout, interval=0.5, what=f"{address} {state} as seen by node {observer}")
+
+
+def wait_no_hints(cluster, nodes, timeout=60):
+    def ok():
+        return all(cluster.tool("listpendinghints", node=i)["total_bytes"] == 0 for i in nodes)
+
+    wait_until(ok, timeout, interval=0.5, what="hints replayed")
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    with ShoalCluster(tmp_path_factory.mktemp("cluster3") / "c", nodes=3, config={"write_request_timeout": "2000ms"}) as c:
+        cl, s = session_on(c, c.contact_points)
+        s.execute(f"CREATE KEYSPACE {KS} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 3}}")
+        s.execute(f"CREATE TABLE {KS}.kv (k text PRIMARY KEY, v int)")
+        assert cl.control_connection.wait_for_schema_agreement()
+        cl.shutdown()
+        yield c
+
+
+def test_token_aware_driver_sees_three_hosts_and_agrees_with_getendpoints(three):
+    """3 nodes, RF=3: TokenAwarePolicy(DCAwareRoundRobinPolicy()) sees 3 hosts, and for 1,000 keys
+    cluster.metadata.get_replicas(ks, key) equals `shoal tool getendpoints`."""
+    cluster = Cluster(
+        three.contact_points[:1],
+        port=three.native_port,
+        execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()))},
+        protocol_version=4,
+    )
+    session = cluster.connect()
+    try:
+        hosts = sorted(h.address for h in cluster.metadata.all_hosts())
+        assert hosts == sorted(three.contact_points)
+        assert all(h.is_up for h in cluster.metadata.all_hosts())
+        assert {str(h.host_id) for h in cluster.metadata.all_hosts()} == {
+            n["host_id"] for dc in three.tool("status")["datacenters"] for n in dc["nodes"]
+        }
+        # Token-aware routing needs the token map: 16 tokens per node.
+        assert len(cluster.metadata.token_map.ring) == 48
+        session.execute(f"INSERT INTO {KS}.kv (k, v) VALUES ('probe', 1)")
+        for i in range(1000):
+            key = f"key{i}"
+            driver = [h.address for h in cluster.metadata.get_replicas(KS, key.encode())]
+            ours = three.tool("getendpoints", KS, "kv", key, node=1 + i % 3)["endpoints"]
+            assert sorted(driver) == sorted(ours), key
+            assert len(ours) == 3
+    finally:
+        cluster.shutdown()
+
+
+def test_quorum_survives_a_killed_node_and_hints_bring_it_back(three):
+    """Writes at QUORUM succeed with one node killed by SIGKILL; at ALL they fail with Unavailable;
+    after the node restarts, hints replay and a CL ONE read served by that node alone returns
+    every write made while it was down, without repair."""
+    down = three.address(3)
+    three.stop(3)
+    wait_state(three, down, "DN", observer=1)
+    wait_state(three, down, "DN", observer=2)
+    cluster, s = session_on(three, [three.address(1), three.address(2)], cl=ConsistencyLevel.QUORUM)
+    try:
+        insert = s.prepare(f"INSERT INTO {KS}.kv (k, v) VALUES (?, ?)")
+        for i in range(300):
+            s.execute(insert, (f"down{i}", i))
+        with pytest.raises(Unavailable) as e:
+            s.execute(SimpleStatement(f"INSERT INTO {KS}.kv (k, v) VALUES ('all', 1)", consistency_level=ConsistencyLevel.ALL))
+        assert e.value.consistency == ConsistencyLevel.ALL
+        assert e.value.required_replicas == 3 and e.value.alive_replicas == 2
+        pending = three.tool("listpendinghints", node=1)["total_bytes"] + three.tool("listpendinghints", node=2)["total_bytes"]
+        assert pending > 0, "writes to a down replica must be hinted"
+    finally:
+        cluster.shutdown()
+    three.start(3)
+    wait_state(three, down, "UN", observer=1)
+    wait_no_hints(three, [1, 2])
+    cluster, s = session_on(three, [down], cl=ConsistencyLevel.ONE)
+    try:
+        rows = {r.k: r.v for r in s.execute(f"SELECT k, v FROM {KS}.kv")}
+        missing = [i for i in range(300) if rows.get(f"down{i}") != i]
+        assert not missing, f"{len(missing)} writes missing on the restarted node, e.g. {missing[:5]}"
+        one = s.execute(SimpleStatement(f"SELECT v FROM {KS}.kv WHERE k = 'down7'")).one()
+        assert one.v == 7
+    finally:
+        cluster.shutdown()
+
+
+def test_schema_created_on_one_node_is_visible_everywhere(three):
+    """Schema created on one node is visible through every node; the driver's schema agreement succeeds."""
+    cluster, s = session_on(three, [three.address(2)])
+    try:
+        s.execute("CREATE KEYSPACE sch WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}")
+        s.execute("CREATE TABLE sch.t (a int, b int, c text, PRIMARY KEY (a, b))")
+        s.execute("CREATE TYPE sch.addr (street text, zip int)")
+        assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+    finally:
+        cluster.shutdown()
+    versions = set()
+    for i in (1, 2, 3):
+        c, s = session_on(three, [three.address(i)])
+        try:
+            tables = {r.table_name for r in s.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'sch'")}
+            assert tables == {"t"}, f"node {i}"
+            versions.add(s.execute("SELECT schema_version FROM system.local").one().schema_version)
+            s.execute("INSERT INTO sch.t (a, b, c) VALUES (1, 2, 'x')")
+        finally:
+            c.shutdown()
+    assert len(versions) == 1
+    described = three.tool("describecluster")
+    assert len(described["schema_versions"]) == 1, described
+
+
+def test_restart_under_a_new_address_keeps_identity_and_data(three):
+    """A node restarted on its old data directory under a different 127.0.0.x address rejoins with
+    the same host id and its data: no streaming, no repair, nothing lost."""
+    old = three.address(2)
+    status = three.tool("status")
+    host_id = next(n["host_id"] for dc in status["datacenters"] for n in dc["nodes"] if n["address"] == old)
+    cluster, s = session_on(three, three.contact_points, cl=ConsistencyLevel.ALL)
+    try:
+        for i in range(100):
+            s.execute(f"INSERT INTO {KS}.kv (k, v) VALUES ('move{i}', {i})")
+    finally:
+        cluster.shutdown()
+    three.stop(2, graceful=True)
+    new = "127.0.0.9"
+    three.start(2, address=new)
+    wait_state(three, new, "UN", observer=1)
+    wait_state(three, new, "UN", observer=3)
+    doc = three.tool("status", node=1)
+    nodes = [n for dc in doc["datacenters"] for n in dc["nodes"]]
+    assert len(nodes) == 3, nodes
+    moved = [n for n in nodes if n["host_id"] == host_id]
+    assert len(moved) == 1 and moved[0]["address"] == new
+    assert old not in {n["address"] for n in nodes}
+    assert three.tool("listpendinghints", node=1)["total_bytes"] == 0
+    # Its own data, read from it alone.
+    cluster, s = session_on(three, [new], cl=ConsistencyLevel.ONE)
+    try:
+        local = s.execute("SELECT host_id, rpc_address FROM system.local").one()
+        assert str(local.host_id) == host_id
+        rows = {r.k: r.v for r in s.execute(f"SELECT k, v FROM {KS}.kv")}
+        assert all(rows.get(f"move{i}") == i for i in range(100))
+        assert all(rows.get(f"down{i}") == i for i in range(300))
+    finally:
+        cluster.shutdown()
+    # Drivers see the node at its new address.
+    cluster, s = session_on(three, [three.address(1)])
+    try:
+        peers = {str(r.peer): str(r.host_id) for r in s.execute("SELECT peer, host_id FROM system.peers")}
+        assert peers.get(new) == host_id and old not in peers
+    finally:
+        cluster.shutdown()
+
+
+def test_quorum_read_repairs_a_stale_replica(tmp_path):
+    """A replica holding a stale value is repaired by a QUORUM read."""
+    with ShoalCluster(tmp_path / "c", nodes=3, config={"hinted_handoff_enabled": False}) as c:
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE rr WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE rr.t (k int PRIMARY KEY, v text)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            for k in range(20):
+                s.execute(f"INSERT INTO rr.t (k, v) VALUES ({k}, 'old')")
+        finally:
+            cluster.shutdown()
+        stale = c.address(3)
+        c.stop(3)
+        wait_state(c, stale, "DN", observer=1)
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.QUORUM)
+        try:
+            for k in range(20):
+                s.execute(f"UPDATE rr.t SET v = 'new' WHERE k = {k}")
+        finally:
+            cluster.shutdown()
+        assert c.tool("listpendinghints", node=1)["total_bytes"] == 0, "hinted handoff is off in this cluster"
+        c.start(3)
+        wait_state(c, stale, "UN", observer=1)
+        # Node 3 alone still has the old values.
+        cluster, s = session_on(c, [stale], cl=ConsistencyLevel.ONE)
+        try:
+            assert s.execute("SELECT v FROM rr.t WHERE k = 0").one().v == "old"
+            # A QUORUM read coordinated by the stale node contacts it and one up-to-date replica.
+            for k in range(1, 20):
+                row = s.execute(SimpleStatement(f"SELECT v FROM rr.t WHERE k = {k}", consistency_level=ConsistencyLevel.QUORUM)).one()
+                assert row.v == "new", k
+            # Repaired: node 3 alone now answers the new value.
+            for k in range(1, 20):
+                assert s.execute(f"SELECT v FROM rr.t WHERE k = {k}").one().v == "new", k
+            # The key that was not read at QUORUM is still stale: nothing else repaired it.
+            assert s.execute("SELECT v FROM rr.t WHERE k = 0").one().v == "old"
+        finally:
+            cluster.shutdown()
+
+
+def test_two_dcs_three_racks_local_quorum_and_each_quorum(tmp_path):
+    """2 DCs x 3 nodes on 3 racks, NetworkTopologyStrategy {dc1:3, dc2:3}: exactly 3 replicas per DC
+    on distinct racks; LOCAL_QUORUM succeeds with the other DC fully down; EACH_QUORUM fails then."""
+    with ShoalCluster(tmp_path / "c", nodes=6, dcs=2, racks=3) as c:
+        status = c.tool("status")
+        where = {n["address"]: (dc["name"], n["rack"]) for dc in status["datacenters"] for n in dc["nodes"]}
+        assert len(where) == 6
+        assert sorted({dc for dc, _ in where.values()}) == ["dc1", "dc2"]
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.EACH_QUORUM)
+        try:
+            s.execute("CREATE KEYSPACE geo WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 3}")
+            s.execute("CREATE TABLE geo.t (k int PRIMARY KEY, v int)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            s.execute("INSERT INTO geo.t (k, v) VALUES (0, 0)")
+        finally:
+            cluster.shutdown()
+        for key in range(200):
+            endpoints = c.tool("getendpoints", "geo", "t", str(key), node=1 + key % 6)["endpoints"]
+            assert len(endpoints) == 6, endpoints
+            for dc in ("dc1", "dc2"):
+                racks = [where[e][1] for e in endpoints if where[e][0] == dc]
+                assert len(racks) == 3 and len(set(racks)) == 3, (key, dc, racks)
+        dc2 = [a for a, (dc, _) in where.items() if dc == "dc2"]
+        for i in range(1, 7):
+            if c.address(i) in dc2:
+                c.stop(i)
+        for a in dc2:
+            wait_state(c, a, "DN", observer=1)
+        dc1 = [a for a, (dc, _) in where.items() if dc == "dc1"]
+        policy = DCAwareRoundRobinPolicy(local_dc="dc1")
+        cluster, s = session_on(c, dc1, cl=ConsistencyLevel.LOCAL_QUORUM, policy=policy)
+        try:
+            for k in range(1, 51):
+                s.execute(f"INSERT INTO geo.t (k, v) VALUES ({k}, {k})")
+            assert s.execute("SELECT v FROM geo.t WHERE k = 7").one().v == 7
+            with pytest.raises(Unavailable) as e:
+                s.execute(SimpleStatement("INSERT INTO geo.t (k, v) VALUES (99, 99)", consistency_level=ConsistencyLevel.EACH_QUORUM))
+            assert e.value.consistency == ConsistencyLevel.EACH_QUORUM
+            assert e.value.alive_replicas == 0 and e.value.required_replicas == 2
+        finally:
+            cluster.shutdown()

@@ -64,6 +64,7 @@ class ShoalCluster:
         # Every node reads this YAML; its own internode port by default, so a
         # cluster never collides with one on the default port 7000.
         config = {"storage_port": free_port(), **(config or {})}
+        self.storage_port = config["storage_port"]
         if config:
             self.workdir.parent.mkdir(parents=True, exist_ok=True)
             cfg_path = self.workdir.parent / f"{self.workdir.name}.yaml"

@@ -84,8 +84,9 @@ class ShoalNode:
     The native port and data dir stay the same across restart(), so a restart is
     "the same node on its old disk"."""
 
-    def __init__(self, workdir, host=HOST, config=None, cluster_name=CLUSTER_NAME, num_tokens=None, bin_path=None):
+    def __init__(self, workdir, host=HOST, config=None, cluster_name=CLUSTER_NAME, num_tokens=None, bin_path=None, extra_args=()):
         self.workdir = Path(workdir)
+        self.extra_args = [str(a) for a in extra_args]
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.host = host
         self.port = free_port(host)
@@ -124,7 +125,7 @@ class ShoalNode:
         ]
         if self.num_tokens is not None:
             cmd += ["--num-tokens", str(self.num_tokens)]
-        return cmd
+        return cmd + self.extra_args
 
     def is_running(self):
         return self.proc is not None and self.proc.poll() is None

@@ -154,6 +154,45 @@ def test_schema_created_on_one_node_is_visible_everywhere(three):
     assert len(described["schema_versions"]) == 1, described
 
 
+def test_truncate_empties_the_table_on_every_node(three):
+    cluster, s = session_on(three, [three.address(1)], cl=ConsistencyLevel.ALL)
+    try:
+        s.execute("CREATE TABLE sch.trunc (k int PRIMARY KEY, v int)")
+        assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        for k in range(30):
+            s.execute(f"INSERT INTO sch.trunc (k, v) VALUES ({k}, {k})")
+        s.execute("TRUNCATE sch.trunc")
+    finally:
+        cluster.shutdown()
+    for i in (1, 2, 3):
+        c, s = session_on(three, [three.address(i)], cl=ConsistencyLevel.ONE)
+        try:
+            assert list(s.execute("SELECT * FROM sch.trunc")) == [], f"node {i}"
+        finally:
+            c.shutdown()
+
+
+def test_a_node_of_another_cluster_is_refused(three, tmp_path):
+    """A node configured with another cluster_name never joins: gossip drops its messages."""
+    from shoal_harness import ShoalNode
+
+    stranger = ShoalNode(tmp_path / "stranger", host="127.0.0.20", cluster_name="Other Cluster",
+                         config={"storage_port": three.storage_port},
+                         extra_args=["--seeds", f"127.0.0.20,{three.address(1)}"])
+    stranger.start()
+    try:
+        time.sleep(3)
+        nodes = [n["address"] for dc in three.tool("status")["datacenters"] for n in dc["nodes"]]
+        assert "127.0.0.20" not in nodes and len(nodes) == 3
+        c, s = session_on(three, [three.address(1)])
+        try:
+            assert "127.0.0.20" not in {str(r.peer) for r in s.execute("SELECT peer FROM system.peers")}
+        finally:
+            c.shutdown()
+    finally:
+        stranger.stop()
+
+
 def test_restart_under_a_new_address_keeps_identity_and_data(three):
     """A node restarted on its old data directory under a different 127.0.0.x address rejoins with
     the same host id and its data: no streaming, no repair, nothing lost."""

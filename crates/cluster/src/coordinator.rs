@@ -417,6 +417,29 @@ impl<T: Transport + Clone> Coordinator<T> {
         Ok(merged)
     }
 
+    /// TRUNCATE: every node empties the table. Like Cassandra, refused with
+    /// Unavailable (at ALL) when a node is down, and a timeout when one does
+    /// not answer within the write timeout... which is reported as a server
+    /// error naming the node (Cassandra's TruncateException).
+    pub async fn truncate(self: &Arc<Self>, table: Uuid) -> Result<(), CoordError> {
+        let view = self.view.snapshot();
+        let nodes: Vec<_> = view.endpoints.values().filter(|e| e.status.owns_tokens()).collect();
+        let alive = nodes.iter().filter(|e| e.alive).count();
+        if alive < nodes.len() {
+            return Err(CoordError::Unavailable { consistency: Consistency::All, required: nodes.len() as i32, alive: alive as i32 });
+        }
+        let sends: Vec<_> = nodes
+            .iter()
+            .filter(|e| e.host_id != view.local)
+            .map(|e| (e.internode, self.transport.send_request(e.internode, Verb::TruncateReq, Bytes::copy_from_slice(table.as_bytes()), self.config.write_timeout)))
+            .collect();
+        self.storage.truncate(&table).map_err(storage_err)?;
+        for (addr, send) in sends {
+            send.await.map_err(|e| CoordError::Server(format!("Error during truncate: {addr} did not truncate: {e}")))?;
+        }
+        Ok(())
+    }
+
     /// Partition keys in `[scan.start_token, scan.end_token]` (after
     /// `scan.after_key`), in token order, at most `scan.partition_limit`,
     /// gathered range by range from each range's replicas.

@@ -41,7 +41,7 @@ pub async fn serve<T: Transport + Clone>(coordinator: Arc<Coordinator<T>>, schem
     while let Some(msg) = inbound.recv().await {
         let storage = Arc::clone(&coordinator.storage);
         let schema = Arc::clone(&schema);
-        let blocking = storage.writes_block() && matches!(msg.verb, Verb::MutationReq | Verb::RepairReq);
+        let blocking = (storage.writes_block() && matches!(msg.verb, Verb::MutationReq | Verb::RepairReq)) || msg.verb == Verb::TruncateReq;
         if blocking {
             tokio::task::spawn_blocking(move || handle(&storage, &*schema, msg));
         } else {
@@ -103,6 +103,13 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
                 Err(e) => fail(responder, FailureCode::Storage, &e),
             },
             Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+        },
+        Verb::TruncateReq => match <[u8; 16]>::try_from(payload.as_ref()) {
+            Ok(id) => match storage.truncate(&Uuid::from_bytes(id)) {
+                Ok(()) => responder.respond(Verb::TruncateRsp, Bytes::new()),
+                Err(e) => fail(responder, FailureCode::Storage, &e),
+            },
+            Err(_) => fail(responder, FailureCode::MalformedPayload, &"truncate: a table id is 16 bytes"),
         },
         Verb::SchemaPush => match schema.merge(&payload) {
             Ok(changed) => {

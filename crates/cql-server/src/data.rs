@@ -45,6 +45,8 @@ pub trait DataPlane: Send + Sync {
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError>;
     /// Partition keys in a token range at `cl`.
     fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, QueryError>;
+    /// TRUNCATE: empties a table on every replica (every node must be up).
+    fn truncate(&self, ks: &KeyspaceDef, table: &Uuid) -> Result<(), QueryError>;
     /// Other nodes (for `system.peers`).
     fn peers(&self) -> Vec<PeerInfo> {
         Vec::new()
@@ -73,5 +75,9 @@ impl DataPlane for LocalPlane {
     fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
         crate::processor::check_consistency(ks, cl, false, &self.local_dc)?;
         Ok(self.storage.scan_keys(scan)?)
+    }
+
+    fn truncate(&self, _ks: &KeyspaceDef, table: &Uuid) -> Result<(), QueryError> {
+        Ok(self.storage.truncate(table)?)
     }
 }

@@ -249,7 +249,7 @@ impl Processor {
                 if crate::schema::Schema::is_system(&ks.name) {
                     return Err(QueryError::Unauthorized(format!("Cannot TRUNCATE table {} in system keyspace {}", t.name, ks.name)));
                 }
-                self.storage.truncate(&t.id)?;
+                self.data.truncate(ks, &t.id)?;
                 Ok(ResultBody::Void)
             }
             Statement::Describe(d) => crate::describe::execute(&schema, session.as_deref(), d, &self.node),

@@ -66,6 +66,9 @@ pub enum Verb {
     /// Read repair: merge these raw cells.
     RepairReq = 0x18,
     RepairRsp = 0x19,
+    /// TRUNCATE of one table on every node.
+    TruncateReq = 0x1A,
+    TruncateRsp = 0x1B,
     HintReq = 0x20,
     HintRsp = 0x21,
     SchemaPush = 0x30,
@@ -77,7 +80,7 @@ pub enum Verb {
 }
 
 impl Verb {
-    pub const ALL: [Verb; 19] = [
+    pub const ALL: [Verb; 21] = [
         Verb::Handshake,
         Verb::Echo,
         Verb::EchoRsp,
@@ -91,6 +94,8 @@ impl Verb {
         Verb::ScanRsp,
         Verb::RepairReq,
         Verb::RepairRsp,
+        Verb::TruncateReq,
+        Verb::TruncateRsp,
         Verb::HintReq,
         Verb::HintRsp,
         Verb::SchemaPush,
@@ -117,6 +122,7 @@ impl Verb {
                 | Verb::DigestRsp
                 | Verb::ScanRsp
                 | Verb::RepairRsp
+                | Verb::TruncateRsp
                 | Verb::HintRsp
                 | Verb::SchemaRsp
                 | Verb::Failure
@@ -133,6 +139,7 @@ impl Verb {
             Verb::DigestReq => Some(Verb::DigestRsp),
             Verb::ScanReq => Some(Verb::ScanRsp),
             Verb::RepairReq => Some(Verb::RepairRsp),
+            Verb::TruncateReq => Some(Verb::TruncateRsp),
             Verb::HintReq => Some(Verb::HintRsp),
             Verb::SchemaPush | Verb::SchemaPull => Some(Verb::SchemaRsp),
             _ => None,

@@ -73,6 +73,10 @@ impl DataPlane for ClusterPlane {
         run(self.coordinator.scan_keys(ks, scan.clone(), cl)).map_err(query_error)
     }
 
+    fn truncate(&self, _ks: &KeyspaceDef, table: &Uuid) -> Result<(), QueryError> {
+        run(self.coordinator.truncate(*table)).map_err(query_error)
+    }
+
     fn peers(&self) -> Vec<PeerInfo> {
         let view = self.coordinator.view.snapshot();
         view.peers()

@@ -41,6 +41,14 @@ pub struct ConfigFile {
     pub hinted_handoff_enabled: Option<bool>,
     pub max_hint_window: Option<Dur>,
     pub max_hint_window_in_ms: Option<u64>,
+    /// Bytes of hints kept per down node (Cassandra 4.1's key; Cassandra's
+    /// default 0 means unbounded, Shoal's default is 1GiB).
+    pub max_hints_size_per_host: Option<Size>,
+    /// The failure detector's conviction threshold (default 8).
+    pub phi_convict_threshold: Option<f64>,
+    /// Token allocation on first start balances ownership for a keyspace
+    /// with this many replicas in the node's data center (default 3).
+    pub allocate_tokens_for_local_replication_factor: Option<u32>,
     pub write_request_timeout: Option<Dur>,
     pub read_request_timeout: Option<Dur>,
     pub memtable_size: Option<Size>,
@@ -115,6 +123,10 @@ pub struct NodeConfig {
     pub rack: String,
     pub hinted_handoff_enabled: bool,
     pub max_hint_window: Duration,
+    /// 0 = unbounded.
+    pub max_hints_bytes_per_host: u64,
+    pub phi_convict_threshold: f64,
+    pub allocation_rf: u32,
     pub write_request_timeout: Duration,
     pub read_request_timeout: Duration,
     pub memtable_bytes: usize,
@@ -256,6 +268,20 @@ impl ConfigFile {
             rack: o.rack.or(self.rack).unwrap_or_else(|| "rack1".to_string()),
             hinted_handoff_enabled: self.hinted_handoff_enabled.unwrap_or(true),
             max_hint_window,
+            max_hints_bytes_per_host: match self.max_hints_size_per_host {
+                Some(s) => size_bytes("max_hints_size_per_host", &s)?,
+                None => 1 << 30,
+            },
+            phi_convict_threshold: match self.phi_convict_threshold {
+                Some(p) if p.is_finite() && (5.0..=16.0).contains(&p) => p,
+                Some(p) => return Err(ConfigError(format!("phi_convict_threshold must be between 5 and 16, got {p}"))),
+                None => 8.0,
+            },
+            allocation_rf: match self.allocate_tokens_for_local_replication_factor {
+                Some(0) => return Err(ConfigError("allocate_tokens_for_local_replication_factor must be at least 1".into())),
+                Some(rf) => rf,
+                None => 3,
+            },
             write_request_timeout: match self.write_request_timeout {
                 Some(d) => duration("write_request_timeout", &d)?,
                 None => Duration::from_millis(2000),
@@ -389,5 +415,16 @@ mod tests {
         assert_eq!(c.native_port, 9999);
         assert_eq!(c.admin_port, 7299);
         assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+    }
+
+    #[test]
+    fn cluster_keys() {
+        let c = ConfigFile::parse("").unwrap().build(Overrides::default()).unwrap();
+        assert_eq!((c.phi_convict_threshold, c.allocation_rf, c.max_hints_bytes_per_host), (8.0, 3, 1 << 30));
+        let text = "phi_convict_threshold: 12\nallocate_tokens_for_local_replication_factor: 2\nmax_hints_size_per_host: 64MiB\n";
+        let c = ConfigFile::parse(text).unwrap().build(Overrides::default()).unwrap();
+        assert_eq!((c.phi_convict_threshold, c.allocation_rf, c.max_hints_bytes_per_host), (12.0, 2, 64 << 20));
+        let err = ConfigFile::parse("phi_convict_threshold: 1\n").unwrap().build(Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("phi_convict_threshold"), "{err}");
     }
 }

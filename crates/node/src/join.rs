@@ -39,9 +39,6 @@ pub struct Joined {
     events: Option<tokio::sync::mpsc::UnboundedReceiver<ClusterEvent>>,
 }
 
-/// Cassandra 4's default for `allocate_tokens_for_local_replication_factor`.
-const ALLOCATION_RF: u32 = 3;
-
 fn seed_addrs(config: &NodeConfig) -> Vec<SocketAddr> {
     config
         .seeds
@@ -61,7 +58,7 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
     let hints = Arc::new(
         hints::HintStore::open(hints::HintConfig {
             dir: config.data_dir.join("hints"),
-            max_bytes_per_target: 1 << 30,
+            max_bytes_per_target: config.max_hints_bytes_per_host,
             segment_bytes: hints::DEFAULT_SEGMENT_BYTES,
         })
         .context("cannot open the hints directory")?,
@@ -80,7 +77,8 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
         release_version: release_version.to_string(),
     };
     let seeds = seed_addrs(config);
-    let gossip_config = GossipConfig::new(&config.cluster_name, generation, internode, seeds.clone());
+    let mut gossip_config = GossipConfig::new(&config.cluster_name, generation, internode, seeds.clone());
+    gossip_config.phi_convict_threshold = config.phi_convict_threshold;
     let status = if persisted.is_empty() { Status::Joining } else { Status::Normal };
     let gossip = Arc::new(Gossip::start(&gossip_config, local.clone(), status, &persisted).await.context("cannot start gossip")?);
 
@@ -106,7 +104,7 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
         let alone = seeds.iter().all(|s| *s == internode);
         let ring = if alone { gossip.view().await } else { wait_for_ring(&gossip, i_am_seed, &seeds).await? };
         let mut rng = rand::rngs::StdRng::from_entropy();
-        let tokens = ring::allocation::allocate_tokens(&ring.ring, &config.dc, &config.rack, config.num_tokens as usize, ALLOCATION_RF, &mut rng);
+        let tokens = ring::allocation::allocate_tokens(&ring.ring, &config.dc, &config.rack, config.num_tokens as usize, config.allocation_rf, &mut rng);
         let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
         storage.local_set("tokens", &text.join(","))?;
         tracing::info!(count = tokens.len(), peers = ring.endpoints.len().saturating_sub(1), "allocated tokens");

@@ -104,7 +104,12 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
         let alone = seeds.iter().all(|s| *s == internode);
         let ring = if alone { gossip.view().await } else { wait_for_ring(&gossip, i_am_seed, &seeds).await? };
         let mut rng = rand::rngs::StdRng::from_entropy();
-        let tokens = ring::allocation::allocate_tokens(&ring.ring, &config.dc, &config.rack, config.num_tokens as usize, config.allocation_rf, &mut rng);
+        // While the DC has no more nodes than the factor, every node holds
+        // every range at that factor; balance for the largest factor that
+        // still tells nodes apart instead.
+        let in_dc = ring.ring.dc_node_count(&config.dc) as u32;
+        let rf = config.allocation_rf.min(in_dc).max(1);
+        let tokens = ring::allocation::allocate_tokens(&ring.ring, &config.dc, &config.rack, config.num_tokens as usize, rf, &mut rng);
         let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
         storage.local_set("tokens", &text.join(","))?;
         tracing::info!(count = tokens.len(), peers = ring.endpoints.len().saturating_sub(1), "allocated tokens");

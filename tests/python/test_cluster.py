@@ -5,6 +5,8 @@ Each test states the "Done when" line of the cluster issue it shows. The
 3-node RF=3 cluster is shared by the tests of one module-scoped fixture, in
 file order (they restart nodes, so each leaves the cluster whole again)."""
 
+import socket
+import struct
 import time
 
 import pytest
@@ -44,6 +46,67 @@ def wait_state(cluster, address, state, observer=1, timeout=60):
         return False
 
     wait_until(ok, timeout, interval=0.5, what=f"{address} {state} as seen by node {observer}")
+
+
+class EventListener:
+    """A raw native-protocol v4 connection that REGISTERs for TOPOLOGY_CHANGE and
+    STATUS_CHANGE and collects the EVENT frames pushed to it."""
+
+    def __init__(self, host, port):
+        self.sock = socket.create_connection((host, port), timeout=10)
+        body = struct.pack(">H", 1) + self._string("CQL_VERSION") + self._string("3.0.0")
+        self._send(0x01, body)
+        assert self._read()[0] == 0x02  # READY
+        self._send(0x0B, struct.pack(">H", 2) + self._string("TOPOLOGY_CHANGE") + self._string("STATUS_CHANGE"))
+        assert self._read()[0] == 0x02
+
+    @staticmethod
+    def _string(s):
+        return struct.pack(">H", len(s)) + s.encode()
+
+    def _send(self, opcode, body, stream=1):
+        self.sock.sendall(struct.pack(">BBhBI", 4, 0, stream, opcode, len(body)) + body)
+
+    def _exact(self, n):
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed")
+            out += chunk
+        return out
+
+    def _read(self):
+        _, _, _, opcode, length = struct.unpack(">BBhBI", self._exact(9))
+        return opcode, self._exact(length)
+
+    def wait_for(self, kind, change, address, timeout=60):
+        """Waits for EVENT `kind` (e.g. STATUS_CHANGE) `change` (UP/DOWN/NEW_NODE) for `address`."""
+        deadline = time.time() + timeout
+        seen = []
+        while time.time() < deadline:
+            self.sock.settimeout(max(0.1, deadline - time.time()))
+            try:
+                opcode, body = self._read()
+            except socket.timeout:
+                break
+            if opcode != 0x0C:
+                continue
+            pos = 0
+            fields = []
+            for _ in range(2):
+                (n,) = struct.unpack_from(">H", body, pos)
+                fields.append(body[pos + 2 : pos + 2 + n].decode())
+                pos += 2 + n
+            size = body[pos]
+            ip = socket.inet_ntop(socket.AF_INET if size == 4 else socket.AF_INET6, body[pos + 1 : pos + 1 + size])
+            seen.append((fields[0], fields[1], ip))
+            if (fields[0], fields[1], ip) == (kind, change, address):
+                return
+        raise AssertionError(f"no {kind} {change} {address} event within {timeout}s; saw {seen}")
+
+    def close(self):
+        self.sock.close()
 
 
 def wait_no_hints(cluster, nodes, timeout=60):
@@ -99,7 +162,9 @@ def test_quorum_survives_a_killed_node_and_hints_bring_it_back(three):
     after the node restarts, hints replay and a CL ONE read served by that node alone returns
     every write made while it was down, without repair."""
     down = three.address(3)
+    events = EventListener(three.address(1), three.native_port)
     three.stop(3)
+    events.wait_for("STATUS_CHANGE", "DOWN", down)
     wait_state(three, down, "DN", observer=1)
     wait_state(three, down, "DN", observer=2)
     cluster, s = session_on(three, [three.address(1), three.address(2)], cl=ConsistencyLevel.QUORUM)
@@ -116,6 +181,8 @@ def test_quorum_survives_a_killed_node_and_hints_bring_it_back(three):
     finally:
         cluster.shutdown()
     three.start(3)
+    events.wait_for("STATUS_CHANGE", "UP", down)
+    events.close()
     wait_state(three, down, "UN", observer=1)
     wait_no_hints(three, [1, 2])
     cluster, s = session_on(three, [down], cl=ConsistencyLevel.ONE)
@@ -205,9 +272,13 @@ def test_restart_under_a_new_address_keeps_identity_and_data(three):
             s.execute(f"INSERT INTO {KS}.kv (k, v) VALUES ('move{i}', {i})")
     finally:
         cluster.shutdown()
+    events = EventListener(three.address(1), three.native_port)
     three.stop(2, graceful=True)
+    events.wait_for("STATUS_CHANGE", "DOWN", old)
     new = "127.0.0.9"
     three.start(2, address=new)
+    events.wait_for("TOPOLOGY_CHANGE", "NEW_NODE", new)
+    events.close()
     wait_state(three, new, "UN", observer=1)
     wait_state(three, new, "UN", observer=3)
     doc = three.tool("status", node=1)

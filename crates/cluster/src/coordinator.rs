@@ -164,7 +164,7 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
         // Remote sends first (queued now), then the local apply.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut pending: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
+        let mut pending: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
         let mut local: Option<(String, Vec<usize>)> = None;
         for (target, (dc, idx)) in targets {
             if target == view.local {
@@ -179,13 +179,17 @@ impl<T: Transport + Clone> Coordinator<T> {
                 let r = fut.await;
                 let _ = tx.send((target, r.is_ok()));
             });
-            pending.insert(target, idx);
+            pending.insert(target, (dc, idx));
         }
         drop(tx);
-        let dcs: HashMap<Uuid, String> = view.endpoints.values().map(|e| (e.host_id, e.dc.clone())).collect();
         if let Some((dc, idx)) = local {
-            let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
-            self.storage.apply(&batch).map_err(storage_err)?;
+            if idx.len() == mutations.len() {
+                // This node replicates every partition written (RF=1 on its range, or a small cluster).
+                self.storage.apply(&mutations).map_err(storage_err)?;
+            } else {
+                let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
+                self.storage.apply(&batch).map_err(storage_err)?;
+            }
             for i in &idx {
                 if let Some(c) = counters.get_mut(*i) {
                     c.ack(&dc);
@@ -196,12 +200,11 @@ impl<T: Transport + Clone> Coordinator<T> {
         while !counters.iter().all(|c| c.satisfied()) && !pending.is_empty() {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some((target, ok))) => {
-                    let Some(idx) = pending.remove(&target) else { continue };
+                    let Some((dc, idx)) = pending.remove(&target) else { continue };
                     if ok {
-                        let dc = dcs.get(&target).map(String::as_str).unwrap_or("");
                         for i in idx {
                             if let Some(c) = counters.get_mut(i) {
-                                c.ack(dc);
+                                c.ack(&dc);
                             }
                         }
                     } else {
@@ -221,7 +224,7 @@ impl<T: Transport + Clone> Coordinator<T> {
                 while !pending.is_empty() {
                     match tokio::time::timeout_at(deadline, rx.recv()).await {
                         Ok(Some((target, ok))) => {
-                            if let Some(idx) = pending.remove(&target) {
+                            if let Some((_, idx)) = pending.remove(&target) {
                                 if !ok {
                                     let muts: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
                                     this.hint(target, &muts);
@@ -231,7 +234,7 @@ impl<T: Transport + Clone> Coordinator<T> {
                         Ok(None) | Err(_) => break,
                     }
                 }
-                for (target, idx) in std::mem::take(&mut pending) {
+                for (target, (_, idx)) in std::mem::take(&mut pending) {
                     let muts: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
                     this.hint(target, &muts);
                 }

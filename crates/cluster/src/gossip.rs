@@ -44,6 +44,27 @@ pub struct LocalState {
     pub release_version: String,
 }
 
+impl LocalState {
+    /// This node as an endpoint of the view.
+    pub fn endpoint(&self, tokens: Vec<i64>, status: Status, generation: u64) -> Endpoint {
+        Endpoint {
+            host_id: self.host_id,
+            internode: self.internode,
+            rpc_address: self.rpc_address,
+            native_port: self.native_port,
+            dc: self.dc.clone(),
+            rack: self.rack.clone(),
+            tokens,
+            status,
+            alive: true,
+            schema_version: None,
+            release_version: self.release_version.clone(),
+            load_bytes: 0,
+            generation,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct GossipConfig {
     pub cluster_name: String,

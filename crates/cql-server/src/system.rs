@@ -317,10 +317,6 @@ fn text_list(items: impl IntoIterator<Item = String>) -> Option<Vec<u8>> {
 }
 
 /// Builds a row by column name; columns not named are null.
-fn peer_tokens(p: &crate::data::PeerInfo) -> Option<Vec<u8>> {
-    v(Value::Set(p.tokens.iter().map(|t| Value::Text(t.to_string())).collect()))
-}
-
 fn row(table: &TableDef, values: Vec<(&str, Option<Vec<u8>>)>) -> VirtualRow {
     let mut out: VirtualRow = vec![None; table.columns.len()];
     for (name, value) in values {
@@ -359,26 +355,8 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
                 ("tokens", tokens()),
             ],
         )],
-        ("system", "peers") => peers
-            .iter()
-            .map(|p| {
-                row(
-                    table,
-                    vec![
-                        ("peer", v(Value::Inet(p.peer))),
-                        ("data_center", t(&p.data_center)),
-                        ("host_id", v(Value::Uuid(p.host_id))),
-                        ("preferred_ip", v(Value::Inet(p.peer))),
-                        ("rack", t(&p.rack)),
-                        ("release_version", t(&p.release_version)),
-                        ("rpc_address", v(Value::Inet(p.rpc_address))),
-                        ("schema_version", p.schema_version.map(Value::Uuid).and_then(v)),
-                        ("tokens", peer_tokens(p)),
-                    ],
-                )
-            })
-            .collect(),
-        ("system", "peers_v2") => peers
+        // One list serves both tables: `row` keeps the columns the table has.
+        ("system", "peers") | ("system", "peers_v2") => peers
             .iter()
             .map(|p| {
                 row(
@@ -388,6 +366,7 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
                         ("peer_port", v(Value::Int(i32::from(p.peer_port)))),
                         ("data_center", t(&p.data_center)),
                         ("host_id", v(Value::Uuid(p.host_id))),
+                        ("rpc_address", v(Value::Inet(p.rpc_address))),
                         ("native_address", v(Value::Inet(p.rpc_address))),
                         ("native_port", v(Value::Int(i32::from(p.native_port)))),
                         ("preferred_ip", v(Value::Inet(p.peer))),
@@ -395,7 +374,7 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
                         ("rack", t(&p.rack)),
                         ("release_version", t(&p.release_version)),
                         ("schema_version", p.schema_version.map(Value::Uuid).and_then(v)),
-                        ("tokens", peer_tokens(p)),
+                        ("tokens", v(Value::Set(p.tokens.iter().map(|t| Value::Text(t.to_string())).collect()))),
                     ],
                 )
             })

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use cluster::gossip::{ClusterEvent, Gossip, GossipConfig, LocalState};
 use cluster::verbs::{self, SchemaSync};
-use cluster::{ClusterView, Coordinator, CoordinatorConfig, Endpoint, Status, ViewHandle};
+use cluster::{ClusterView, Coordinator, CoordinatorConfig, Status, ViewHandle};
 use cql_protocol::{Event, StatusChangeType, TopologyChangeType};
 use net::{TcpConfig, TcpTransport};
 use rand::SeedableRng;
@@ -82,21 +82,7 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
     let status = if persisted.is_empty() { Status::Joining } else { Status::Normal };
     let gossip = Arc::new(Gossip::start(&gossip_config, local.clone(), status, &persisted).await.context("cannot start gossip")?);
 
-    let me = Endpoint {
-        host_id,
-        internode,
-        rpc_address: config.rpc_address,
-        native_port: config.native_port,
-        dc: config.dc.clone(),
-        rack: config.rack.clone(),
-        tokens: persisted.clone(),
-        status,
-        alive: true,
-        schema_version: None,
-        release_version: release_version.to_string(),
-        load_bytes: 0,
-        generation,
-    };
+    let me = local.endpoint(persisted.clone(), status, generation);
     let view = Arc::new(ViewHandle::new(ClusterView::single(&config.cluster_name, me)));
 
     let tokens = if persisted.is_empty() {

@@ -1,0 +1,727 @@
+//! One seed, start to finish: draw the run's shape from the seed, start the
+//! cluster, run concurrent clients against random coordinators while the
+//! nemesis injects faults, then heal, wait for the failure detectors, replay
+//! hints, read every partition at ALL, check liveness, and judge the history
+//! (`checker`).
+//!
+//! During the workload every node also runs the real hint dispatcher
+//! (`verbs::dispatch_hints`), so hints are replayed into the faulty network
+//! too; it is stopped when the workload ends.
+//!
+//! Phases after the workload (each a precondition of the next):
+//! 1. heal: partitions removed, no loss, small delays; wait until every view
+//!    has every node up;
+//! 2. settle (longer than the write timeout, so coordinators have hinted
+//!    every replica that did not answer), then `verbs::replay_once` on every
+//!    node until no hint is pending (bounded);
+//! 3. every replica's local storage must hold every acknowledged write
+//!    (hinted handoff alone, before any read repair);
+//! 4. one ALL read per partition (read repair), checked the same way;
+//! 5. local storage again, and every replica's raw digest must agree;
+//! 6. liveness: one QUORUM write per row and one QUORUM read per partition,
+//!    each through another coordinator; all must succeed. Last, because
+//!    these writes overwrite every row and would hide a lost write from the
+//!    checks above.
+//!
+//! Determinism: every random draw comes from one `StdRng` seeded with the
+//! seed (the network's seed is drawn from it too), on a current-thread
+//! runtime with paused time, so a seed replays the same run; `SimReport::
+//! trace_hash` fingerprints it.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+
+use cluster::verbs;
+use cluster::CoordError;
+use net::{MemFaults, MemStats};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use types::Consistency;
+
+use crate::checker::{self, Property, Snapshot, Violation};
+use crate::harness::{self, lock, Clock, SimCluster, HEARTBEAT_PERIOD};
+use crate::history::{History, ReadRecord, WriteRecord};
+use crate::table::{self, ReadShape, Rows};
+
+/// What kind of run.
+#[derive(Clone, Debug, Default)]
+pub struct SimConfig {
+    /// Inject faults: message loss, delays, partitions. Off, the network only
+    /// delays messages a little, and every operation is expected to succeed.
+    pub faults: bool,
+    /// Force the number of nodes (else 3 to 5, from the seed).
+    pub nodes: Option<usize>,
+    /// Break the run on purpose, to show the checker notices.
+    pub sabotage: Option<Sabotage>,
+}
+
+impl SimConfig {
+    pub fn with_faults() -> SimConfig {
+        SimConfig { faults: true, ..SimConfig::default() }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sabotage {
+    /// After hint replay, truncate the table on this node: a replica loses
+    /// its data behind the cluster's back.
+    DropReplicaData { node: usize },
+}
+
+/// The shape of one run, drawn from its seed.
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub nodes: usize,
+    pub vnodes: usize,
+    pub clients: usize,
+    pub partitions: i32,
+    pub rows: i32,
+    pub workload: Duration,
+    pub write_fraction: f64,
+    pub think_ms_max: u64,
+    pub loss_max: f64,
+    /// How often each node's hint dispatcher runs during the workload.
+    pub hint_period: Duration,
+}
+
+impl Params {
+    fn draw(rng: &mut StdRng, config: &SimConfig) -> Params {
+        Params {
+            nodes: config.nodes.unwrap_or_else(|| rng.gen_range(3..=5)),
+            vnodes: rng.gen_range(2..=16),
+            clients: rng.gen_range(2..=6),
+            partitions: rng.gen_range(2..=8),
+            rows: rng.gen_range(1..=3),
+            workload: Duration::from_millis(rng.gen_range(5_000..=15_000)),
+            write_fraction: rng.gen_range(0.3..0.8),
+            think_ms_max: rng.gen_range(1..=200),
+            loss_max: if config.faults { rng.gen_range(0.0..=0.3) } else { 0.0 },
+            hint_period: Duration::from_millis(rng.gen_range(300..=3_000)),
+        }
+    }
+}
+
+impl fmt::Display for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} nodes x {} vnodes, {} clients, {} partitions x {} rows, {:.1}s of workload, {:.0}% writes, think <= {}ms, loss <= {:.0}%",
+            self.nodes,
+            self.vnodes,
+            self.clients,
+            self.partitions,
+            self.rows,
+            self.workload.as_secs_f64(),
+            self.write_fraction * 100.0,
+            self.think_ms_max,
+            self.loss_max * 100.0
+        )
+    }
+}
+
+/// A run that kept every property.
+#[derive(Clone, Debug)]
+pub struct SimReport {
+    pub seed: u64,
+    pub params: Params,
+    pub writes: usize,
+    pub writes_acked: usize,
+    pub reads: usize,
+    pub reads_ok: usize,
+    pub hints_delivered: usize,
+    pub virtual_time: Duration,
+    pub wall_time: Duration,
+    pub net: MemStats,
+    /// Hash of the event trace and the network's delivery history.
+    pub trace_hash: u64,
+}
+
+impl fmt::Display for SimReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {}: {}; writes {}/{} acked, reads {}/{} ok, {} hints replayed, {} msgs ({} lost, {} cut), {:.1}s virtual in {:.0}ms",
+            self.seed,
+            self.params,
+            self.writes_acked,
+            self.writes,
+            self.reads_ok,
+            self.reads,
+            self.hints_delivered,
+            self.net.sent,
+            self.net.dropped_by_fault,
+            self.net.dropped_by_partition,
+            self.virtual_time.as_secs_f64(),
+            self.wall_time.as_secs_f64() * 1e3
+        )
+    }
+}
+
+/// A run that broke a property (or could not run): prints its seed.
+#[derive(Clone, Debug)]
+pub struct SimFailure {
+    pub seed: u64,
+    pub violation: Violation,
+    pub params: Option<Params>,
+    pub trace_tail: Vec<String>,
+}
+
+impl fmt::Display for SimFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "simulation failed: SIM_SEED={} (replay: SIM_SEED={} cargo test --release -p sim)", self.seed, self.seed)?;
+        writeln!(f, "{}", self.violation)?;
+        if let Some(p) = &self.params {
+            writeln!(f, "run: {p}")?;
+        }
+        writeln!(f, "last events:")?;
+        for line in &self.trace_tail {
+            writeln!(f, "  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// Panics on this thread since the run started (tokio catches a task's
+    /// panic; this makes it count).
+    static PANICS: Cell<u32> = const { Cell::new(0) };
+    static FIRST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+fn count_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.with(|p| p.set(p.get() + 1));
+            FIRST_PANIC.with(|f| {
+                f.borrow_mut().get_or_insert_with(|| info.to_string());
+            });
+            previous(info);
+        }));
+    });
+    PANICS.with(|p| p.set(0));
+    FIRST_PANIC.with(|f| f.borrow_mut().take());
+}
+
+/// Runs one seed. (The failure is returned unboxed: it is built once per
+/// failing seed, and the caller prints it.)
+#[allow(clippy::result_large_err)]
+pub fn run_seed(seed: u64, config: &SimConfig) -> Result<SimReport, SimFailure> {
+    count_panics();
+    let wall = std::time::Instant::now();
+    let fail = |violation: Violation| SimFailure { seed, violation, params: None, trace_tail: Vec::new() };
+    let dir = tempfile::Builder::new().prefix("shoal-sim-").tempdir().map_err(|e| fail(harness_error(format!("tempdir: {e}"))))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| fail(harness_error(format!("runtime: {e}"))))?;
+    let run = std::panic::catch_unwind(AssertUnwindSafe(|| rt.block_on(simulate(seed, config, dir.path()))));
+    // Stops the verb handlers, failure detectors and the network pump.
+    drop(rt);
+    let mut run = match run {
+        Ok(run) => run,
+        Err(_) => {
+            let what = FIRST_PANIC.with(|f| f.borrow_mut().take()).unwrap_or_default();
+            return Err(fail(harness_error(format!("the simulation panicked: {what}"))));
+        }
+    };
+    if PANICS.with(Cell::get) > 0 && run.result.is_ok() {
+        let what = FIRST_PANIC.with(|f| f.borrow_mut().take()).unwrap_or_default();
+        run.result = Err(harness_error(format!("a task panicked: {what}")));
+    }
+    let trace = lock(&run.clock.trace);
+    let tail = trace.tail();
+    let trace_hash = trace.hash() ^ run.net.trace_hash.rotate_left(1);
+    drop(trace);
+    reap(run.cluster, dir);
+    let history = lock(&run.history);
+    match run.result {
+        Ok(()) => Ok(SimReport {
+            seed,
+            params: run.params,
+            writes: history.writes.len(),
+            writes_acked: history.acked_writes(),
+            reads: history.reads.len(),
+            reads_ok: history.ok_reads(),
+            hints_delivered: run.hints_delivered,
+            virtual_time: run.virtual_time,
+            wall_time: wall.elapsed(),
+            net: run.net,
+            trace_hash,
+        }),
+        Err(violation) => Err(SimFailure { seed, violation, params: Some(run.params), trace_tail: tail }),
+    }
+}
+
+fn harness_error(detail: String) -> Violation {
+    Violation::new(Property::Harness, detail)
+}
+
+static REAPERS: Mutex<Vec<std::thread::JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Closes the nodes' storage and removes the directory off the simulation's
+/// thread: closing a `Storage` joins its commit-log thread, which sleeps in
+/// 50 ms steps, and that would otherwise dominate a seed's time.
+fn reap(cluster: Option<Arc<SimCluster>>, dir: tempfile::TempDir) {
+    let handle = std::thread::spawn(move || {
+        drop(cluster);
+        drop(dir);
+    });
+    lock(&REAPERS).push(handle);
+}
+
+/// Waits until every finished run's storage is closed and its directory removed.
+pub fn join_cleanup() {
+    let handles: Vec<_> = std::mem::take(&mut *lock(&REAPERS));
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+struct Run {
+    params: Params,
+    cluster: Option<Arc<SimCluster>>,
+    clock: Arc<Clock>,
+    history: Arc<Mutex<History>>,
+    result: Result<(), Violation>,
+    hints_delivered: usize,
+    virtual_time: Duration,
+    net: MemStats,
+}
+
+/// What every task of a run shares.
+struct Shared {
+    rng: Mutex<StdRng>,
+    history: Arc<Mutex<History>>,
+    clock: Arc<Clock>,
+    cluster: Arc<SimCluster>,
+    params: Params,
+}
+
+async fn simulate(seed: u64, config: &SimConfig, dir: &std::path::Path) -> Run {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let params = Params::draw(&mut rng, config);
+    let clock = Arc::new(Clock::new());
+    let history = Arc::new(Mutex::new(History::default()));
+    let cluster = match SimCluster::start(&mut rng, params.nodes, params.vnodes, dir) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            return Run {
+                params,
+                cluster: None,
+                clock,
+                history,
+                result: Err(harness_error(e)),
+                hints_delivered: 0,
+                virtual_time: Duration::ZERO,
+                net: MemStats::default(),
+            }
+        }
+    };
+    clock.event("sim", format_args!("seed {seed}: {params}"));
+    let shared = Arc::new(Shared {
+        rng: Mutex::new(rng),
+        history: Arc::clone(&history),
+        clock: Arc::clone(&clock),
+        cluster,
+        params: params.clone(),
+    });
+    let mut hints_delivered = 0;
+    let result = phases(&shared, config, &mut hints_delivered).await;
+    let net = shared.cluster.net.stats();
+    let virtual_time = clock.now();
+    let cluster = Some(Arc::clone(&shared.cluster));
+    drop(shared);
+    Run { params, cluster, clock, history, result, hints_delivered, virtual_time, net }
+}
+
+fn short(e: &CoordError) -> String {
+    match e {
+        CoordError::WriteTimeout { received, block_for, .. } => format!("WriteTimeout({received}/{block_for})"),
+        CoordError::ReadTimeout { received, block_for, .. } => format!("ReadTimeout({received}/{block_for})"),
+        CoordError::Unavailable { required, alive, .. } => format!("Unavailable(alive {alive}/{required})"),
+        other => format!("{other:?}"),
+    }
+}
+
+fn cl_name(cl: Consistency) -> &'static str {
+    match cl {
+        Consistency::All => "ALL",
+        Consistency::Quorum => "QUORUM",
+        _ => "other",
+    }
+}
+
+/// One client write through node `node` of the rows `rows` (pk, c): one
+/// row alone, several as an unlogged batch, each row with its own
+/// timestamp. Recorded per row.
+async fn write(shared: &Shared, who: &str, node: usize, rows: &[(i32, i32)], cl: Consistency) -> Result<(), String> {
+    let (stamps, start) = {
+        let mut h = lock(&shared.history);
+        let stamps: Vec<i64> = rows.iter().map(|_| h.next_timestamp()).collect();
+        (stamps, h.tick())
+    };
+    let start_at = shared.clock.now();
+    let values: Vec<Vec<u8>> = rows.iter().zip(&stamps).map(|(&(pk, c), &ts)| table::value_of(ts, pk, c)).collect();
+    let mutations = rows.iter().zip(&stamps).zip(&values).map(|((&(pk, c), &ts), v)| table::write(pk, c, ts, v)).collect();
+    let write_type = if rows.len() == 1 { "SIMPLE" } else { "UNLOGGED_BATCH" };
+    let coordinator = &shared.cluster.nodes[node].coordinator;
+    let result = coordinator.mutate(&shared.cluster.keyspace, mutations, cl, write_type).await.map_err(|e| short(&e));
+    let end = lock(&shared.history).tick();
+    let end_at = shared.clock.now();
+    let what: Vec<String> =
+        rows.iter().zip(&stamps).map(|((pk, c), ts)| format!("pk={pk} c={c} ts={}", ts - table::TIMESTAMP_BASE_MICROS)).collect();
+    shared.clock.event(
+        who,
+        format_args!("n{node} write {} {} -> {}", cl_name(cl), what.join(", "), result.as_ref().map_or_else(|e| e.as_str(), |_| "ok")),
+    );
+    let mut h = lock(&shared.history);
+    for ((&(pk, c), ts), value) in rows.iter().zip(stamps).zip(values) {
+        h.writes.push(WriteRecord { pk, c, ts, value, node, start, end, start_at, end_at, result: result.clone() });
+    }
+    result
+}
+
+/// One read of partition `pk` through node `node`; recorded when `record`.
+async fn read(shared: &Shared, who: &str, node: usize, pk: i32, shape: ReadShape, cl: Consistency, record: bool) -> Result<Rows, String> {
+    let start = lock(&shared.history).tick();
+    let start_at = shared.clock.now();
+    let coordinator = &shared.cluster.nodes[node].coordinator;
+    let result = match coordinator.read(&shared.cluster.keyspace, table::read(pk, shape), cl).await {
+        Ok(p) => table::rows(&p, shape.reversed),
+        Err(e) => Err(short(&e)),
+    };
+    let end = lock(&shared.history).tick();
+    let end_at = shared.clock.now();
+    let outcome = match &result {
+        Ok(rows) => {
+            let v: Vec<String> = rows.iter().map(|(c, v)| format!("{c}@{}", v.ts - table::TIMESTAMP_BASE_MICROS)).collect();
+            format!("[{}]", v.join(" "))
+        }
+        Err(e) => e.clone(),
+    };
+    shared.clock.event(who, format_args!("n{node} read {} pk={pk}{shape} -> {outcome}", cl_name(cl)));
+    if record {
+        lock(&shared.history).reads.push(ReadRecord { pk, shape, node, start, end, start_at, end_at, result: result.clone() });
+    }
+    result
+}
+
+/// Bound on the operations of one run. A client waits at least 1 ms of
+/// virtual time between operations, because an operation that fails at once
+/// (Unavailable) takes no virtual time, and a loop without waits would spin
+/// at one instant forever.
+const OPS_MAX: usize = 50_000;
+
+enum Op {
+    Write(Vec<(i32, i32)>),
+    Read(i32, ReadShape),
+}
+
+/// Mostly whole partitions; otherwise a slice, a direction and a limit.
+fn random_shape(rng: &mut StdRng, rows: i32) -> ReadShape {
+    if rng.gen_bool(0.6) {
+        return ReadShape::default();
+    }
+    let range = rng.gen_bool(0.3).then(|| {
+        let lo = rng.gen_range(0..rows);
+        (lo, rng.gen_range(lo..rows))
+    });
+    let limit = rng.gen_bool(0.6).then(|| rng.gen_range(1..=rows.max(1) as usize));
+    ReadShape { range, reversed: rng.gen_bool(0.5), limit }
+}
+
+async fn client(id: usize, shared: Arc<Shared>, until: tokio::time::Instant) {
+    let who = format!("c{id}");
+    let p = &shared.params;
+    while tokio::time::Instant::now() < until {
+        let ops = {
+            let h = lock(&shared.history);
+            h.writes.len() + h.reads.len()
+        };
+        if ops >= OPS_MAX {
+            shared.clock.event(&who, format_args!("stops: {OPS_MAX} operations recorded"));
+            break;
+        }
+        let (op, node, think) = {
+            let mut rng = lock(&shared.rng);
+            let op = if rng.gen_bool(p.write_fraction) {
+                // Mostly single rows; sometimes a batch of distinct rows.
+                let count = if rng.gen_bool(0.2) { rng.gen_range(2..=3) } else { 1 };
+                let mut rows: Vec<(i32, i32)> = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let row = (rng.gen_range(0..p.partitions), rng.gen_range(0..p.rows));
+                    if !rows.contains(&row) {
+                        rows.push(row);
+                    }
+                }
+                Op::Write(rows)
+            } else {
+                Op::Read(rng.gen_range(0..p.partitions), random_shape(&mut rng, p.rows))
+            };
+            (op, rng.gen_range(0..p.nodes), rng.gen_range(1..=p.think_ms_max))
+        };
+        match op {
+            Op::Write(rows) => {
+                let _ = write(&shared, &who, node, &rows, Consistency::Quorum).await;
+            }
+            Op::Read(pk, shape) => {
+                let _ = read(&shared, &who, node, pk, shape, Consistency::Quorum, true).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(think)).await;
+    }
+}
+
+/// The network after healing: nothing lost, little delay.
+fn calm() -> MemFaults {
+    MemFaults { drop_probability: 0.0, delay_min: Duration::ZERO, delay_max: Duration::from_millis(2) }
+}
+
+/// Random loss and delay within the run's bounds; now and then a slow
+/// network whose round trips approach the timeouts.
+fn random_faults(rng: &mut StdRng, p: &Params) -> MemFaults {
+    let drop_probability = if p.loss_max > 0.0 { rng.gen_range(0.0..=p.loss_max) } else { 0.0 };
+    let delay_min = Duration::from_micros(rng.gen_range(0..=5_000));
+    let spread = if rng.gen_bool(0.1) { rng.gen_range(0..=300_000) } else { rng.gen_range(0..=40_000) };
+    MemFaults { drop_probability, delay_min, delay_max: delay_min + Duration::from_micros(spread) }
+}
+
+/// The fault schedule: until `until`, every 0.2–2.5 s, change loss and delay,
+/// isolate a node, split a pair of nodes from the rest, cut one direction of
+/// one link, or heal every partition.
+async fn nemesis(shared: Arc<Shared>, until: tokio::time::Instant) {
+    let net = &shared.cluster.net;
+    let addrs: Vec<_> = shared.cluster.nodes.iter().map(|n| n.addr).collect();
+    let n = addrs.len();
+    let faults = random_faults(&mut lock(&shared.rng), &shared.params);
+    shared.clock.event("net", format_args!("faults {faults:?}"));
+    net.set_faults(faults);
+    loop {
+        let (wait, action, a, b) = {
+            let mut rng = lock(&shared.rng);
+            let a = rng.gen_range(0..n);
+            let b = (a + rng.gen_range(1..n)) % n;
+            (Duration::from_millis(rng.gen_range(200..=2_500)), rng.gen_range(0..100), a, b)
+        };
+        if tokio::time::Instant::now() + wait >= until {
+            break;
+        }
+        tokio::time::sleep(wait).await;
+        match action {
+            0..=29 => {
+                let faults = random_faults(&mut lock(&shared.rng), &shared.params);
+                shared.clock.event(
+                    "net",
+                    format_args!("faults loss={:.2} delay={:?}..{:?}", faults.drop_probability, faults.delay_min, faults.delay_max),
+                );
+                net.set_faults(faults);
+            }
+            30..=44 => {
+                shared.clock.event("net", format_args!("isolate n{a}"));
+                net.isolate(addrs[a]);
+            }
+            45..=59 => {
+                shared.clock.event("net", format_args!("split {{n{a}, n{b}}} from the rest"));
+                for (i, other) in addrs.iter().enumerate() {
+                    if i != a && i != b {
+                        net.partition_both(addrs[a], *other);
+                        net.partition_both(addrs[b], *other);
+                    }
+                }
+            }
+            60..=69 => {
+                shared.clock.event("net", format_args!("cut n{a} -> n{b} (one way)"));
+                net.partition(addrs[a], addrs[b]);
+            }
+            _ => {
+                shared.clock.event("net", format_args!("heal all partitions"));
+                net.heal_all();
+            }
+        }
+    }
+}
+
+/// Bounds of the final phases.
+const UP_WAIT_ROUNDS_MAX: usize = 40;
+const HINT_PASSES_MAX: usize = 20;
+
+async fn phases(shared: &Arc<Shared>, config: &SimConfig, hints_delivered: &mut usize) -> Result<(), Violation> {
+    let cluster = &shared.cluster;
+    let p = shared.params.clone();
+    cluster.spawn_failure_detectors(&shared.clock);
+    let until = tokio::time::Instant::now() + p.workload;
+    let nemesis = if config.faults {
+        Some(tokio::spawn(nemesis(Arc::clone(shared), until)))
+    } else {
+        cluster.net.set_faults(calm());
+        None
+    };
+    // The real hint dispatcher runs during the workload, as on a node, so
+    // hints are also replayed into a faulty network.
+    let dispatchers: Vec<_> =
+        cluster.nodes.iter().map(|n| tokio::spawn(verbs::dispatch_hints(Arc::clone(&n.coordinator), p.hint_period))).collect();
+    let clients: Vec<_> = (0..p.clients).map(|id| tokio::spawn(client(id, Arc::clone(shared), until))).collect();
+    for c in clients {
+        c.await.map_err(|e| harness_error(format!("a client task failed: {e}")))?;
+    }
+    let ops = {
+        let h = lock(&shared.history);
+        h.writes.len() + h.reads.len()
+    };
+    if ops >= OPS_MAX {
+        return Err(harness_error(format!("the clients ran {ops} operations, more than the bound of {OPS_MAX}")));
+    }
+    if let Some(n) = nemesis {
+        n.await.map_err(|e| harness_error(format!("the nemesis failed: {e}")))?;
+    }
+    // From here on `replay_once` is driven by hand (one drainer per target).
+    for d in dispatchers {
+        d.abort();
+    }
+
+    // 1. Heal.
+    cluster.net.heal_all();
+    cluster.net.set_faults(calm());
+    shared.clock.event("net", format_args!("heal: no partitions, no loss"));
+    // Heartbeats sent before the heal may still time out and convict a
+    // peer; wait until every one of them has resolved.
+    tokio::time::sleep(harness::HEARTBEAT_TIMEOUT).await;
+    let mut rounds = 0;
+    while !cluster.all_up() {
+        if rounds == UP_WAIT_ROUNDS_MAX {
+            let down: Vec<String> = cluster
+                .nodes
+                .iter()
+                .flat_map(|n| {
+                    let view = n.view.snapshot();
+                    let who = n.index;
+                    cluster.nodes.iter().filter(move |p| !view.is_alive(p.host_id)).map(move |p| format!("n{who} sees n{} down", p.index))
+                })
+                .collect();
+            return Err(Violation::new(
+                Property::Liveness,
+                format!("failure detectors still disagree {rounds} heartbeats after healing: {}", down.join(", ")),
+            ));
+        }
+        tokio::time::sleep(HEARTBEAT_PERIOD).await;
+        rounds += 1;
+    }
+    shared.clock.event("sim", format_args!("every node sees every node up"));
+
+    // 2. Settle, then replay hints until none is pending.
+    tokio::time::sleep(harness::coordinator_config().write_timeout * 2).await;
+    let mut passes = 0;
+    while cluster.pending_hint_bytes() > 0 {
+        if passes == HINT_PASSES_MAX {
+            let left: Vec<String> = cluster
+                .nodes
+                .iter()
+                .filter(|n| n.hints.total_pending_bytes() > 0)
+                .map(|n| format!("n{} holds {} bytes for {:?}", n.index, n.hints.total_pending_bytes(), n.hints.targets()))
+                .collect();
+            return Err(Violation::new(Property::Liveness, format!("hints not drained after {passes} replay passes: {}", left.join(", "))));
+        }
+        for node in &cluster.nodes {
+            let delivered = verbs::replay_once(&node.coordinator).await;
+            if delivered > 0 {
+                shared.clock.event(&format!("n{}", node.index), format_args!("replayed {delivered} hints"));
+            }
+            *hints_delivered += delivered;
+        }
+        passes += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    shared.clock.event("sim", format_args!("hints drained ({hints_delivered} replayed)"));
+
+    if let Some(Sabotage::DropReplicaData { node }) = config.sabotage {
+        shared.clock.event("sim", format_args!("sabotage: truncating n{node}'s table"));
+        let storage = &cluster.nodes.get(node).ok_or_else(|| harness_error(format!("no node {node} to sabotage")))?.storage;
+        storage.truncate(&table::table_id()).map_err(|e| harness_error(format!("truncate: {e}")))?;
+    }
+
+    // 3. Hinted handoff delivered every acknowledged write to every replica.
+    let local = local_snapshots(cluster, &p, "after hint replay")?;
+    {
+        let history = lock(&shared.history);
+        checker::check_written_values(&history, &local)?;
+        checker::check_no_lost_writes(&history, &local)?;
+    }
+
+    // 4. One ALL read per partition, through a random coordinator.
+    let mut all = Vec::new();
+    for pk in 0..p.partitions {
+        let node = lock(&shared.rng).gen_range(0..p.nodes);
+        let rows = read(shared, "final", node, pk, ReadShape::default(), Consistency::All, false)
+            .await
+            .map_err(|e| Violation::new(Property::Liveness, format!("ALL read pk={pk} via n{node} after healing failed: {e}")))?;
+        all.push(Snapshot { source: format!("the ALL read via n{node}"), pk, rows });
+    }
+    {
+        let history = lock(&shared.history);
+        checker::check_written_values(&history, &all)?;
+        checker::check_no_lost_writes(&history, &all)?;
+    }
+
+    // 5. Local storage again, and convergence of the raw data.
+    let local = local_snapshots(cluster, &p, "after the ALL reads")?;
+    let mut digests = Vec::new();
+    for pk in 0..p.partitions {
+        for node in cluster.replicas(pk) {
+            let raw =
+                cluster.nodes[node].storage.read_raw(&table::full_read(pk)).map_err(|e| harness_error(format!("n{node} read_raw: {e}")))?;
+            digests.push((pk, node, raw.digest()));
+        }
+    }
+    {
+        let history = lock(&shared.history);
+        checker::check_no_lost_writes(&history, &local)?;
+        checker::check_converged(&digests)?;
+    }
+
+    // 6. Liveness: QUORUM writes and reads succeed once healed.
+    for pk in 0..p.partitions {
+        for c in 0..p.rows {
+            let node = (pk * p.rows + c) as usize % p.nodes;
+            write(shared, "heal", node, &[(pk, c)], Consistency::Quorum).await.map_err(|e| {
+                Violation::new(Property::Liveness, format!("QUORUM write pk={pk} c={c} via n{node} after healing failed: {e}"))
+            })?;
+        }
+        let node = (pk as usize + 1) % p.nodes;
+        read(shared, "heal", node, pk, ReadShape::default(), Consistency::Quorum, true)
+            .await
+            .map_err(|e| Violation::new(Property::Liveness, format!("QUORUM read pk={pk} via n{node} after healing failed: {e}")))?;
+    }
+
+    let history = lock(&shared.history);
+    checker::check_written_values(&history, &[])?;
+    checker::check_read_your_writes(&history)?;
+    checker::check_monotonic_reads(&history)?;
+    Ok(())
+}
+
+/// Every replica's own rows of every partition, read from its storage.
+fn local_snapshots(cluster: &SimCluster, p: &Params, when: &str) -> Result<Vec<Snapshot>, Violation> {
+    let mut out = Vec::new();
+    for pk in 0..p.partitions {
+        let replicas = cluster.replicas(pk);
+        if replicas.len() != table::REPLICATION_FACTOR as usize {
+            return Err(harness_error(format!("pk={pk} has replicas {replicas:?}, expected {}", table::REPLICATION_FACTOR)));
+        }
+        for node in replicas {
+            let partition = cluster.nodes[node]
+                .storage
+                .read_partition(&table::full_read(pk))
+                .map_err(|e| harness_error(format!("n{node} read_partition: {e}")))?;
+            let rows = table::rows(&partition, false)
+                .map_err(|e| Violation::new(Property::WrittenValues, format!("n{node} local storage pk={pk}: {e}")))?;
+            out.push(Snapshot { source: format!("n{node}'s local storage {when}"), pk, rows });
+        }
+    }
+    Ok(out)
+}

@@ -13,3 +13,5 @@ echo "== cargo test"
 cargo test --release --workspace
 echo "== python driver + cqlsh tests"
 PATH="$SHOAL_VENV/bin:$PATH" SHOAL_BIN="$SHOAL_BIN" "$SHOAL_VENV/bin/python" -m pytest -q tests/python
+echo "== bench/compare --smoke (Shoal only, results in a temp dir; no targets asserted)"
+"$ROOT/bench/compare" --smoke --shoal-only

@@ -221,6 +221,10 @@ impl Storage {
 pub(crate) trait Cursor {
     fn seek_to_first(&mut self);
     fn seek_to_last(&mut self);
+    /// Positions at the first entry `>= key`.
+    fn seek(&mut self, key: &[u8]);
+    /// Positions at the last entry `<= key`.
+    fn seek_for_prev(&mut self, key: &[u8]);
     fn valid(&self) -> bool;
     fn key(&self) -> Option<&[u8]>;
     fn value(&self) -> Option<&[u8]>;
@@ -236,6 +240,14 @@ impl Cursor for DBRawIteratorWithThreadMode<'_, Db> {
     #[inline]
     fn seek_to_last(&mut self) {
         DBRawIteratorWithThreadMode::seek_to_last(self)
+    }
+    #[inline]
+    fn seek(&mut self, key: &[u8]) {
+        DBRawIteratorWithThreadMode::seek(self, key)
+    }
+    #[inline]
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        DBRawIteratorWithThreadMode::seek_for_prev(self, key)
     }
     #[inline]
     fn valid(&self) -> bool {
@@ -282,6 +294,12 @@ impl Cursor for SliceCursor<'_> {
     fn seek_to_last(&mut self) {
         self.pos = self.cells.len().wrapping_sub(1);
     }
+    fn seek(&mut self, key: &[u8]) {
+        self.pos = self.cells.partition_point(|(k, _)| k.as_slice() < key);
+    }
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        self.pos = self.cells.partition_point(|(k, _)| k.as_slice() <= key).wrapping_sub(1);
+    }
     fn valid(&self) -> bool {
         self.pos < self.cells.len()
     }
@@ -300,6 +318,51 @@ impl Cursor for SliceCursor<'_> {
         if self.valid() {
             self.pos = self.pos.wrapping_sub(1);
         }
+    }
+}
+
+/// A [`Cursor`] confined to `[lower, upper)` of another cursor: one
+/// iterator serves every section and slice of a partition read (building
+/// a RocksDB iterator costs more than seeking one).
+struct Window<'c, C: Cursor> {
+    it: &'c mut C,
+    lower: &'c [u8],
+    upper: &'c [u8],
+}
+
+impl<C: Cursor> Cursor for Window<'_, C> {
+    fn seek_to_first(&mut self) {
+        self.it.seek(self.lower);
+    }
+    fn seek_to_last(&mut self) {
+        self.it.seek_for_prev(self.upper);
+        if self.it.key().is_some_and(|k| k >= self.upper) {
+            self.it.prev();
+        }
+    }
+    fn seek(&mut self, key: &[u8]) {
+        self.it.seek(key.max(self.lower));
+    }
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        self.it.seek_for_prev(key);
+        if self.it.key().is_some_and(|k| k >= self.upper) {
+            self.seek_to_last();
+        }
+    }
+    fn valid(&self) -> bool {
+        self.it.valid() && self.it.key().is_some_and(|k| k >= self.lower && k < self.upper)
+    }
+    fn key(&self) -> Option<&[u8]> {
+        self.it.key()
+    }
+    fn value(&self) -> Option<&[u8]> {
+        self.it.value()
+    }
+    fn next(&mut self) {
+        self.it.next()
+    }
+    fn prev(&mut self) {
+        self.it.prev()
     }
 }
 
@@ -334,13 +397,22 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
 ) -> Result<Option<Partition>, StorageError> {
     let mut prefix = Vec::with_capacity(read.partition_key.len() + 11);
     keys::partition_prefix(read.token, &read.partition_key, &mut prefix)?;
+    // One cursor over the whole partition; each section and slice is a window of it.
+    let partition_start = with_section(&prefix, 0);
+    let partition_end = keys::prefix_successor(&prefix).unwrap_or_else(|| {
+        // Only for the greatest token with a 64 KiB key of 0xFF bytes.
+        let mut end = prefix.clone();
+        end.resize(prefix.len() + 4 * (keys::MAX_KEY_LENGTH + 1), 0xFF);
+        end
+    });
+    let mut cursor = open(partition_start.clone(), partition_end);
 
     // Deletion info and the static row come first in the partition.
     let header_end = with_section(&prefix, if read.include_static { keys::SECTION_ROWS } else { keys::SECTION_STATIC });
     let mut header = Header { partition_deletion: None, ranges: Vec::new() };
     let mut static_row = None;
     {
-        let mut it = open(with_section(&prefix, 0), header_end);
+        let mut it = Window { it: &mut cursor, lower: &partition_start, upper: &header_end };
         it.seek_to_first();
         let mut static_acc = RowAcc::new(Vec::new(), false);
         while it.valid() {
@@ -403,7 +475,7 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
         if lower >= upper {
             continue;
         }
-        let mut it = open(lower, upper);
+        let mut it = Window { it: &mut cursor, lower: &lower, upper: &upper };
         if read.reversed {
             it.seek_to_last();
         } else {

@@ -135,10 +135,19 @@ pub async fn dispatch_hints<T: Transport + Clone>(coordinator: Arc<Coordinator<T
     }
 }
 
+/// Hints older than this are dropped, not replayed: the tombstones they
+/// might have been shadowed by can be purged after gc_grace_seconds
+/// (Cassandra's default, 10 days), and replaying older data would resurrect
+/// it. Cassandra gives each hint a TTL of its tables' smallest gc_grace.
+pub const HINT_MAX_AGE_MS: i64 = 864_000 * 1000;
+
 /// One pass over every target with hints; returns hints delivered.
 pub async fn replay_once<T: Transport + Clone>(coordinator: &Coordinator<T>) -> usize {
     let mut delivered = 0;
     for target in coordinator.hints.targets() {
+        if let Err(e) = coordinator.hints.drop_older_than(target, crate::coordinator::now_ms() - HINT_MAX_AGE_MS) {
+            tracing::warn!(%target, "cannot expire old hints: {e}");
+        }
         let view = coordinator.view.snapshot();
         let Some(endpoint) = view.endpoint(target) else { continue };
         if !endpoint.alive || !matches!(endpoint.status, Status::Normal | Status::Leaving) || target == view.local {

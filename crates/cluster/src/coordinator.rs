@@ -118,8 +118,7 @@ impl<T: Transport + Clone> Coordinator<T> {
             tracing::debug!(%target, "not hinting: down longer than max_hint_window");
             return false;
         }
-        let owned: Vec<Mutation> = mutations.iter().map(|m| (*m).clone()).collect();
-        let payload = message::encode_mutations(&owned);
+        let payload = message::encode_mutations(mutations.iter().copied());
         match self.hints.store(target, now_ms(), &payload) {
             Ok(()) => true,
             Err(e) => {
@@ -172,8 +171,9 @@ impl<T: Transport + Clone> Coordinator<T> {
                 continue;
             }
             let Some(addr) = Self::address(&view, target) else { continue };
-            let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
-            let fut = self.transport.send_request(addr, Verb::MutationReq, message::encode_mutations(&batch), self.config.write_timeout);
+            let batch: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
+            let payload = message::encode_mutations(batch.iter().copied());
+            let fut = self.transport.send_request(addr, Verb::MutationReq, payload, self.config.write_timeout);
             let tx = tx.clone();
             tokio::spawn(async move {
                 let r = fut.await;

@@ -204,7 +204,7 @@ impl Gossip {
             tick.tick().await;
             let next = self.view().await;
             let prev = view.snapshot();
-            if same_endpoints(&prev.endpoints, &next.endpoints) {
+            if prev.endpoints == next.endpoints {
                 continue;
             }
             for ev in diff(&prev, &next) {
@@ -252,10 +252,6 @@ fn endpoint_of(id: &ChitchatId, state: &NodeState, alive: bool) -> Option<Endpoi
         load_bytes: state.get("load").and_then(|l| l.parse().ok()).unwrap_or(0),
         generation: id.generation_id,
     })
-}
-
-fn same_endpoints(a: &BTreeMap<Uuid, Endpoint>, b: &BTreeMap<Uuid, Endpoint>) -> bool {
-    a == b
 }
 
 fn native(e: &Endpoint) -> SocketAddr {

@@ -175,14 +175,6 @@ impl ClusterView {
         id == self.local || self.endpoints.get(&id).map(|e| e.alive).unwrap_or(false)
     }
 
-    pub fn by_address(&self, ip: IpAddr) -> Option<&Endpoint> {
-        self.endpoints.values().find(|e| e.internode.ip() == ip)
-    }
-
-    pub fn by_internode(&self, addr: SocketAddr) -> Option<&Endpoint> {
-        self.endpoints.values().find(|e| e.internode == addr)
-    }
-
     /// The replicas of `token` for a keyspace, primary first. A keyspace
     /// with local replication (the system keyspaces) lives on this node only.
     pub fn replicas(&self, ks: &KeyspaceDef, token: i64) -> Vec<Uuid> {

@@ -269,9 +269,16 @@ pub fn decode_handshake(payload: &Bytes) -> Result<SocketAddr, DecodeError> {
 /// Panics if there are more than [`MUTATIONS_PER_MESSAGE_MAX`] mutations or a
 /// collection exceeds its wire width (65 535 clustering values, 2^32 bytes):
 /// callers build requests within those limits.
-pub fn encode_mutations(mutations: &[Mutation]) -> Bytes {
+/// Takes a slice (`&[Mutation]`) or borrowed mutations
+/// (`refs.iter().copied()`), so a caller never clones mutations to send them.
+pub fn encode_mutations<'a, I>(mutations: I) -> Bytes
+where
+    I: IntoIterator<Item = &'a Mutation>,
+    I::IntoIter: ExactSizeIterator + Clone,
+{
+    let mutations = mutations.into_iter();
     assert!(mutations.len() <= MUTATIONS_PER_MESSAGE_MAX, "{} mutations in one message", mutations.len());
-    let mut buf = BytesMut::with_capacity(mutations.iter().map(encoded_len_hint).sum::<usize>() + 4);
+    let mut buf = BytesMut::with_capacity(mutations.clone().map(encoded_len_hint).sum::<usize>() + 4);
     buf.put_u32(mutations.len() as u32);
     for m in mutations {
         put_mutation(&mut buf, m);

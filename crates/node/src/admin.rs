@@ -32,7 +32,7 @@ use cql::ast::Literal;
 use cql::lexer::TokenKind;
 use cql_server::bind::{literal_value, Receiver};
 use cql_server::schema::{Schema, SchemaService};
-use cql_server::system::{NodeInfo, PARTITIONER, RELEASE_VERSION};
+use cql_server::system::{PARTITIONER, RELEASE_VERSION};
 use serde_json::{json, Value as Json};
 use storage::Storage;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -63,27 +63,6 @@ pub struct AdminState {
     pub snitch: String,
     /// When the node started (info's uptime).
     pub started: Instant,
-}
-
-/// The view of a node that knows only itself: NORMAL and alive, with the
-/// identity and tokens from the data directory. Used until gossip publishes.
-pub fn single_node_view(node: &NodeInfo, schema_version: Uuid) -> ClusterView {
-    let local = Endpoint {
-        host_id: node.host_id,
-        internode: SocketAddr::new(node.listen_address, node.storage_port),
-        rpc_address: node.rpc_address,
-        native_port: node.native_port,
-        dc: node.data_center.clone(),
-        rack: node.rack.clone(),
-        tokens: node.tokens.clone(),
-        status: Status::Normal,
-        alive: true,
-        schema_version: Some(schema_version),
-        release_version: RELEASE_VERSION.to_string(),
-        load_bytes: 0,
-        generation: node.gossip_generation.max(0) as u64,
-    };
-    ClusterView::single(&node.cluster_name, local)
 }
 
 /// Serves the admin API until `shutdown` turns true.

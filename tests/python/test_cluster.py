@@ -212,13 +212,27 @@ def test_schema_created_on_one_node_is_visible_everywhere(three):
         try:
             tables = {r.table_name for r in s.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = 'sch'")}
             assert tables == {"t"}, f"node {i}"
+            udts = {r.type_name for r in s.execute("SELECT type_name FROM system_schema.types WHERE keyspace_name = 'sch'")}
+            assert udts == {"addr"}, f"node {i} lost the last DDL"
             versions.add(s.execute("SELECT schema_version FROM system.local").one().schema_version)
             s.execute("INSERT INTO sch.t (a, b, c) VALUES (1, 2, 'x')")
         finally:
             c.shutdown()
     assert len(versions) == 1
-    described = three.tool("describecluster")
-    assert len(described["schema_versions"]) == 1, described
+    # Gossip carries each node's version to the others within a few rounds;
+    # every node's describecluster must then agree on the one version.
+    (version,) = versions
+    for i in (1, 2, 3):
+        started, seen = time.monotonic(), {}
+        def agreed():
+            seen.update(schema_versions=three.tool("describecluster", node=i)["schema_versions"])
+            return list(seen["schema_versions"]) == [str(version)]
+        try:
+            wait_until(agreed, timeout=20, interval=0.2)
+        except AssertionError:
+            raise AssertionError(f"node {i}'s describecluster never showed only {version}: last {seen}") from None
+        print(f"node {i}: one schema version after {time.monotonic() - started:.1f}s")
+        assert sorted(seen["schema_versions"][str(version)]) == sorted(three.address(j) for j in (1, 2, 3))
 
 
 def test_truncate_empties_the_table_on_every_node(three):

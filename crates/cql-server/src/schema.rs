@@ -70,7 +70,14 @@ impl SchemaService {
     }
 
     /// The user schema and its timestamp, for a peer.
+    ///
+    /// Taken under the DDL lock: a DDL swaps the snapshot and then the
+    /// timestamp, and an export between the two would pair the old keyspaces
+    /// with the new timestamp. A peer already holding the new schema could
+    /// then adopt that torn export (same timestamp, larger version) and undo
+    /// the DDL cluster-wide.
     pub fn export(&self) -> Vec<u8> {
+        let _guard = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
         let snapshot = self.snapshot();
         let doc = serde_json::json!({ "timestamp": self.timestamp(), "keyspaces": snapshot.user_keyspaces() });
         serde_json::to_vec(&doc).unwrap_or_default()
@@ -148,4 +155,85 @@ fn digest(user: &[KeyspaceDef]) -> Uuid {
     bytes[6] = (bytes[6] & 0x0f) | 0x30;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     Uuid::from_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use types::schema::{KeyspaceDef, Replication};
+
+    use super::{digest, SchemaService};
+
+    fn service(dir: &std::path::Path) -> SchemaService {
+        let config = storage::StorageConfig {
+            data_dir: dir.to_path_buf(),
+            commitlog_sync: storage::CommitlogSync::Periodic { period: Duration::from_secs(10) },
+            cache_bytes: 8 << 20,
+            memtable_bytes: 8 << 20,
+        };
+        let (storage, user) = storage::Storage::open(config).unwrap();
+        SchemaService::new(Arc::new(storage), user)
+    }
+
+    fn add_keyspace(s: &SchemaService, name: &str) {
+        s.update(|user| {
+            let def = KeyspaceDef {
+                name: name.to_string(),
+                replication: Replication::Simple { replication_factor: 1 },
+                durable_writes: true,
+                tables: BTreeMap::new(),
+                types: BTreeMap::new(),
+            };
+            user.insert(name.to_string(), def);
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    fn parse(export: &[u8]) -> (i64, uuid::Uuid) {
+        let doc: serde_json::Value = serde_json::from_slice(export).unwrap();
+        let keyspaces: Vec<KeyspaceDef> = serde_json::from_value(doc["keyspaces"].clone()).unwrap();
+        (doc["timestamp"].as_i64().unwrap(), digest(&keyspaces))
+    }
+
+    #[test]
+    fn an_export_never_pairs_one_schema_with_another_schemas_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Arc::new(service(dir.path()));
+        let done = Arc::new(AtomicBool::new(false));
+        let ddl = {
+            let (s, done) = (Arc::clone(&s), Arc::clone(&done));
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    add_keyspace(&s, &format!("ks{i}"));
+                }
+                done.store(true, Ordering::Release);
+            })
+        };
+        let mut seen: BTreeMap<i64, uuid::Uuid> = BTreeMap::new();
+        while !done.load(Ordering::Acquire) {
+            let (ts, version) = parse(&s.export());
+            let first = *seen.entry(ts).or_insert(version);
+            assert_eq!(first, version, "timestamp {ts} exported with two different schemas");
+        }
+        ddl.join().unwrap();
+    }
+
+    #[test]
+    fn a_peer_adopts_the_newer_schema_and_ignores_an_older_one() {
+        let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (service(a_dir.path()), service(b_dir.path()));
+        add_keyspace(&a, "old");
+        let old = a.export();
+        add_keyspace(&a, "new");
+        assert!(b.merge_export(&a.export()).unwrap());
+        assert_eq!(b.snapshot().version, a.snapshot().version);
+        assert!(!b.merge_export(&old).unwrap(), "an older schema must not replace a newer one");
+        assert!(b.snapshot().keyspace("new").is_some());
+        assert!(!b.merge_export(&a.export()).unwrap(), "the same schema again changes nothing");
+    }
 }

@@ -121,32 +121,25 @@ pub fn reconcile<'a>(left: CellRef<'a>, right: CellRef<'a>) -> CellRef<'a> {
     }
 }
 
+/// The winner of two stored cells; bytes that do not decode never win.
+pub fn pick<'a>(left: &'a [u8], right: &'a [u8]) -> &'a [u8] {
+    match (CellRef::decode(left), CellRef::decode(right)) {
+        (Some(l), Some(r)) => {
+            let chosen = reconcile(l, r);
+            if chosen == r && chosen != l {
+                right
+            } else {
+                left
+            }
+        }
+        (None, Some(_)) => right,
+        _ => left,
+    }
+}
+
 /// The RocksDB merge function: the winner among the existing value and all operands.
 pub fn merge_operands<'a>(existing: Option<&'a [u8]>, operands: impl Iterator<Item = &'a [u8]>) -> Option<Vec<u8>> {
-    let mut winner: Option<(CellRef<'a>, &'a [u8])> = None;
-    let mut first_raw: Option<&'a [u8]> = None;
-    for raw in existing.into_iter().chain(operands) {
-        if first_raw.is_none() {
-            first_raw = Some(raw);
-        }
-        let Some(cell) = CellRef::decode(raw) else { continue };
-        winner = Some(match winner {
-            None => (cell, raw),
-            Some((w, w_raw)) => {
-                let chosen = reconcile(w, cell);
-                if chosen == cell && chosen != w {
-                    (cell, raw)
-                } else {
-                    (w, w_raw)
-                }
-            }
-        });
-    }
-    match winner {
-        Some((_, raw)) => Some(raw.to_vec()),
-        // Everything was undecodable: keep the bytes rather than lose them.
-        None => first_raw.map(|r| r.to_vec()),
-    }
+    existing.into_iter().chain(operands).reduce(pick).map(<[u8]>::to_vec)
 }
 
 #[cfg(test)]

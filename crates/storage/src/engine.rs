@@ -17,6 +17,7 @@ use types::schema::{KeyspaceDef, TableDef};
 use uuid::Uuid;
 
 use crate::keys::{self, Layout};
+use crate::packed::{self, RowPacker};
 use crate::{cell, filter, StorageError};
 
 pub(crate) type Db = DBWithThreadMode<MultiThreaded>;
@@ -56,8 +57,15 @@ impl TableStore {
     }
 }
 
+/// The on-disk layout this build reads and writes: 1 stored a key per cell,
+/// 2 packs each row into one key (`packed`, ADR 0002).
+pub const STORAGE_FORMAT: u32 = 2;
+
 #[derive(serde::Serialize, serde::Deserialize, Default)]
 struct Manifest {
+    /// `STORAGE_FORMAT` of the data; manifests before the field are format 1.
+    #[serde(default = "format_one")]
+    format: u32,
     keyspaces: Vec<KeyspaceDef>,
     /// Table id -> column family name (the name changes on TRUNCATE).
     column_families: BTreeMap<Uuid, String>,
@@ -229,11 +237,12 @@ impl Storage {
         let mut any_durable = false;
         let mut key = Vec::with_capacity(64);
         let mut value = Vec::with_capacity(64);
+        let mut packer = RowPacker::default();
         for m in mutations {
             let store = self.table(&m.table)?;
             let cf = self.cf(&store)?;
             any_durable |= store.durable;
-            encode_mutation(&store, m, &mut key, &mut value, |k, v| batch.merge_cf(&cf, k, v))?;
+            encode_mutation(&store, m, &mut key, &mut value, &mut packer, |k, v| batch.merge_cf(&cf, k, v))?;
         }
         self.commit(batch, any_durable)
     }
@@ -411,6 +420,7 @@ fn encode_mutation(
     m: &Mutation,
     key: &mut Vec<u8>,
     value: &mut Vec<u8>,
+    packer: &mut RowPacker,
     mut put: impl FnMut(&[u8], &[u8]),
 ) -> Result<(), StorageError> {
     key.clear();
@@ -450,38 +460,48 @@ fn encode_mutation(
             key.push(keys::SECTION_ROWS);
             keys::encode_clustering(&store.layout, &row.clustering, key)?;
         }
-        let row_len = key.len();
+        packer.clear();
         if let Some(d) = row.deletion {
-            key.extend_from_slice(&keys::COLUMN_ROW_DELETION.to_be_bytes());
-            value.clear();
-            cell::encode_tombstone(d.timestamp, d.local_deletion_time, value);
-            put(key, value);
+            packer.add(
+                |k| k.extend_from_slice(&keys::COLUMN_ROW_DELETION.to_be_bytes()),
+                |v| cell::encode_tombstone(d.timestamp, d.local_deletion_time, v),
+            );
         }
         if let Some(l) = row.marker {
-            key.truncate(row_len);
-            key.extend_from_slice(&keys::COLUMN_ROW_MARKER.to_be_bytes());
-            value.clear();
-            cell::encode(l.timestamp, l.ttl, l.local_expiration, Some(&[]), value);
-            put(key, value);
+            packer.add(
+                |k| k.extend_from_slice(&keys::COLUMN_ROW_MARKER.to_be_bytes()),
+                |v| cell::encode(l.timestamp, l.ttl, l.local_expiration, Some(&[]), v),
+            );
         }
         for (column, d) in &row.complex_deletions {
-            key.truncate(row_len);
-            key.extend_from_slice(&column.to_be_bytes());
-            key.push(keys::COMPLEX_DELETION);
-            value.clear();
-            cell::encode_tombstone(d.timestamp, d.local_deletion_time, value);
-            put(key, value);
+            packer.add(
+                |k| {
+                    k.extend_from_slice(&column.to_be_bytes());
+                    k.push(keys::COMPLEX_DELETION);
+                },
+                |v| cell::encode_tombstone(d.timestamp, d.local_deletion_time, v),
+            );
         }
         for c in &row.cells {
-            key.truncate(row_len);
-            key.extend_from_slice(&c.column.to_be_bytes());
-            if let Some(path) = &c.path {
-                key.push(keys::COMPLEX_ELEMENT);
-                keys::encode_path(&store.layout, c.column, path, key)?;
+            let mut path_error = None;
+            packer.add(
+                |k| {
+                    k.extend_from_slice(&c.column.to_be_bytes());
+                    if let Some(path) = &c.path {
+                        k.push(keys::COMPLEX_ELEMENT);
+                        if let Err(e) = keys::encode_path(&store.layout, c.column, path, k) {
+                            path_error = Some(e);
+                        }
+                    }
+                },
+                |v| cell::encode(c.timestamp, c.ttl, c.local_deletion_time, c.value.as_deref(), v),
+            );
+            if let Some(e) = path_error {
+                return Err(e);
             }
-            value.clear();
-            cell::encode(c.timestamp, c.ttl, c.local_deletion_time, c.value.as_deref(), value);
-            put(key, value);
+        }
+        if !packer.is_empty() {
+            put(key, packer.finish());
         }
     }
     Ok(())
@@ -495,10 +515,14 @@ fn table_options(
     purge_markers: &Arc<AtomicBool>,
 ) -> Options {
     let mut opts = Options::default();
-    opts.set_merge_operator_associative("shoal-lww", |_key, existing, operands| {
-        cell::merge_operands(existing, operands.iter())
+    opts.set_merge_operator_associative("shoal-lww", |key, existing, operands| {
+        if packed::is_packed_key(key) {
+            Some(packed::merge(existing, operands.iter()))
+        } else {
+            cell::merge_operands(existing, operands.iter())
+        }
     });
-    opts.set_compaction_filter_factory(filter::Factory::new(gc.clone(), Arc::clone(purge_markers), store.cf_name.clone(), store.layout.clone()));
+    opts.set_compaction_filter_factory(filter::Factory::new(gc.clone(), Arc::clone(purge_markers), store.cf_name.clone()));
     opts.set_write_buffer_size(config.memtable_bytes);
     opts.set_max_write_buffer_number(4);
     opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
@@ -519,14 +543,30 @@ fn table_options(
     opts
 }
 
+fn format_one() -> u32 {
+    1
+}
+
+/// The manifest, refusing data written in another storage format (there is
+/// no in-place conversion; an empty data directory of any format is fine).
 fn read_manifest(dir: &Path) -> Result<Manifest, StorageError> {
     let path = dir.join(MANIFEST);
-    match std::fs::read(&path) {
+    let mut manifest: Manifest = match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| StorageError::Invalid(format!("cannot read {}: {e}", path.display()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
-        Err(e) => Err(e.into()),
+            .map_err(|e| StorageError::Invalid(format!("cannot read {}: {e}", path.display())))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
+        Err(e) => return Err(e.into()),
+    };
+    if manifest.format != STORAGE_FORMAT && !manifest.column_families.is_empty() {
+        return Err(StorageError::Invalid(format!(
+            "{} holds tables in storage format {}; this build reads format {STORAGE_FORMAT} only \
+             (move the data directory away, or read it with the build that wrote it)",
+            dir.display(),
+            manifest.format
+        )));
     }
+    manifest.format = STORAGE_FORMAT;
+    Ok(manifest)
 }
 
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), StorageError> {

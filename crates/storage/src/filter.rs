@@ -6,12 +6,13 @@
 //! - RocksDB shows the filter only plain values: merge operands, and the
 //!   result of merging them within a compaction, pass through unfiltered
 //!   (they are filtered at the *next* compaction, once they are plain values).
-//!   A plain value is the lowest entry for its key, so removing a cell value
-//!   (a shadowed cell, an expired cell or a cell tombstone past gc_grace)
-//!   leaves no older version of that key behind.
-//! - A deletion marker (row, range, partition, collection) shadows *other*
-//!   keys, some of which may still be unmerged operands the filter cannot
-//!   see. So markers are purged only in the second pass of a major
+//!   A plain value is the lowest entry for its key, and a row is one key
+//!   (`packed`), so removing a cell from a plain packed row (a shadowed cell,
+//!   an expired cell or a cell tombstone past gc_grace) leaves no older
+//!   version of that cell behind.
+//! - A deletion marker (row, range, partition, collection) shadows cells
+//!   that newer, still unmerged operands (of its own row or of other keys)
+//!   may hold, which the filter cannot see. So markers are purged only in the second pass of a major
 //!   compaction (`Storage::compact`): the first pass turns every operand into
 //!   a plain value without purging markers; the second sees every shadowed
 //!   cell, drops it, and purges the marker in the same pass. Automatic
@@ -30,7 +31,8 @@ use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilt
 
 use crate::cell::{self, CellRef};
 use crate::engine::{lock, TableStore};
-use crate::keys::{self, ColumnPart, Layout};
+use crate::keys::{self, ColumnPart};
+use crate::packed::{self, RowPacker};
 
 /// Live `gc_grace_seconds` per column family, shared with filter factories
 /// so ALTER TABLE takes effect at the next compaction.
@@ -54,13 +56,12 @@ pub(crate) struct Factory {
     /// Set only during the purging pass of `Storage::compact`.
     purge_markers: Arc<AtomicBool>,
     cf_name: String,
-    layout: Layout,
     name: CString,
 }
 
 impl Factory {
-    pub fn new(registry: GcRegistry, purge_markers: Arc<AtomicBool>, cf_name: String, layout: Layout) -> Factory {
-        Factory { registry, purge_markers, cf_name, layout, name: CString::new("shoal-gc-factory").unwrap_or_default() }
+    pub fn new(registry: GcRegistry, purge_markers: Arc<AtomicBool>, cf_name: String) -> Factory {
+        Factory { registry, purge_markers, cf_name, name: CString::new("shoal-gc-factory").unwrap_or_default() }
     }
 }
 
@@ -73,14 +74,14 @@ impl CompactionFilterFactory for Factory {
             gc_before: now - self.registry.get(&self.cf_name) as i64,
             now,
             purge_markers: context.is_full_compaction && self.purge_markers.load(Ordering::SeqCst),
-            layout: self.layout.clone(),
             partition: Vec::new(),
             partition_deletion: None,
             ranges: Vec::new(),
-            row: Vec::new(),
             row_deletion: None,
             complex: None,
             buf: Vec::new(),
+            packer: RowPacker::default(),
+            verdicts: Vec::new(),
             name: CString::new("shoal-gc").unwrap_or_default(),
         }
     }
@@ -94,14 +95,14 @@ pub(crate) struct Filter {
     gc_before: i64,
     now: i64,
     purge_markers: bool,
-    layout: Layout,
     partition: Vec<u8>,
     partition_deletion: Option<i64>,
     ranges: Vec<keys::RangeDeletion>,
-    row: Vec<u8>,
     row_deletion: Option<i64>,
     complex: Option<(u16, i64)>,
     buf: Vec<u8>,
+    packer: RowPacker,
+    verdicts: Vec<Verdict>,
     name: CString,
 }
 
@@ -147,12 +148,16 @@ impl Filter {
             let _ = pk;
             self.partition_deletion = None;
             self.ranges.clear();
-            self.row.clear();
             self.row_deletion = None;
             self.complex = None;
         }
-        let Some(c) = CellRef::decode(value) else { return Decision::Keep };
         let Some((&section, body)) = rest.split_first() else { return Decision::Keep };
+        if let keys::SECTION_STATIC | keys::SECTION_ROWS = section {
+            self.row_deletion = None;
+            self.complex = None;
+            return self.decide_row(body, value, section == keys::SECTION_STATIC);
+        }
+        let Some(c) = CellRef::decode(value) else { return Decision::Keep };
         match section {
             keys::SECTION_PARTITION_DELETION => {
                 self.partition_deletion = Some(c.timestamp);
@@ -164,68 +169,99 @@ impl Filter {
                 }
                 self.marker_decision(&c)
             }
-            keys::SECTION_STATIC | keys::SECTION_ROWS => {
-                let is_static = section == keys::SECTION_STATIC;
-                let clustering_len = if is_static {
-                    0
-                } else {
-                    match keys::clustering_len(&self.layout, body) {
-                        Some(n) => n,
-                        None => return Decision::Keep,
-                    }
-                };
-                let (row, column_part) = body.split_at(clustering_len);
-                let row_key = [&[section][..], row].concat();
-                if self.row != row_key {
-                    self.row = row_key;
-                    self.row_deletion = None;
-                    self.complex = None;
-                }
-                let Some(part) = keys::parse_column_part(column_part) else { return Decision::Keep };
-                match part {
-                    ColumnPart::Simple(keys::COLUMN_ROW_DELETION) => {
-                        self.row_deletion = Some(c.timestamp);
-                        return self.marker_decision(&c);
-                    }
-                    ColumnPart::ComplexDeletion(col) => {
-                        self.complex = Some((col, c.timestamp));
-                        return self.marker_decision(&c);
-                    }
-                    _ => {}
-                }
-                let column = match part {
-                    ColumnPart::Element(col, _) => Some(col),
-                    _ => None,
-                };
-                if c.timestamp <= self.shadowing(row, column, is_static) {
-                    return Decision::Remove;
-                }
-                self.cell_decision(&c)
-            }
             _ => Decision::Keep,
         }
     }
 
-    fn cell_decision(&mut self, c: &CellRef<'_>) -> Decision {
+    /// A packed row: the cell rules below for each entry, in order (the row
+    /// deletion and collection deletions come before the cells they shadow).
+    fn decide_row(&mut self, row: &[u8], value: &[u8], is_static: bool) -> Decision {
+        let mut verdicts = std::mem::take(&mut self.verdicts);
+        verdicts.clear();
+        for (column_part, raw) in packed::entries(value) {
+            verdicts.push(match CellRef::decode(raw) {
+                Some(c) => self.decide_cell(row, column_part, &c, is_static),
+                None => Verdict::Keep,
+            });
+        }
+        let decision = if verdicts.iter().all(|v| matches!(v, Verdict::Keep)) {
+            Decision::Keep
+        } else if verdicts.iter().all(|v| matches!(v, Verdict::Remove)) {
+            Decision::Remove
+        } else {
+            self.packer.clear();
+            for ((column_part, raw), verdict) in packed::entries(value).zip(&verdicts) {
+                match verdict {
+                    Verdict::Keep => self.packer.add_raw(column_part, raw),
+                    Verdict::Remove => {}
+                    Verdict::Tombstone => {
+                        let Some(c) = CellRef::decode(raw) else { continue };
+                        self.packer.add(|k| k.extend_from_slice(column_part), |v| cell::encode_tombstone(c.timestamp, c.local_deletion_time, v));
+                    }
+                }
+            }
+            self.buf.clear();
+            self.buf.extend_from_slice(self.packer.finish());
+            // SAFETY: RocksDB copies the new value before the next call into
+            // this filter (see rocksdb_compactionfilter_t::Filter in c.cc), and
+            // `self.buf` is neither freed nor modified until then.
+            #[allow(unsafe_code)]
+            let bytes: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(self.buf.as_slice()) };
+            Decision::Change(bytes)
+        };
+        self.verdicts = verdicts;
+        decision
+    }
+
+    fn decide_cell(&mut self, row: &[u8], column_part: &[u8], c: &CellRef<'_>, is_static: bool) -> Verdict {
+        let Some(part) = keys::parse_column_part(column_part) else { return Verdict::Keep };
+        match part {
+            ColumnPart::Simple(keys::COLUMN_ROW_DELETION) => {
+                self.row_deletion = Some(c.timestamp);
+                return self.marker_verdict(c);
+            }
+            ColumnPart::ComplexDeletion(col) => {
+                self.complex = Some((col, c.timestamp));
+                return self.marker_verdict(c);
+            }
+            _ => {}
+        }
+        let column = match part {
+            ColumnPart::Element(col, _) => Some(col),
+            _ => None,
+        };
+        if c.timestamp <= self.shadowing(row, column, is_static) {
+            return Verdict::Remove;
+        }
         match c.kind {
-            cell::KIND_TOMBSTONE if self.purgeable(c) => Decision::Remove,
+            cell::KIND_TOMBSTONE if self.purgeable(c) => Verdict::Remove,
+            // Expired: keep only a tombstone (deleted at its expiry) until gc_grace passes.
             cell::KIND_EXPIRING if (c.local_deletion_time as i64) <= self.now => {
                 if self.purgeable(c) {
-                    return Decision::Remove;
+                    Verdict::Remove
+                } else {
+                    Verdict::Tombstone
                 }
-                // Expired: keep only a tombstone (deleted at its expiry) until gc_grace passes.
-                self.buf.clear();
-                cell::encode_tombstone(c.timestamp, c.local_deletion_time, &mut self.buf);
-                // SAFETY: RocksDB copies the new value before the next call into
-                // this filter (see rocksdb_compactionfilter_t::Filter in c.cc), and
-                // `self.buf` is neither freed nor modified until then.
-                #[allow(unsafe_code)]
-                let bytes: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(self.buf.as_slice()) };
-                Decision::Change(bytes)
             }
-            _ => Decision::Keep,
+            _ => Verdict::Keep,
         }
     }
+
+    fn marker_verdict(&self, c: &CellRef<'_>) -> Verdict {
+        if self.purge_markers && self.purgeable(c) {
+            Verdict::Remove
+        } else {
+            Verdict::Keep
+        }
+    }
+}
+
+/// What happens to one entry of a packed row.
+enum Verdict {
+    Keep,
+    Remove,
+    /// An expired cell becomes a tombstone deleted at its expiry.
+    Tombstone,
 }
 
 impl CompactionFilter for Filter {

@@ -15,6 +15,11 @@
 //! column id 0 = row deletion, 1 = row marker (primary key liveness)
 //! ```
 //!
+//! Stored, a static or clustering row is one key (`prefix | section |
+//! clustering`) whose value packs the row's column parts and cells
+//! (`packed`); the keys above are the *cell entries* reads and replicas
+//! work with, `row key | column part`.
+//!
 //! Invariants:
 //! - Within a partition, keys sort as Cassandra orders its contents: deletion
 //!   info first, then the static row, then rows in clustering order; within a

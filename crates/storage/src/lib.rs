@@ -1,8 +1,9 @@
 //! Single-node storage: Cassandra's data model on RocksDB.
 //!
-//! One RocksDB column family per table; keys laid out as `keys` describes;
-//! every cell and deletion marker written with a merge operand that keeps the
-//! last write by Cassandra's rules (`cell`), so no write reads first. Deletions
+//! One RocksDB column family per table; keys laid out as `keys` describes,
+//! each row packed into one key (`packed`); every row and deletion marker
+//! written as a merge operand that keeps the last write of each cell by
+//! Cassandra's rules (`cell`), so no write reads first. Deletions
 //! of rows, ranges and partitions are markers applied at read time and, by the
 //! compaction filter (`filter`), at compaction time; tombstones and expired
 //! cells are purged after `gc_grace_seconds`.
@@ -27,10 +28,11 @@ pub mod cell;
 mod engine;
 mod filter;
 pub mod keys;
+pub mod packed;
 mod raw;
 mod read;
 
-pub use engine::{CommitlogSync, Storage, StorageConfig};
+pub use engine::{CommitlogSync, Storage, StorageConfig, STORAGE_FORMAT};
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 

@@ -33,6 +33,7 @@ use uuid::Uuid;
 use crate::cell::{self, CellRef};
 use crate::engine::Storage;
 use crate::keys;
+use crate::packed::{self, RowPacker};
 use crate::read::{self, Partition, PartitionRead, SliceCursor, Visitor};
 use crate::StorageError;
 
@@ -251,7 +252,7 @@ impl Storage {
         let store = self.table(&read.table)?;
         let cf = self.cf(&store)?;
         let mut recording = Recording::default();
-        read::traverse(&store, read, |lower, upper| self.iter(&cf, lower, upper), &mut recording)?;
+        read::traverse(&store, read, |lower, upper| self.cells(&store, &cf, lower, upper), &mut recording)?;
         // Reversed reads visit rows in descending key order.
         let cells = match sorted(&recording.cells) {
             Cow::Borrowed(_) => recording.cells,
@@ -309,8 +310,21 @@ impl Storage {
         }
         let cf = self.cf(&store)?;
         let mut batch = WriteBatch::default();
+        // Cells of one row become one packed row (cells arrive in any order).
+        let mut rows: BTreeMap<&[u8], Vec<(&[u8], &[u8])>> = BTreeMap::new();
         for (key, value) in cells {
-            batch.merge_cf(&cf, key, value);
+            match packed::row_key_len(&store.layout, key) {
+                Some(n) => rows.entry(&key[..n]).or_default().push((&key[n..], value)),
+                None => batch.merge_cf(&cf, key, value),
+            }
+        }
+        let mut packer = RowPacker::default();
+        for (row, entries) in rows {
+            packer.clear();
+            for (column, cell) in entries {
+                packer.add_raw(column, cell);
+            }
+            batch.merge_cf(&cf, row, packer.finish());
         }
         self.commit(batch, store.durable)
     }

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::cell::CellRef;
 use crate::engine::{Db, Storage, TableStore};
 use crate::keys::{self, ColumnPart};
+use crate::packed::Unpacked;
 use crate::StorageError;
 
 /// A live cell as read.
@@ -115,7 +116,7 @@ impl Storage {
 
     fn read_partition_in(&self, store: &TableStore, read: &PartitionRead) -> Result<Option<Partition>, StorageError> {
         let cf = self.cf(store)?;
-        traverse(store, read, |lower, upper| self.iter(&cf, lower, upper), &mut ())
+        traverse(store, read, |lower, upper| self.cells(store, &cf, lower, upper), &mut ())
     }
 
     /// Scans partitions in token order within `[start_token, end_token]`.
@@ -199,6 +200,18 @@ impl Storage {
             }
         }
         Ok(out)
+    }
+
+    /// The cell entries of `[lower, upper)`: packed rows shown as the cells
+    /// they hold (`packed::Unpacked`).
+    pub(crate) fn cells<'a>(
+        &'a self,
+        store: &'a TableStore,
+        cf: &impl rocksdb::AsColumnFamilyRef,
+        lower: Vec<u8>,
+        upper: Vec<u8>,
+    ) -> Unpacked<'a, DBRawIteratorWithThreadMode<'a, Db>> {
+        Unpacked::new(self.iter(cf, lower, upper), &store.layout)
     }
 
     pub(crate) fn iter<'a>(

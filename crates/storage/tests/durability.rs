@@ -567,3 +567,29 @@ fn oversized_keys_are_rejected_without_writing() {
     read.partition_key = vec![b'y'; 65_536];
     assert!(storage.read_partition(&read).is_err());
 }
+
+#[test]
+fn data_of_another_storage_format_is_refused_not_misread() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), periodic());
+    let t = Uuid::new_v4();
+    {
+        let (storage, _) = open(&cfg);
+        storage.set_schema(&[kv_schema("ks", &[("kv", t)])]).unwrap();
+        storage.apply(&[kv(t, 1, "one", 1)]).unwrap();
+        storage.shutdown().unwrap();
+    }
+    let path = dir.path().join("schema.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(manifest["format"], storage::STORAGE_FORMAT);
+    // A manifest from before the field: format 1, a key per cell.
+    manifest.as_object_mut().unwrap().remove("format");
+    std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let err = Storage::open(cfg.clone()).err().expect("format 1 data must be refused");
+    assert!(err.to_string().contains("storage format 1"), "{err}");
+    // Putting the format back opens the data unchanged.
+    manifest["format"] = storage::STORAGE_FORMAT.into();
+    std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let (storage, _) = open(&cfg);
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("one"));
+}

@@ -10,6 +10,7 @@ use std::path::Path;
 use common::*;
 use storage::cell::{CellRef, KIND_EXPIRING, KIND_LIVE, KIND_TOMBSTONE};
 use storage::keys::{self, ColumnPart, Layout};
+use storage::packed;
 use storage::{Partition, Storage, StorageConfig};
 use types::mutation::{ClusteringBound, Mutation, RangeTombstone};
 use types::schema::TableDef;
@@ -74,27 +75,35 @@ fn describe_raw(dir: &Path, table: &TableDef) -> Vec<String> {
         for (k, v) in entries {
             let (_, pk, rest) = keys::split_partition(&k).expect("partition prefix");
             let pk = i32::from_be_bytes(pk.try_into().unwrap());
-            let cell = CellRef::decode(&v).expect("cell");
-            let kind = match cell.kind {
-                KIND_LIVE => "live",
-                KIND_EXPIRING => "expiring",
-                KIND_TOMBSTONE => "tombstone",
-                _ => "?",
-            };
             let (section, body) = rest.split_first().unwrap();
-            let what = match *section {
-                keys::SECTION_PARTITION_DELETION => "partition-deletion".to_string(),
-                keys::SECTION_RANGE_TOMBSTONE => "range-tombstone".to_string(),
-                keys::SECTION_STATIC => format!("static {}", column(keys::parse_column_part(body))),
+            // (what, cell): rows are packed, one entry per column part.
+            let cells: Vec<(String, Vec<u8>)> = match *section {
+                keys::SECTION_PARTITION_DELETION => vec![("partition-deletion".to_string(), v.clone())],
+                keys::SECTION_RANGE_TOMBSTONE => vec![("range-tombstone".to_string(), v.clone())],
+                keys::SECTION_STATIC => packed::entries(&v)
+                    .map(|(col, cell)| (format!("static {}", column(keys::parse_column_part(col))), cell.to_vec()))
+                    .collect(),
                 _ => {
                     let n = keys::clustering_len(&layout, body).unwrap();
-                    let ck = keys::decode_clustering(&layout, &body[..n]).unwrap();
+                    assert_eq!(n, body.len(), "a row key holds the clustering only");
+                    let ck = keys::decode_clustering(&layout, body).unwrap();
                     let c1 = i32::from_be_bytes(ck[0].as_slice().try_into().unwrap());
                     let c2 = String::from_utf8_lossy(&ck[1]).to_string();
-                    format!("row ({c1},{c2:?}) {}", column(keys::parse_column_part(&body[n..])))
+                    packed::entries(&v)
+                        .map(|(col, cell)| (format!("row ({c1},{c2:?}) {}", column(keys::parse_column_part(col))), cell.to_vec()))
+                        .collect()
                 }
             };
-            out.push(format!("pk={pk} {what} {kind} ts={}", cell.timestamp));
+            for (what, cell) in cells {
+                let cell = CellRef::decode(&cell).expect("cell");
+                let kind = match cell.kind {
+                    KIND_LIVE => "live",
+                    KIND_EXPIRING => "expiring",
+                    KIND_TOMBSTONE => "tombstone",
+                    _ => "?",
+                };
+                out.push(format!("pk={pk} {what} {kind} ts={}", cell.timestamp));
+            }
         }
     }
     out

@@ -136,7 +136,7 @@ impl<T: Transport + Clone> Coordinator<T> {
             if !matches!(ks.replication, Replication::Local) {
                 Requirement::of(&ks.replication, cl, view.local_dc(), true)?.assure_available(std::iter::once(view.local_dc()))?;
             }
-            return self.storage.apply(&mutations).map_err(storage_err);
+            return self.storage.apply_grouped(&mutations).map_err(storage_err);
         }
         let mut counters = Vec::with_capacity(mutations.len());
         let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();

@@ -64,7 +64,7 @@ pub struct LocalPlane {
 impl DataPlane for LocalPlane {
     fn mutate(&self, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, _write_type: &'static str) -> Result<(), QueryError> {
         crate::processor::check_consistency(ks, cl, true, &self.local_dc)?;
-        Ok(self.storage.apply(&mutations)?)
+        Ok(self.storage.apply_grouped(&mutations)?)
     }
 
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError> {

@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use cql::ast::Statement;
 use cql_protocol::{
-    Batch, BatchStatement, BoundValue, BoundValues, Event, Prepared, PreparedMetadata, QueryParams, ResultBody, RowsMetadata,
+    Batch, BatchStatement, BoundValue, BoundValues, Event, Prepared, PreparedMetadata, QueryParams, Request, ResultBody, RowsMetadata,
 };
 use storage::Storage;
 use types::mutation::Mutation;
@@ -104,6 +104,24 @@ impl Processor {
             .get(id)
             .cloned()
             .ok_or_else(|| QueryError::Unprepared(id.to_vec()))
+    }
+
+    /// Whether `request` only writes (INSERT, UPDATE, DELETE, BATCH), as far
+    /// as can be told without running it: the server groups such requests
+    /// so they share one commit. A scheduling hint; a wrong guess costs
+    /// nothing but speed.
+    pub fn is_write(&self, request: &Request) -> bool {
+        match request {
+            Request::Batch(_) => true,
+            Request::Execute { id, .. } => self.lookup(id).is_ok_and(|e| {
+                matches!(e.statement, Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Batch(_))
+            }),
+            Request::Query { query, .. } => {
+                let word: String = query.trim_start().chars().take(6).collect::<String>().to_ascii_lowercase();
+                ["insert", "update", "delete", "begin"].iter().any(|w| word.starts_with(w))
+            }
+            _ => false,
+        }
     }
 
     /// EXECUTE of a prepared statement.

@@ -2,11 +2,21 @@
 //! requests concurrently (many stream ids in flight per connection), and
 //! writes responses and events back, coalescing writes.
 //!
+//! The writes one read of a connection brings in run as one group, in
+//! order, inside one storage write group (`Storage::in_write_group`), so
+//! they share one commit log write (and one fsync in `batch` mode), and
+//! their answers leave together after that commit. Other requests run as
+//! tasks of their own, answered as each finishes. The writer task yields once
+//! before it drains its queue, so answers finished together go out in one
+//! send.
+//!
 //! Invariants:
 //! - Bad bytes on one connection never affect another: a frame error answers
 //!   on that connection (ProtocolError, or Invalid for an oversized frame) and
 //!   closes it when the framing is lost.
 //! - Every response goes out on the stream id of its request.
+//! - A request whose writes joined a write group is answered only after the
+//!   group committed (with the commit's error if it failed).
 //! - In-flight requests per connection are bounded (`MAX_IN_FLIGHT`); when
 //!   the bound is hit the connection stops reading (back-pressure).
 
@@ -25,9 +35,14 @@ use tokio::sync::{mpsc, Semaphore};
 
 use crate::error::QueryError;
 use crate::processor::Processor;
+use storage::Storage;
 
 /// Requests one connection may have in flight before the server stops reading from it.
 pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// At most this many requests run in one group (one task, one write group):
+/// more ready requests make more groups, which run in parallel.
+const GROUP_MAX: usize = 128;
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -76,6 +91,16 @@ impl Conn {
         encode_response(&mut out, stream, compression, &[], &response);
         let _ = self.tx.send(out.freeze()).await;
     }
+
+    /// The responses of a request group, as one message to the writer.
+    async fn send_all(&self, responses: Vec<(i16, Response)>) {
+        let mut out = BytesMut::with_capacity(64 * responses.len());
+        let compression = self.compression();
+        for (stream, response) in &responses {
+            encode_response(&mut out, *stream, compression, &[], response);
+        }
+        let _ = self.tx.send(out.freeze()).await;
+    }
 }
 
 async fn connection(stream: TcpStream, peer: SocketAddr, processor: Arc<Processor>, config: ServerConfig) -> std::io::Result<()> {
@@ -86,6 +111,11 @@ async fn connection(stream: TcpStream, peer: SocketAddr, processor: Arc<Processo
         let mut buf = BytesMut::with_capacity(64 * 1024);
         while let Some(first) = rx.recv().await {
             buf.extend_from_slice(&first);
+            // Let the requests already scheduled finish first: a response
+            // wakes this task into the worker's next slot, ahead of them, so
+            // without yielding every response would be its own send (the
+            // kernel's loopback send is most of a small request's cost).
+            tokio::task::yield_now().await;
             // Coalesce whatever else is ready into one write.
             while buf.len() < 256 * 1024 {
                 match rx.try_recv() {
@@ -103,6 +133,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, processor: Arc<Processo
     let conn = Arc::new(Conn { processor, keyspace: Mutex::new(None), compression: Mutex::new(None), tx });
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut started = false;
+    let mut ready: Vec<(FrameHeader, Request)> = Vec::new();
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut skip: usize = 0;
     'read: loop {
@@ -177,15 +208,16 @@ async fn connection(stream: TcpStream, peer: SocketAddr, processor: Arc<Processo
                     conn.send(header.stream, Response::Error(body), true).await;
                 }
                 request => {
-                    let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else { break 'read };
-                    let conn = Arc::clone(&conn);
-                    tokio::spawn(async move {
-                        let response = run_request(&conn, &header, request).await;
-                        conn.send(header.stream, response, true).await;
-                        drop(permit);
-                    });
+                    ready.push((header, request));
+                    if ready.len() >= GROUP_MAX && !dispatch(&conn, &in_flight, &mut ready).await {
+                        break 'read;
+                    }
                 }
             }
+        }
+        // Everything this read brought in runs before the next read.
+        if !ready.is_empty() && !dispatch(&conn, &in_flight, &mut ready).await {
+            break 'read;
         }
         match reader.read_buf(&mut buf).await {
             Ok(0) => break,
@@ -196,9 +228,34 @@ async fn connection(stream: TcpStream, peer: SocketAddr, processor: Arc<Processo
             }
         }
     }
+    // Requests read before a framing error still get their answers.
+    if !ready.is_empty() {
+        dispatch(&conn, &in_flight, &mut ready).await;
+    }
     drop(conn);
     let _ = writer_task.await;
     Ok(())
+}
+
+/// Starts tasks for the requests in `ready` (emptying it). The writes go to
+/// one task that runs them one after another in one write group, so they
+/// share one commit, and answers them together after it. Every other
+/// request (reads, mostly) gets a task of its own, as the runtime's workers
+/// are free, and is answered as soon as it is done. False when the
+/// connection is closing.
+async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<(FrameHeader, Request)>) -> bool {
+    let (writes, others): (Vec<_>, Vec<_>) = std::mem::take(ready).into_iter().partition(|(_, r)| conn.processor.is_write(r));
+    let groups = std::iter::once(writes).chain(others.into_iter().map(|r| vec![r]));
+    for group in groups.filter(|g| !g.is_empty()) {
+        let Ok(permit) = Arc::clone(in_flight).acquire_many_owned(group.len() as u32).await else { return false };
+        let conn = Arc::clone(conn);
+        tokio::spawn(async move {
+            let responses = run_group(&conn, group).await;
+            conn.send_all(responses).await;
+            drop(permit);
+        });
+    }
+    true
 }
 
 fn spawn_event_forwarder(conn: Arc<Conn>, wanted: HashSet<EventType>) {
@@ -223,34 +280,65 @@ fn spawn_event_forwarder(conn: Arc<Conn>, wanted: HashSet<EventType>) {
     });
 }
 
-async fn run_request(conn: &Arc<Conn>, header: &FrameHeader, request: Request) -> Response {
-    let processor = Arc::clone(&conn.processor);
-    let keyspace = conn.keyspace.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let blocking = processor.storage.writes_block() && matches!(header.opcode, Opcode::Query | Opcode::Execute | Opcode::Batch);
-    let work = move || -> (Result<ResultBody, QueryError>, Option<String>) {
-        // A bug must cost one request, not the connection: answer ServerError.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || execute(&processor, keyspace, &request)));
-        match outcome {
-            Ok(r) => r,
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".to_string());
-                tracing::error!(panic = %what, "request panicked");
-                (Err(QueryError::Server(format!("internal error while executing the request: {what}"))), None)
-            }
+/// Runs a request group. In `batch`/`group` commit log modes it runs on the
+/// blocking pool, since its commit waits for an fsync.
+async fn run_group(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response)> {
+    let writes = group.iter().any(|(h, _)| matches!(h.opcode, Opcode::Query | Opcode::Execute | Opcode::Batch));
+    if !(writes && conn.processor.storage.writes_block()) {
+        return run_group_now(conn, group);
+    }
+    let streams: Vec<i16> = group.iter().map(|(h, _)| h.stream).collect();
+    let owned = Arc::clone(conn);
+    match tokio::task::spawn_blocking(move || run_group_now(&owned, group)).await {
+        Ok(responses) => responses,
+        Err(e) => {
+            let body = error_body(QueryError::Server(format!("request failed: {e}")));
+            streams.into_iter().map(|s| (s, Response::Error(body.clone()))).collect()
         }
-    };
+    }
+}
 
-    let (result, keyspace) = if blocking {
-        match tokio::task::spawn_blocking(work).await {
-            Ok(r) => r,
-            Err(e) => (Err(QueryError::Server(format!("request failed: {e}"))), None),
+/// Runs requests in order inside one storage write group: the writes of all
+/// of them reach the commit log in one write (one fsync in `batch` mode),
+/// and a request whose writes were grouped is answered only after that
+/// commit, with its error when it failed.
+fn run_group_now(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response)> {
+    let (answers, committed) = conn.processor.storage.in_write_group(|| {
+        group
+            .into_iter()
+            .map(|(header, request)| {
+                let before = Storage::grouped_mutations();
+                let response = run_one(conn, &request);
+                (header.stream, response, Storage::grouped_mutations() > before)
+            })
+            .collect::<Vec<_>>()
+    });
+    let failed = committed.err().map(|e| error_body(QueryError::from(e)));
+    answers
+        .into_iter()
+        .map(|(stream, response, grouped)| match (&failed, grouped) {
+            (Some(body), true) => (stream, Response::Error(body.clone())),
+            _ => (stream, response),
+        })
+        .collect()
+}
+
+fn run_one(conn: &Conn, request: &Request) -> Response {
+    let processor = &conn.processor;
+    let keyspace = conn.keyspace.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    // A bug must cost one request, not the connection: answer ServerError.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || execute(processor, keyspace, request)));
+    let (result, keyspace) = match outcome {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".to_string());
+            tracing::error!(panic = %what, "request panicked");
+            (Err(QueryError::Server(format!("internal error while executing the request: {what}"))), None)
         }
-    } else {
-        work()
     };
     match result {
         Ok(body) => {

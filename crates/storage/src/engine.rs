@@ -93,6 +93,19 @@ pub struct Storage {
 
 const MANIFEST: &str = "schema.json";
 
+/// The writes `apply_grouped` collected on one thread (`in_write_group`).
+struct WriteGroup {
+    /// The storage the group belongs to (its database's address).
+    owner: usize,
+    batch: WriteBatch,
+    durable: bool,
+    mutations: usize,
+}
+
+thread_local! {
+    static WRITE_GROUP: std::cell::RefCell<Option<WriteGroup>> = const { std::cell::RefCell::new(None) };
+}
+
 impl Storage {
     /// Opens (or creates) the data directory and returns the engine and the
     /// schema it holds.
@@ -245,6 +258,89 @@ impl Storage {
             encode_mutation(&store, m, &mut key, &mut value, &mut packer, |k, v| batch.merge_cf(&cf, k, v))?;
         }
         self.commit(batch, any_durable)
+    }
+
+    /// Runs `f`, collecting the writes [`Storage::apply_grouped`] makes on this
+    /// thread meanwhile into one batch, and commits that batch once when `f`
+    /// returns: one log write (and, in `batch`/`group` mode, one fsync) for
+    /// every request a connection has ready, instead of one each. Returns
+    /// what `f` returned and how the commit went; the caller answers the
+    /// requests whose writes were grouped only after that, and with the
+    /// commit's error when it failed. Groups nest: an inner group commits its
+    /// own writes.
+    pub fn in_write_group<R>(&self, f: impl FnOnce() -> R) -> (R, Result<(), StorageError>) {
+        struct Restore(Option<WriteGroup>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                // Also on a panic in `f`: the thread goes back to its outer
+                // group (or none), and the unfinished group is dropped unwritten.
+                let outer = self.0.take();
+                WRITE_GROUP.with(|g| *g.borrow_mut() = outer);
+            }
+        }
+        let fresh = WriteGroup { owner: self.id(), batch: WriteBatch::default(), durable: false, mutations: 0 };
+        let restore = Restore(WRITE_GROUP.with(|g| g.borrow_mut().replace(fresh)));
+        let out = f();
+        let group = WRITE_GROUP.with(|g| g.borrow_mut().take());
+        drop(restore);
+        let committed = match group {
+            Some(g) if g.mutations > 0 => self.check_poisoned().and_then(|()| self.commit(g.batch, g.durable)),
+            _ => Ok(()),
+        };
+        (out, committed)
+    }
+
+    /// How many mutations [`Storage::apply_grouped`] has added to this
+    /// thread's current write group (0 outside one).
+    pub fn grouped_mutations() -> usize {
+        WRITE_GROUP.with(|g| g.borrow().as_ref().map_or(0, |g| g.mutations))
+    }
+
+    /// [`Storage::apply`], except inside [`Storage::in_write_group`] on this
+    /// thread: there the mutations join the group's batch (all of them or,
+    /// on an error, none) and are written when the group commits, so the
+    /// caller must not acknowledge them before that. Only callers whose
+    /// answer waits for the group may use it (the request path of a node
+    /// that owns the whole write); anything that counts the write as done at
+    /// once (a replica's ack in a multi-replica write) uses `apply`.
+    pub fn apply_grouped(&self, mutations: &[Mutation]) -> Result<(), StorageError> {
+        let id = self.id();
+        if !WRITE_GROUP.with(|g| g.borrow().as_ref().is_some_and(|g| g.owner == id)) {
+            return self.apply(mutations);
+        }
+        self.check_poisoned()?;
+        // Encode first, so a mutation that fails adds nothing of the call.
+        let mut arena = Vec::with_capacity(128);
+        let mut ops: Vec<(usize, usize, usize, usize)> = Vec::with_capacity(mutations.len());
+        let mut cfs = Vec::new();
+        let mut any_durable = false;
+        let (mut key, mut value, mut packer) = (Vec::with_capacity(64), Vec::with_capacity(64), RowPacker::default());
+        for m in mutations {
+            let store = self.table(&m.table)?;
+            cfs.push(self.cf(&store)?);
+            let cf = cfs.len() - 1;
+            any_durable |= store.durable;
+            encode_mutation(&store, m, &mut key, &mut value, &mut packer, |k, v| {
+                let start = arena.len();
+                arena.extend_from_slice(k);
+                arena.extend_from_slice(v);
+                ops.push((cf, start, start + k.len(), arena.len()));
+            })?;
+        }
+        WRITE_GROUP.with(|g| {
+            if let Some(g) = g.borrow_mut().as_mut() {
+                for &(cf, k0, k1, v1) in &ops {
+                    g.batch.merge_cf(&cfs[cf], &arena[k0..k1], &arena[k1..v1]);
+                }
+                g.durable |= any_durable;
+                g.mutations += mutations.len();
+            }
+        });
+        Ok(())
+    }
+
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.db) as usize
     }
 
     /// Writes a batch of merge operands durably per the commit log mode (the

@@ -277,7 +277,7 @@ impl Storage {
         }
         let store = self.table(&read.table)?;
         let cells = sorted(&raw.cells);
-        read::traverse(&store, read, |lower, upper| SliceCursor::new(&cells, &lower, &upper), &mut ())
+        read::traverse(&store, read, |lower, upper| Ok(SliceCursor::new(&cells, &lower, &upper)), &mut ())
     }
 
     /// Writes raw (key, value) pairs of one table as merge operands in one

@@ -202,16 +202,35 @@ impl Storage {
         Ok(out)
     }
 
-    /// The cell entries of `[lower, upper)`: packed rows shown as the cells
-    /// they hold (`packed::Unpacked`).
+    /// The cell entries of one partition, `[lower, upper)` (`traverse`'s
+    /// bounds): packed rows shown as the cells they hold (`packed::Unpacked`).
+    ///
+    /// A partition of a table without clustering columns can hold only its
+    /// deletion and one row (no static columns, no range tombstones), so it
+    /// is read with two point lookups, which bloom filters answer for most
+    /// files, instead of an iterator that seeks into every file.
     pub(crate) fn cells<'a>(
         &'a self,
         store: &'a TableStore,
         cf: &impl rocksdb::AsColumnFamilyRef,
         lower: Vec<u8>,
         upper: Vec<u8>,
-    ) -> Unpacked<'a, DBRawIteratorWithThreadMode<'a, Db>> {
-        Unpacked::new(self.iter(cf, lower, upper), &store.layout)
+    ) -> Result<Unpacked<'a, Box<dyn Cursor + 'a>>, StorageError> {
+        let point = store.layout.clustering.is_empty() && lower.last() == Some(&keys::SECTION_PARTITION_DELETION);
+        let inner: Box<dyn Cursor + 'a> = if point {
+            let prefix = &lower[..lower.len() - 1];
+            let keys = [with_section(prefix, keys::SECTION_PARTITION_DELETION), with_section(prefix, keys::SECTION_ROWS)];
+            let mut found = Vec::with_capacity(2);
+            for (key, value) in keys.iter().zip(self.db.batched_multi_get_cf(cf, &keys, true)) {
+                if let Some(v) = value? {
+                    found.push((key.clone(), v.to_vec()));
+                }
+            }
+            Box::new(SliceCursor::new(found, &lower, &upper))
+        } else {
+            Box::new(self.iter(cf, lower, upper))
+        };
+        Ok(Unpacked::new(inner, &store.layout))
     }
 
     pub(crate) fn iter<'a>(
@@ -286,41 +305,49 @@ impl Cursor for DBRawIteratorWithThreadMode<'_, Db> {
 
 /// A [`Cursor`] over the entries of a slice sorted by key (strictly
 /// ascending) that fall in `[lower, upper)`.
-pub(crate) struct SliceCursor<'a> {
-    cells: &'a [(Vec<u8>, Vec<u8>)],
-    /// `usize::MAX` (or anything past the end) when not valid.
+pub(crate) struct SliceCursor<S> {
+    cells: S,
+    /// The entries within `[lower, upper)`: `lo..hi` of `cells`.
+    lo: usize,
+    hi: usize,
+    /// `usize::MAX` (or anything outside `lo..hi`) when not valid.
     pos: usize,
 }
 
-impl<'a> SliceCursor<'a> {
-    pub(crate) fn new(sorted: &'a [(Vec<u8>, Vec<u8>)], lower: &[u8], upper: &[u8]) -> SliceCursor<'a> {
-        let lo = sorted.partition_point(|(k, _)| k.as_slice() < lower);
-        let hi = sorted.partition_point(|(k, _)| k.as_slice() < upper).max(lo);
-        SliceCursor { cells: &sorted[lo..hi], pos: usize::MAX }
+impl<S: AsRef<[(Vec<u8>, Vec<u8>)]>> SliceCursor<S> {
+    pub(crate) fn new(sorted: S, lower: &[u8], upper: &[u8]) -> SliceCursor<S> {
+        let cells = sorted.as_ref();
+        let lo = cells.partition_point(|(k, _)| k.as_slice() < lower);
+        let hi = cells.partition_point(|(k, _)| k.as_slice() < upper).max(lo);
+        SliceCursor { cells: sorted, lo, hi, pos: usize::MAX }
+    }
+
+    fn window(&self) -> &[(Vec<u8>, Vec<u8>)] {
+        &self.cells.as_ref()[self.lo..self.hi]
     }
 }
 
-impl Cursor for SliceCursor<'_> {
+impl<S: AsRef<[(Vec<u8>, Vec<u8>)]>> Cursor for SliceCursor<S> {
     fn seek_to_first(&mut self) {
         self.pos = 0;
     }
     fn seek_to_last(&mut self) {
-        self.pos = self.cells.len().wrapping_sub(1);
+        self.pos = self.window().len().wrapping_sub(1);
     }
     fn seek(&mut self, key: &[u8]) {
-        self.pos = self.cells.partition_point(|(k, _)| k.as_slice() < key);
+        self.pos = self.window().partition_point(|(k, _)| k.as_slice() < key);
     }
     fn seek_for_prev(&mut self, key: &[u8]) {
-        self.pos = self.cells.partition_point(|(k, _)| k.as_slice() <= key).wrapping_sub(1);
+        self.pos = self.window().partition_point(|(k, _)| k.as_slice() <= key).wrapping_sub(1);
     }
     fn valid(&self) -> bool {
-        self.pos < self.cells.len()
+        self.pos < self.window().len()
     }
     fn key(&self) -> Option<&[u8]> {
-        self.cells.get(self.pos).map(|(k, _)| k.as_slice())
+        self.window().get(self.pos).map(|(k, _)| k.as_slice())
     }
     fn value(&self) -> Option<&[u8]> {
-        self.cells.get(self.pos).map(|(_, v)| v.as_slice())
+        self.window().get(self.pos).map(|(_, v)| v.as_slice())
     }
     fn next(&mut self) {
         if self.valid() {
@@ -331,6 +358,36 @@ impl Cursor for SliceCursor<'_> {
         if self.valid() {
             self.pos = self.pos.wrapping_sub(1);
         }
+    }
+}
+
+impl<C: Cursor + ?Sized> Cursor for Box<C> {
+    fn seek_to_first(&mut self) {
+        (**self).seek_to_first()
+    }
+    fn seek_to_last(&mut self) {
+        (**self).seek_to_last()
+    }
+    fn seek(&mut self, key: &[u8]) {
+        (**self).seek(key)
+    }
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        (**self).seek_for_prev(key)
+    }
+    fn valid(&self) -> bool {
+        (**self).valid()
+    }
+    fn key(&self) -> Option<&[u8]> {
+        (**self).key()
+    }
+    fn value(&self) -> Option<&[u8]> {
+        (**self).value()
+    }
+    fn next(&mut self) {
+        (**self).next()
+    }
+    fn prev(&mut self) {
+        (**self).prev()
     }
 }
 
@@ -405,7 +462,7 @@ impl Visitor for () {
 pub(crate) fn traverse<C: Cursor, V: Visitor>(
     store: &TableStore,
     read: &PartitionRead,
-    mut open: impl FnMut(Vec<u8>, Vec<u8>) -> C,
+    mut open: impl FnMut(Vec<u8>, Vec<u8>) -> Result<C, StorageError>,
     visitor: &mut V,
 ) -> Result<Option<Partition>, StorageError> {
     let mut prefix = Vec::with_capacity(read.partition_key.len() + 11);
@@ -418,7 +475,7 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
         end.resize(prefix.len() + 4 * (keys::MAX_KEY_LENGTH + 1), 0xFF);
         end
     });
-    let mut cursor = open(partition_start.clone(), partition_end);
+    let mut cursor = open(partition_start.clone(), partition_end)?;
 
     // Deletion info and the static row come first in the partition.
     let header_end = with_section(&prefix, if read.include_static { keys::SECTION_ROWS } else { keys::SECTION_STATIC });

@@ -183,12 +183,18 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
         drop(tx);
         if let Some((dc, idx)) = local {
+            // With no remote replica to wait for, the answer is this apply's:
+            // it may join the caller's write group (`Storage::apply_grouped`),
+            // whose commit the answer waits for. Otherwise the local ack
+            // counts now, so the write must be made now.
+            let alone = pending.is_empty();
+            let apply = |m: &[Mutation]| if alone { self.storage.apply_grouped(m) } else { self.storage.apply(m) };
             if idx.len() == mutations.len() {
                 // This node replicates every partition written (RF=1 on its range, or a small cluster).
-                self.storage.apply(&mutations).map_err(storage_err)?;
+                apply(&mutations).map_err(storage_err)?;
             } else {
                 let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
-                self.storage.apply(&batch).map_err(storage_err)?;
+                apply(&batch).map_err(storage_err)?;
             }
             for i in &idx {
                 if let Some(c) = counters.get_mut(*i) {

@@ -3,9 +3,10 @@
 //! writes responses and events back, coalescing writes.
 //!
 //! The writes one read of a connection brings in run as one group, in
-//! order, inside one storage write group (`Storage::in_write_group`), so
-//! they share one commit log write (and one fsync in `batch` mode), and
-//! their answers leave together after that commit. Other requests run as
+//! order, collecting their writes (`Storage::collect_writes`); the group
+//! commits through the node's `CommitQueue`, where the writes of every
+//! connection's groups share commit log writes, and its answers leave
+//! together after that commit. Other requests run as
 //! tasks of their own, answered as each finishes. The writer task yields once
 //! before it drains its queue, so answers finished together go out in one
 //! send.
@@ -34,6 +35,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::error::QueryError;
+use crate::commit::CommitQueue;
 use crate::processor::Processor;
 use storage::Storage;
 
@@ -51,14 +53,16 @@ pub struct ServerConfig {
 
 /// Serves connections from `listener` until `shutdown` fires.
 pub async fn serve(listener: TcpListener, processor: Arc<Processor>, config: ServerConfig, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let commits = Arc::new(CommitQueue::default());
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let processor = Arc::clone(&processor);
+                    let commits = Arc::clone(&commits);
                     let config = config.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = connection(stream, peer, processor, config).await {
+                        if let Err(e) = connection(stream, peer, processor, commits, config).await {
                             tracing::debug!(%peer, error = %e, "connection ended with an error");
                         }
                     });
@@ -75,6 +79,7 @@ pub async fn serve(listener: TcpListener, processor: Arc<Processor>, config: Ser
 
 struct Conn {
     processor: Arc<Processor>,
+    commits: Arc<CommitQueue>,
     keyspace: Mutex<Option<String>>,
     compression: Mutex<Option<Compression>>,
     tx: mpsc::Sender<Bytes>,
@@ -103,7 +108,13 @@ impl Conn {
     }
 }
 
-async fn connection(stream: TcpStream, peer: SocketAddr, processor: Arc<Processor>, config: ServerConfig) -> std::io::Result<()> {
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    processor: Arc<Processor>,
+    commits: Arc<CommitQueue>,
+    config: ServerConfig,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let (mut reader, mut writer) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Bytes>(256);
@@ -130,7 +141,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, processor: Arc<Processo
         }
         let _ = writer.shutdown().await;
     });
-    let conn = Arc::new(Conn { processor, keyspace: Mutex::new(None), compression: Mutex::new(None), tx });
+    let conn = Arc::new(Conn { processor, commits, keyspace: Mutex::new(None), compression: Mutex::new(None), tx });
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut started = false;
     let mut ready: Vec<(FrameHeader, Request)> = Vec::new();
@@ -280,16 +291,28 @@ fn spawn_event_forwarder(conn: Arc<Conn>, wanted: HashSet<EventType>) {
     });
 }
 
-/// Runs a request group. In `batch`/`group` commit log modes it runs on the
-/// blocking pool, since its commit waits for an fsync.
+/// Runs a request group: its requests one after another, their writes
+/// collected into one write group, then committed, then answered.
+///
+/// In `periodic` mode the writes wait in the [`CommitQueue`], shared with
+/// other groups; in `batch`/`group` mode the whole group runs on the
+/// blocking pool and commits there, since its commit waits for an fsync
+/// (concurrent groups share it through RocksDB's own write groups).
 async fn run_group(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response)> {
+    let storage = &conn.processor.storage;
     let writes = group.iter().any(|(h, _)| matches!(h.opcode, Opcode::Query | Opcode::Execute | Opcode::Batch));
-    if !(writes && conn.processor.storage.writes_block()) {
-        return run_group_now(conn, group);
+    if !(writes && storage.writes_block()) {
+        let (answers, collected) = storage.collect_writes(|| run_requests(conn, group));
+        let committed = if collected.is_empty() { Ok(()) } else { conn.commits.commit(storage, collected).await };
+        return answer(answers, committed);
     }
     let streams: Vec<i16> = group.iter().map(|(h, _)| h.stream).collect();
     let owned = Arc::clone(conn);
-    match tokio::task::spawn_blocking(move || run_group_now(&owned, group)).await {
+    let work = move || {
+        let (answers, committed) = owned.processor.storage.in_write_group(|| run_requests(&owned, group));
+        answer(answers, committed.map_err(QueryError::from))
+    };
+    match tokio::task::spawn_blocking(work).await {
         Ok(responses) => responses,
         Err(e) => {
             let body = error_body(QueryError::Server(format!("request failed: {e}")));
@@ -298,22 +321,23 @@ async fn run_group(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<
     }
 }
 
-/// Runs requests in order inside one storage write group: the writes of all
-/// of them reach the commit log in one write (one fsync in `batch` mode),
-/// and a request whose writes were grouped is answered only after that
-/// commit, with its error when it failed.
-fn run_group_now(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response)> {
-    let (answers, committed) = conn.processor.storage.in_write_group(|| {
-        group
-            .into_iter()
-            .map(|(header, request)| {
-                let before = Storage::grouped_mutations();
-                let response = run_one(conn, &request);
-                (header.stream, response, Storage::grouped_mutations() > before)
-            })
-            .collect::<Vec<_>>()
-    });
-    let failed = committed.err().map(|e| error_body(QueryError::from(e)));
+/// Runs requests in order (inside the caller's write group); with each
+/// answer, whether the request's writes joined the group.
+fn run_requests(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response, bool)> {
+    group
+        .into_iter()
+        .map(|(header, request)| {
+            let before = Storage::grouped_mutations();
+            let response = run_one(conn, &request);
+            (header.stream, response, Storage::grouped_mutations() > before)
+        })
+        .collect()
+}
+
+/// The answers once the group's writes were committed: a request whose
+/// writes joined the group gets the commit's error when it failed.
+fn answer(answers: Vec<(i16, Response, bool)>, committed: Result<(), QueryError>) -> Vec<(i16, Response)> {
+    let failed = committed.err().map(error_body);
     answers
         .into_iter()
         .map(|(stream, response, grouped)| match (&failed, grouped) {

@@ -93,13 +93,29 @@ pub struct Storage {
 
 const MANIFEST: &str = "schema.json";
 
-/// The writes `apply_grouped` collected on one thread (`in_write_group`).
+/// The write group open on one thread (`collect_writes`).
 struct WriteGroup {
     /// The storage the group belongs to (its database's address).
     owner: usize,
-    batch: WriteBatch,
+    writes: Collected,
+}
+
+/// Writes a write group collected and has not made yet: merge operands of
+/// one or more tables, back to back in one buffer.
+#[derive(Default)]
+pub struct Collected {
+    arena: Vec<u8>,
+    /// (table, key start, key end = value start, value end) in `arena`.
+    ops: Vec<(Uuid, u32, u32, u32)>,
     durable: bool,
     mutations: usize,
+}
+
+impl Collected {
+    /// True when the group wrote nothing.
+    pub fn is_empty(&self) -> bool {
+        self.mutations == 0
+    }
 }
 
 thread_local! {
@@ -261,14 +277,23 @@ impl Storage {
     }
 
     /// Runs `f`, collecting the writes [`Storage::apply_grouped`] makes on this
-    /// thread meanwhile into one batch, and commits that batch once when `f`
-    /// returns: one log write (and, in `batch`/`group` mode, one fsync) for
-    /// every request a connection has ready, instead of one each. Returns
-    /// what `f` returned and how the commit went; the caller answers the
-    /// requests whose writes were grouped only after that, and with the
-    /// commit's error when it failed. Groups nest: an inner group commits its
-    /// own writes.
+    /// thread meanwhile, and commits them in one batch when `f` returns: one
+    /// log write (and, in `batch`/`group` mode, one fsync) for every request
+    /// a connection has ready, instead of one each. Returns what `f`
+    /// returned and how the commit went; the caller answers the requests
+    /// whose writes were grouped only after that, and with the commit's
+    /// error when it failed. Groups nest: an inner group commits its own
+    /// writes.
     pub fn in_write_group<R>(&self, f: impl FnOnce() -> R) -> (R, Result<(), StorageError>) {
+        let (out, collected) = self.collect_writes(f);
+        let committed = if collected.is_empty() { Ok(()) } else { self.commit_collected(std::slice::from_ref(&collected)) };
+        (out, committed)
+    }
+
+    /// [`Storage::in_write_group`] without the commit: the writes come back
+    /// unmade, for [`Storage::commit_collected`] (which may make the writes
+    /// of many groups at once). Nothing is written if they are dropped.
+    pub fn collect_writes<R>(&self, f: impl FnOnce() -> R) -> (R, Collected) {
         struct Restore(Option<WriteGroup>);
         impl Drop for Restore {
             fn drop(&mut self) {
@@ -278,65 +303,93 @@ impl Storage {
                 WRITE_GROUP.with(|g| *g.borrow_mut() = outer);
             }
         }
-        let fresh = WriteGroup { owner: self.id(), batch: WriteBatch::default(), durable: false, mutations: 0 };
+        let fresh = WriteGroup { owner: self.id(), writes: Collected::default() };
         let restore = Restore(WRITE_GROUP.with(|g| g.borrow_mut().replace(fresh)));
         let out = f();
         let group = WRITE_GROUP.with(|g| g.borrow_mut().take());
         drop(restore);
-        let committed = match group {
-            Some(g) if g.mutations > 0 => self.check_poisoned().and_then(|()| self.commit(g.batch, g.durable)),
-            _ => Ok(()),
-        };
-        (out, committed)
+        (out, group.map(|g| g.writes).unwrap_or_default())
+    }
+
+    /// Makes the writes of several write groups as one batch, durably per
+    /// the commit log mode (one log write; one fsync in `batch` mode).
+    pub fn commit_collected(&self, groups: &[Collected]) -> Result<(), StorageError> {
+        self.check_poisoned()?;
+        let mut batch = WriteBatch::default();
+        let mut durable = false;
+        let mut current: Option<(Uuid, Arc<BoundColumnFamily<'_>>)> = None;
+        for g in groups {
+            durable |= g.durable;
+            for &(table, k0, k1, v1) in &g.ops {
+                let cf = match &current {
+                    Some((id, cf)) if *id == table => Arc::clone(cf),
+                    _ => {
+                        let store = self.table(&table)?;
+                        let cf = self.cf(&store)?;
+                        current = Some((table, Arc::clone(&cf)));
+                        cf
+                    }
+                };
+                batch.merge_cf(&cf, &g.arena[k0 as usize..k1 as usize], &g.arena[k1 as usize..v1 as usize]);
+            }
+        }
+        self.commit(batch, durable)
     }
 
     /// How many mutations [`Storage::apply_grouped`] has added to this
     /// thread's current write group (0 outside one).
     pub fn grouped_mutations() -> usize {
-        WRITE_GROUP.with(|g| g.borrow().as_ref().map_or(0, |g| g.mutations))
+        WRITE_GROUP.with(|g| g.borrow().as_ref().map_or(0, |g| g.writes.mutations))
     }
 
-    /// [`Storage::apply`], except inside [`Storage::in_write_group`] on this
-    /// thread: there the mutations join the group's batch (all of them or,
-    /// on an error, none) and are written when the group commits, so the
-    /// caller must not acknowledge them before that. Only callers whose
-    /// answer waits for the group may use it (the request path of a node
-    /// that owns the whole write); anything that counts the write as done at
-    /// once (a replica's ack in a multi-replica write) uses `apply`.
+    /// [`Storage::apply`], except inside a write group of this storage on
+    /// this thread ([`Storage::in_write_group`], [`Storage::collect_writes`]):
+    /// there the mutations join the group (all of them or, on an error,
+    /// none) and are written when the group commits, so the caller must not
+    /// acknowledge them before that. Only callers whose answer waits for the
+    /// group may use it (the request path of a write this node owns alone);
+    /// anything that counts the write as done at once (a replica's ack in a
+    /// multi-replica write) uses `apply`.
     pub fn apply_grouped(&self, mutations: &[Mutation]) -> Result<(), StorageError> {
         let id = self.id();
-        if !WRITE_GROUP.with(|g| g.borrow().as_ref().is_some_and(|g| g.owner == id)) {
-            return self.apply(mutations);
-        }
-        self.check_poisoned()?;
-        // Encode first, so a mutation that fails adds nothing of the call.
-        let mut arena = Vec::with_capacity(128);
-        let mut ops: Vec<(usize, usize, usize, usize)> = Vec::with_capacity(mutations.len());
-        let mut cfs = Vec::new();
-        let mut any_durable = false;
-        let (mut key, mut value, mut packer) = (Vec::with_capacity(64), Vec::with_capacity(64), RowPacker::default());
-        for m in mutations {
-            let store = self.table(&m.table)?;
-            cfs.push(self.cf(&store)?);
-            let cf = cfs.len() - 1;
-            any_durable |= store.durable;
-            encode_mutation(&store, m, &mut key, &mut value, &mut packer, |k, v| {
-                let start = arena.len();
-                arena.extend_from_slice(k);
-                arena.extend_from_slice(v);
-                ops.push((cf, start, start + k.len(), arena.len()));
-            })?;
-        }
-        WRITE_GROUP.with(|g| {
-            if let Some(g) = g.borrow_mut().as_mut() {
-                for &(cf, k0, k1, v1) in &ops {
-                    g.batch.merge_cf(&cfs[cf], &arena[k0..k1], &arena[k1..v1]);
-                }
-                g.durable |= any_durable;
-                g.mutations += mutations.len();
-            }
+        let grouped = WRITE_GROUP.with(|g| {
+            let mut g = g.borrow_mut();
+            let w = g.as_mut().filter(|w| w.owner == id)?;
+            Some(self.check_poisoned().and_then(|()| self.collect(&mut w.writes, mutations)))
         });
-        Ok(())
+        grouped.unwrap_or_else(|| self.apply(mutations))
+    }
+
+    /// Encodes `mutations` into `into`, all or (on an error) none of them.
+    fn collect(&self, into: &mut Collected, mutations: &[Mutation]) -> Result<(), StorageError> {
+        let (arena_len, ops_len) = (into.arena.len(), into.ops.len());
+        let mut durable = false;
+        let (mut key, mut value, mut packer) = (Vec::with_capacity(64), Vec::with_capacity(64), RowPacker::default());
+        let mut encode = || -> Result<(), StorageError> {
+            for m in mutations {
+                let store = self.table(&m.table)?;
+                durable |= store.durable;
+                encode_mutation(&store, m, &mut key, &mut value, &mut packer, |k, v| {
+                    let start = into.arena.len();
+                    into.arena.extend_from_slice(k);
+                    into.arena.extend_from_slice(v);
+                    into.ops.push((m.table, start as u32, (start + k.len()) as u32, into.arena.len() as u32));
+                })?;
+            }
+            Ok(())
+        };
+        match encode() {
+            Ok(()) => {
+                into.durable |= durable;
+                into.mutations += mutations.len();
+                Ok(())
+            }
+            Err(e) => {
+                into.arena.truncate(arena_len);
+                into.ops.truncate(ops_len);
+                Err(e)
+            }
+        }
     }
 
     fn id(&self) -> usize {

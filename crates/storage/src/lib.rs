@@ -32,7 +32,7 @@ pub mod packed;
 mod raw;
 mod read;
 
-pub use engine::{CommitlogSync, Storage, StorageConfig, STORAGE_FORMAT};
+pub use engine::{Collected, CommitlogSync, Storage, StorageConfig, STORAGE_FORMAT};
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 

@@ -9,6 +9,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Rust allocations go to mimalloc: glibc's arenas take a lock when a block
+/// is freed on another thread than the one that allocated it, which a
+/// request handed between runtime workers does all the time (the write
+/// path's futex calls were mostly that lock). RocksDB's own allocations
+/// stay with glibc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "shoal", version, about = "Shoal: a Cassandra-compatible, write-optimized database")]
 struct Cli {

@@ -111,6 +111,14 @@ pub struct Collected {
     mutations: usize,
 }
 
+/// Encoding buffers, reused by every `apply_grouped` on a thread.
+#[derive(Default)]
+struct Scratch {
+    key: Vec<u8>,
+    value: Vec<u8>,
+    packer: RowPacker,
+}
+
 impl Collected {
     /// True when the group wrote nothing.
     pub fn is_empty(&self) -> bool {
@@ -119,6 +127,7 @@ impl Collected {
 }
 
 thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
     static WRITE_GROUP: std::cell::RefCell<Option<WriteGroup>> = const { std::cell::RefCell::new(None) };
 }
 
@@ -303,7 +312,8 @@ impl Storage {
                 WRITE_GROUP.with(|g| *g.borrow_mut() = outer);
             }
         }
-        let fresh = WriteGroup { owner: self.id(), writes: Collected::default() };
+        let writes = Collected { arena: Vec::with_capacity(4096), ops: Vec::with_capacity(32), ..Collected::default() };
+        let fresh = WriteGroup { owner: self.id(), writes };
         let restore = Restore(WRITE_GROUP.with(|g| g.borrow_mut().replace(fresh)));
         let out = f();
         let group = WRITE_GROUP.with(|g| g.borrow_mut().take());
@@ -363,13 +373,24 @@ impl Storage {
     /// Encodes `mutations` into `into`, all or (on an error) none of them.
     fn collect(&self, into: &mut Collected, mutations: &[Mutation]) -> Result<(), StorageError> {
         let (arena_len, ops_len) = (into.arena.len(), into.ops.len());
+        SCRATCH.with(|scratch| self.collect_with(&mut scratch.borrow_mut(), into, mutations, arena_len, ops_len))
+    }
+
+    fn collect_with(
+        &self,
+        scratch: &mut Scratch,
+        into: &mut Collected,
+        mutations: &[Mutation],
+        arena_len: usize,
+        ops_len: usize,
+    ) -> Result<(), StorageError> {
         let mut durable = false;
-        let (mut key, mut value, mut packer) = (Vec::with_capacity(64), Vec::with_capacity(64), RowPacker::default());
+        let Scratch { key, value, packer } = scratch;
         let mut encode = || -> Result<(), StorageError> {
             for m in mutations {
                 let store = self.table(&m.table)?;
                 durable |= store.durable;
-                encode_mutation(&store, m, &mut key, &mut value, &mut packer, |k, v| {
+                encode_mutation(&store, m, key, value, packer, |k, v| {
                     let start = into.arena.len();
                     into.arena.extend_from_slice(k);
                     into.arena.extend_from_slice(v);

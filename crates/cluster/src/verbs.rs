@@ -36,16 +36,68 @@ pub trait SchemaSync: Send + Sync + 'static {
     fn merge(&self, payload: &[u8]) -> Result<bool, String>;
 }
 
-/// Serves inbound requests until the queue closes.
+/// At most this many queued mutation requests are applied as one group.
+const MUTATION_GROUP_MAX: usize = 256;
+
+/// Serves inbound requests until the queue closes. The mutation requests
+/// already queued when the loop wakes are applied as one group: one storage
+/// write group, one commit log write (one fsync in `batch` mode), each
+/// answered after that commit.
 pub async fn serve<T: Transport + Clone>(coordinator: Arc<Coordinator<T>>, schema: Arc<dyn SchemaSync>, mut inbound: tokio::sync::mpsc::Receiver<Inbound>) {
-    while let Some(msg) = inbound.recv().await {
-        let storage = Arc::clone(&coordinator.storage);
-        let schema = Arc::clone(&schema);
-        let blocking = (storage.writes_block() && matches!(msg.verb, Verb::MutationReq | Verb::RepairReq)) || msg.verb == Verb::TruncateReq;
-        if blocking {
-            tokio::task::spawn_blocking(move || handle(&storage, &*schema, msg));
-        } else {
-            tokio::spawn(async move { handle(&storage, &*schema, msg) });
+    while let Some(first) = inbound.recv().await {
+        let storage = &coordinator.storage;
+        let mut mutations = Vec::new();
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            if msg.verb == Verb::MutationReq {
+                mutations.push(msg);
+            } else {
+                let (storage, schema) = (Arc::clone(storage), Arc::clone(&schema));
+                let blocking = (storage.writes_block() && msg.verb == Verb::RepairReq) || msg.verb == Verb::TruncateReq;
+                if blocking {
+                    tokio::task::spawn_blocking(move || handle(&storage, &*schema, msg));
+                } else {
+                    tokio::spawn(async move { handle(&storage, &*schema, msg) });
+                }
+            }
+            if mutations.len() < MUTATION_GROUP_MAX {
+                next = inbound.try_recv().ok();
+            }
+        }
+        if !mutations.is_empty() {
+            let storage = Arc::clone(storage);
+            if storage.writes_block() {
+                tokio::task::spawn_blocking(move || apply_mutations(&storage, mutations));
+            } else {
+                tokio::spawn(async move { apply_mutations(&storage, mutations) });
+            }
+        }
+    }
+}
+
+/// Applies mutation requests in one write group and answers each after the
+/// group's commit (an undecodable or refused request fails alone).
+fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
+    let (applied, committed) = storage.in_write_group(|| {
+        requests
+            .into_iter()
+            .map(|msg| {
+                let outcome = match message::decode_mutations(&msg.payload) {
+                    Ok(mutations) => storage.apply_grouped(&mutations).map_err(|e| (FailureCode::Storage, e.to_string())),
+                    Err(e) => Err((FailureCode::MalformedPayload, e.to_string())),
+                };
+                (msg.from, msg.responder, outcome)
+            })
+            .collect::<Vec<_>>()
+    });
+    let committed = committed.map_err(|e| e.to_string());
+    for (from, responder, outcome) in applied {
+        match outcome.and_then(|()| committed.clone().map_err(|e| (FailureCode::Storage, e))) {
+            Ok(()) => responder.respond(Verb::MutationRsp, Bytes::new()),
+            Err((code, e)) => {
+                tracing::debug!(%from, "mutation request failed: {e}");
+                responder.fail(code, &e);
+            }
         }
     }
 }
@@ -58,13 +110,7 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
     };
     match verb {
         Verb::Echo => responder.respond(Verb::EchoRsp, payload),
-        Verb::MutationReq => match message::decode_mutations(&payload) {
-            Ok(mutations) => match storage.apply(&mutations) {
-                Ok(()) => responder.respond(Verb::MutationRsp, Bytes::new()),
-                Err(e) => fail(responder, FailureCode::Storage, &e),
-            },
-            Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
-        },
+        Verb::MutationReq => apply_mutations(storage, vec![Inbound { from, verb, payload, responder }]),
         Verb::ReadReq | Verb::DigestReq => {
             let read = ReadRequest::decode(&payload)
                 .map_err(|e| e.to_string())

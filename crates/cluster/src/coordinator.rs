@@ -183,12 +183,11 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
         drop(tx);
         if let Some((dc, idx)) = local {
-            // With no remote replica to wait for, the answer is this apply's:
-            // it may join the caller's write group (`Storage::apply_grouped`),
-            // whose commit the answer waits for. Otherwise the local ack
-            // counts now, so the write must be made now.
-            let alone = pending.is_empty();
-            let apply = |m: &[Mutation]| if alone { self.storage.apply_grouped(m) } else { self.storage.apply(m) };
+            // The local apply may join the caller's write group
+            // (`Storage::apply_grouped`; outside one it is made now): every
+            // group's answers wait for its commit, so counting this ack
+            // before that commit never lets an answer out early.
+            let apply = |m: &[Mutation]| self.storage.apply_grouped(m);
             if idx.len() == mutations.len() {
                 // This node replicates every partition written (RF=1 on its range, or a small cluster).
                 apply(&mutations).map_err(storage_err)?;

@@ -5,8 +5,9 @@
 //! The writes one read of a connection brings in run as one group, in
 //! order, collecting their writes (`Storage::collect_writes`); the group
 //! commits through the node's `CommitQueue`, where the writes of every
-//! connection's groups share commit log writes, and its answers leave
-//! together after that commit. Other requests run as
+//! connection's groups share commit log writes, then awaits the writes it
+//! deferred to replicas (`data::collect_deferred`), and its answers leave
+//! together after both. Other requests run as
 //! tasks of their own, answered as each finishes. The writer task yields once
 //! before it drains its queue, so answers finished together go out in one
 //! send.
@@ -36,6 +37,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use crate::error::QueryError;
 use crate::commit::CommitQueue;
+use crate::data;
 use crate::processor::Processor;
 use storage::Storage;
 
@@ -302,8 +304,18 @@ async fn run_group(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<
     let storage = &conn.processor.storage;
     let writes = group.iter().any(|(h, _)| matches!(h.opcode, Opcode::Query | Opcode::Execute | Opcode::Batch));
     if !(writes && storage.writes_block()) {
-        let (answers, collected) = storage.collect_writes(|| run_requests(conn, group));
+        let ((mut answers, deferred), collected) = storage.collect_writes(|| data::collect_deferred(|| run_requests(conn, group)));
         let committed = if collected.is_empty() { Ok(()) } else { conn.commits.commit(storage, collected).await };
+        // Writes waiting for replicas: each request is answered after its own.
+        let mut outcomes = Vec::with_capacity(deferred.len());
+        for write in deferred {
+            outcomes.push(write.await);
+        }
+        for (_, response, _, waits) in &mut answers {
+            if let Some(Err(e)) = waits.clone().filter_map(|i| outcomes.get(i)).find(|o| o.is_err()) {
+                *response = Response::Error(error_body(e.clone()));
+            }
+        }
         return answer(answers, committed);
     }
     let streams: Vec<i16> = group.iter().map(|(h, _)| h.stream).collect();
@@ -321,26 +333,30 @@ async fn run_group(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<
     }
 }
 
-/// Runs requests in order (inside the caller's write group); with each
-/// answer, whether the request's writes joined the group.
-fn run_requests(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response, bool)> {
+/// A request's answer, whether its writes joined the write group, and which
+/// of the deferred writes (`data::collect_deferred`) are its.
+type Answer = (i16, Response, bool, std::ops::Range<usize>);
+
+/// Runs requests in order (inside the caller's write group and deferral
+/// scope, if any).
+fn run_requests(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Vec<Answer> {
     group
         .into_iter()
         .map(|(header, request)| {
-            let before = Storage::grouped_mutations();
+            let (before, waits_from) = (Storage::grouped_mutations(), data::deferred_writes());
             let response = run_one(conn, &request);
-            (header.stream, response, Storage::grouped_mutations() > before)
+            (header.stream, response, Storage::grouped_mutations() > before, waits_from..data::deferred_writes())
         })
         .collect()
 }
 
 /// The answers once the group's writes were committed: a request whose
 /// writes joined the group gets the commit's error when it failed.
-fn answer(answers: Vec<(i16, Response, bool)>, committed: Result<(), QueryError>) -> Vec<(i16, Response)> {
+fn answer(answers: Vec<Answer>, committed: Result<(), QueryError>) -> Vec<(i16, Response)> {
     let failed = committed.err().map(error_body);
     answers
         .into_iter()
-        .map(|(stream, response, grouped)| match (&failed, grouped) {
+        .map(|(stream, response, grouped, _)| match (&failed, grouped) {
             (Some(body), true) => (stream, Response::Error(body.clone())),
             _ => (stream, response),
         })

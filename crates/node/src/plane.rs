@@ -5,9 +5,11 @@
 //! The statement executors are synchronous; the coordinator is async. A
 //! call first polls the coordinator's future once: requests served by this
 //! node alone (its own replica at ONE, RF=1 on its own range) finish there
-//! without leaving the thread. Otherwise the thread is handed over to the
-//! runtime (`block_in_place`) while the future completes, so network waits
-//! never stall the other connections' tasks.
+//! without leaving the thread. A write that must wait for replicas is handed
+//! to the server's request group (`cql_server::data::defer_write`), which
+//! awaits it before answering; anything else that must wait hands the
+//! thread over to the runtime (`block_in_place`) while the future completes,
+//! so network waits never stall the other connections' tasks.
 //!
 //! Invariants:
 //! - Coordinator errors map to the CQL errors of the same name with
@@ -21,7 +23,7 @@ use std::task::{Context, Poll, Waker};
 
 use cluster::verbs::SchemaSync;
 use cluster::{CoordError, Coordinator};
-use cql_server::data::{DataPlane, PeerInfo};
+use cql_server::data::{self, DataPlane, DeferredWrite, PeerInfo};
 use cql_server::error::QueryError;
 use cql_server::schema::SchemaService;
 use net::TcpTransport;
@@ -61,8 +63,22 @@ pub fn query_error(e: CoordError) -> QueryError {
 }
 
 impl DataPlane for ClusterPlane {
-    fn mutate(&self, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), QueryError> {
-        run(self.coordinator.mutate(ks, mutations, cl, write_type)).map_err(query_error)
+    fn mutate(&self, ks: &Arc<KeyspaceDef>, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), QueryError> {
+        let (coordinator, ks) = (Arc::clone(&self.coordinator), Arc::clone(ks));
+        let mut write: DeferredWrite =
+            Box::pin(async move { coordinator.mutate(&ks, mutations, cl, write_type).await.map_err(query_error) });
+        if let Poll::Ready(v) = write.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            return v;
+        }
+        // Waiting for replicas: the server's request group awaits it, or
+        // (outside one) this thread does.
+        match data::defer_write(write) {
+            Ok(()) => Ok(()),
+            Err(write) => {
+                let handle = tokio::runtime::Handle::current();
+                tokio::task::block_in_place(move || handle.block_on(write))
+            }
+        }
     }
 
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError> {

@@ -356,10 +356,10 @@ impl Storage {
     /// this thread ([`Storage::in_write_group`], [`Storage::collect_writes`]):
     /// there the mutations join the group (all of them or, on an error,
     /// none) and are written when the group commits, so the caller must not
-    /// acknowledge them before that. Only callers whose answer waits for the
-    /// group may use it (the request path of a write this node owns alone);
-    /// anything that counts the write as done at once (a replica's ack in a
-    /// multi-replica write) uses `apply`.
+    /// acknowledge them before that: whoever opened the group answers its
+    /// requests only after the commit (the CQL server, the replica verbs), so
+    /// a write counted as done inside the group (the coordinator's own
+    /// replica ack) is never answered early.
     pub fn apply_grouped(&self, mutations: &[Mutation]) -> Result<(), StorageError> {
         let id = self.id();
         let grouped = WRITE_GROUP.with(|g| {

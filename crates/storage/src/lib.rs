@@ -23,6 +23,9 @@
 //!   families it does not name are dropped at open.
 //! - After an fsync failure the engine is poisoned: every later write fails
 //!   (it never acknowledges a write it may not have made durable).
+//! - Writes made with `apply_grouped` inside a write group (`collect_writes`,
+//!   `in_write_group`) are made when the group commits; whoever opens a
+//!   group answers its requests only after that commit.
 
 pub mod cell;
 mod engine;

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""bench/ab.py: A/B two or more `shoal` binaries on one node, the way the write-path changes were
+measured (ADR 0002, ADR 0003, the commit messages).
+
+    bench/ab.py BIN_A,BIN_B[,...] [ROUNDS]      (env: N=300000 rows, CLIENT=the stress binary)
+
+Each round starts every binary in turn (the order alternates between rounds) as a fresh
+`shoal server` on a free port with its data in a temp dir under /tmp/ab, runs
+`shoal stress write n=N -rate threads=64` and then `shoal stress mixed n=N/2
+ratio(read=9,write=1) -pop dist=uniform(1..N) -rate threads=64` with --server-pid, and prints
+(op/s, server CPU-us/op, p99 ms) per workload, then all rounds as JSON. Compare binaries within one
+invocation only: the machine is shared and noisy.
+"""
+import json, os, shutil, socket, subprocess, sys, tempfile, time
+bins = sys.argv[1].split(",")
+rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+n = int(os.environ.get("N", "300000"))
+client = os.environ.get("CLIENT", "/tmp/shoal-new")
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+def wait_port(port):
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close(); return
+        except OSError: time.sleep(0.1)
+    raise SystemExit("no port")
+results = {b: [] for b in bins}
+for r in range(rounds):
+    for b in (bins if r % 2 == 0 else bins[::-1]):
+        os.makedirs("/tmp/ab", exist_ok=True)
+        d = tempfile.mkdtemp(prefix="run.", dir="/tmp/ab")
+        port = free_port()
+        srv = subprocess.Popen([b, "server", "--data-dir", d + "/data", "--native-port", str(port), "--admin-port", str(free_port())],
+                               stdout=open(d + "/log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        wait_port(port)
+        row = {}
+        for name, args in (("write", ["write", f"n={n}"]), ("mixed", ["mixed", f"n={n//2}", "ratio(read=9,write=1)", "-pop", f"dist=uniform(1..{n})"])):
+            j = f"{d}/{name}.json"
+            subprocess.run([client, "stress", *args, "-rate", "threads=64", "-node", "127.0.0.1", "-port", f"native={port}",
+                            "--json", j, "--server-pid", str(srv.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            sm = json.load(open(j))["summary"]
+            row[name] = (round(sm["op_rate"]), round(sm["server_cpu_us_per_op"], 1), sm["latency"]["p99_ms"])
+        srv.terminate(); srv.wait(30)
+        shutil.rmtree(d, ignore_errors=True)
+        results[b].append(row)
+        print(os.path.basename(b), row, flush=True)
+print(json.dumps(results))

@@ -187,13 +187,12 @@ impl<T: Transport + Clone> Coordinator<T> {
             // (`Storage::apply_grouped`; outside one it is made now): every
             // group's answers wait for its commit, so counting this ack
             // before that commit never lets an answer out early.
-            let apply = |m: &[Mutation]| self.storage.apply_grouped(m);
             if idx.len() == mutations.len() {
                 // This node replicates every partition written (RF=1 on its range, or a small cluster).
-                apply(&mutations).map_err(storage_err)?;
+                self.storage.apply_grouped(&mutations).map_err(storage_err)?;
             } else {
                 let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
-                apply(&batch).map_err(storage_err)?;
+                self.storage.apply_grouped(&batch).map_err(storage_err)?;
             }
             for i in &idx {
                 if let Some(c) = counters.get_mut(*i) {

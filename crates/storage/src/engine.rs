@@ -111,7 +111,7 @@ pub struct Collected {
     mutations: usize,
 }
 
-/// Encoding buffers, reused by every `apply_grouped` on a thread.
+/// Encoding buffers, reused by every `apply` and `apply_grouped` on a thread.
 #[derive(Default)]
 struct Scratch {
     key: Vec<u8>,
@@ -271,18 +271,9 @@ impl Storage {
     /// skip the log when every mutation in the call does.
     pub fn apply(&self, mutations: &[Mutation]) -> Result<(), StorageError> {
         self.check_poisoned()?;
-        let mut batch = WriteBatch::default();
-        let mut any_durable = false;
-        let mut key = Vec::with_capacity(64);
-        let mut value = Vec::with_capacity(64);
-        let mut packer = RowPacker::default();
-        for m in mutations {
-            let store = self.table(&m.table)?;
-            let cf = self.cf(&store)?;
-            any_durable |= store.durable;
-            encode_mutation(&store, m, &mut key, &mut value, &mut packer, |k, v| batch.merge_cf(&cf, k, v))?;
-        }
-        self.commit(batch, any_durable)
+        let mut writes = Collected::default();
+        self.collect(&mut writes, mutations)?;
+        self.commit_collected(std::slice::from_ref(&writes))
     }
 
     /// Runs `f`, collecting the writes [`Storage::apply_grouped`] makes on this
@@ -373,20 +364,9 @@ impl Storage {
     /// Encodes `mutations` into `into`, all or (on an error) none of them.
     fn collect(&self, into: &mut Collected, mutations: &[Mutation]) -> Result<(), StorageError> {
         let (arena_len, ops_len) = (into.arena.len(), into.ops.len());
-        SCRATCH.with(|scratch| self.collect_with(&mut scratch.borrow_mut(), into, mutations, arena_len, ops_len))
-    }
-
-    fn collect_with(
-        &self,
-        scratch: &mut Scratch,
-        into: &mut Collected,
-        mutations: &[Mutation],
-        arena_len: usize,
-        ops_len: usize,
-    ) -> Result<(), StorageError> {
         let mut durable = false;
-        let Scratch { key, value, packer } = scratch;
-        let mut encode = || -> Result<(), StorageError> {
+        let encoded = SCRATCH.with(|scratch| -> Result<(), StorageError> {
+            let Scratch { key, value, packer } = &mut *scratch.borrow_mut();
             for m in mutations {
                 let store = self.table(&m.table)?;
                 durable |= store.durable;
@@ -398,8 +378,8 @@ impl Storage {
                 })?;
             }
             Ok(())
-        };
-        match encode() {
+        });
+        match encoded {
             Ok(()) => {
                 into.durable |= durable;
                 into.mutations += mutations.len();

@@ -28,6 +28,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use crate::history::{History, ReadRecord, WriteRecord};
 use crate::table::Rows;
@@ -86,17 +87,18 @@ pub struct Snapshot {
     pub rows: Rows,
 }
 
+/// Where and when an operation ran: `via nN [start..end, ops #a..#b]`.
+fn span(node: usize, start_at: Duration, end_at: Duration, start: u64, end: u64) -> String {
+    format!("via n{node} [{:.3}s..{:.3}s, ops #{start}..#{end}]", start_at.as_secs_f64(), end_at.as_secs_f64())
+}
+
 fn describe(w: &WriteRecord) -> String {
     format!(
-        "write pk={} c={} ts={} via n{} [{:.3}s..{:.3}s, ops #{}..#{}] {}",
+        "write pk={} c={} ts={} {} {}",
         w.pk,
         w.c,
         w.ts,
-        w.node,
-        w.start_at.as_secs_f64(),
-        w.end_at.as_secs_f64(),
-        w.start,
-        w.end,
+        span(w.node, w.start_at, w.end_at, w.start, w.end),
         match &w.result {
             Ok(()) => "acknowledged".to_string(),
             Err(e) => format!("failed: {e}"),
@@ -205,14 +207,10 @@ pub fn check_read_your_writes(history: &History) -> Result<(), Violation> {
                 return Err(Violation::new(
                     Property::ReadYourWrites,
                     format!(
-                        "QUORUM read pk={}{} via n{} [{:.3}s..{:.3}s, ops #{}..#{}] returned {held} for c={c}, after {}",
+                        "QUORUM read pk={}{} {} returned {held} for c={c}, after {}",
                         r.pk,
                         r.shape,
-                        r.node,
-                        r.start_at.as_secs_f64(),
-                        r.end_at.as_secs_f64(),
-                        r.start,
-                        r.end,
+                        span(r.node, r.start_at, r.end_at, r.start, r.end),
                         describe(w)
                     ),
                 ));

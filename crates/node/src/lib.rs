@@ -116,6 +116,17 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             started: std::time::Instant::now(),
         });
         let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state, stop_rx));
+        // Storage's compression check (storage `tuning`): every 30 s, on a blocking thread.
+        let tune_storage = Arc::clone(&storage);
+        let tuner = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let storage = Arc::clone(&tune_storage);
+                let _ = tokio::task::spawn_blocking(move || storage.tune_compression()).await;
+            }
+        });
         tracing::info!(
             %addr,
             cluster = %config.cluster_name,
@@ -130,6 +141,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
         let _ = server.await;
         let _ = admin_task.await;
+        tuner.abort();
         if let Err(e) = joined.hints.sync() {
             tracing::warn!("cannot sync hints: {e}");
         }

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rocksdb::{
-    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBCompactionStyle, DBWithThreadMode,
+    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBWithThreadMode,
     MultiThreaded, Options, WriteBatch, WriteOptions,
 };
 use types::mutation::Mutation;
@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::keys::{self, Layout};
 use crate::packed::{self, RowPacker};
-use crate::{cell, filter, StorageError};
+use crate::{cell, filter, tuning, StorageError};
 
 pub(crate) type Db = DBWithThreadMode<MultiThreaded>;
 
@@ -49,11 +49,14 @@ pub(crate) struct TableStore {
     pub cf_name: String,
     pub durable: bool,
     pub gc_grace: Arc<AtomicI32>,
+    /// Whether the column family now writes compressed files (`tuning`).
+    pub compressing: Arc<AtomicBool>,
 }
 
 impl TableStore {
     fn new(def: &TableDef, cf_name: String, durable: bool, gc_grace: Arc<AtomicI32>) -> TableStore {
-        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace }
+        let compressing = Arc::new(AtomicBool::new(tuning::shape(&def.options).compress));
+        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace, compressing }
     }
 }
 
@@ -178,7 +181,10 @@ impl Storage {
         let mut db_opts = Options::default();
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
-        db_opts.set_max_background_jobs(2);
+        // One flush and three compactions: a long merge of big runs must not
+        // hold back the merges of the small new ones behind it (their number
+        // is what stalls writes).
+        db_opts.set_max_background_jobs(4);
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_keep_log_file_num(4);
         let db = Db::open_cf_descriptors(&db_opts, &db_path, descriptors)?;
@@ -442,6 +448,9 @@ impl Storage {
             };
             gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
             let store = Arc::new(TableStore::new(table, cf_name, ks.durable_writes, gc_grace));
+            if let Some(old) = &existing {
+                self.retune(old, &store)?;
+            }
             if existing.is_none() {
                 self.gc_registry.register(&store);
                 let opts = table_options(&self.config, &self.cache, &store, &self.gc_registry, &self.purge_markers);
@@ -463,6 +472,114 @@ impl Storage {
             self.gc_registry.remove(&store.cf_name);
         }
         Ok(())
+    }
+
+    /// ALTER TABLE of an open table: new thresholds and compression apply at
+    /// once; the compression check decides again from the table's options.
+    fn retune(&self, old: &TableStore, new: &TableStore) -> Result<(), StorageError> {
+        let (was, now) = (tuning::shape(&old.def.options), tuning::shape(&new.def.options));
+        if was == now {
+            new.compressing.store(old.compressing.load(Ordering::Relaxed), Ordering::Relaxed);
+            return Ok(());
+        }
+        if was.leveled != now.leveled {
+            tracing::warn!(
+                table = %format!("{}.{}", new.def.keyspace, new.def.name),
+                "the compaction strategy changes when the node next starts; its thresholds and compression change now"
+            );
+        }
+        let shape = tuning::Shape { leveled: was.leveled, ..now };
+        self.set_cf_options(new, &tuning::mutable_options(&shape, now.compress))
+    }
+
+    fn set_cf_options(&self, store: &TableStore, options: &[(&'static str, String)]) -> Result<(), StorageError> {
+        let cf = self.cf(store)?;
+        let pairs: Vec<(&str, &str)> = options.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.db.set_options_cf(&cf, &pairs)?;
+        Ok(())
+    }
+
+    /// The compression check (see `tuning`): for every table that asks for
+    /// compression and was written since its last flush, compresses a sample
+    /// of its rows and turns compression of new files off or back on.
+    /// Returns the tables it switched, as (table, compressing now).
+    pub fn tune_compression(&self) -> Vec<(Uuid, bool)> {
+        let stores: Vec<Arc<TableStore>> = read_lock(&self.tables).values().cloned().collect();
+        let mut switched = Vec::new();
+        for store in stores {
+            if !tuning::shape(&store.def.options).compress {
+                continue;
+            }
+            let Ok(cf) = self.cf(&store) else { continue };
+            let written = self.db.property_int_value_cf(&cf, "rocksdb.num-entries-active-mem-table").ok().flatten();
+            if written.unwrap_or(0) == 0 {
+                continue;
+            }
+            let sample = self.sample(&cf);
+            if sample.len() < tuning::MIN_SAMPLE_BYTES {
+                continue;
+            }
+            let ratio = tuning::ratio(&sample);
+            let was = store.compressing.load(Ordering::Relaxed);
+            let now = tuning::verdict(was, ratio);
+            if now == was {
+                continue;
+            }
+            let option = tuning::mutable_options(&tuning::shape(&store.def.options), now);
+            match self.set_cf_options(&store, &option[..1]) {
+                Ok(()) => {
+                    store.compressing.store(now, Ordering::Relaxed);
+                    tracing::info!(
+                        table = %format!("{}.{}", store.def.keyspace, store.def.name),
+                        ratio = format!("{ratio:.3}"),
+                        "new files of the table are written {}",
+                        if now { "LZ4-compressed" } else { "uncompressed (LZ4 would not shrink them)" }
+                    );
+                    switched.push((store.def.id, now));
+                }
+                Err(e) => tracing::warn!("cannot change the compression of {}: {e}", store.cf_name),
+            }
+        }
+        switched
+    }
+
+    /// Whether new files of `table` are written compressed now.
+    pub fn compressing(&self, table: &Uuid) -> Option<bool> {
+        read_lock(&self.tables).get(table).map(|s| s.compressing.load(Ordering::Relaxed))
+    }
+
+    /// Up to `tuning::SAMPLE_BYTES` of keys and values read from a random
+    /// token onwards (wrapping to the first key).
+    fn sample(&self, cf: &Arc<BoundColumnFamily<'_>>) -> Vec<u8> {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        // SplitMix64 of the clock: a different spot in token order each time.
+        let mut z = u64::from(nanos).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let start = (z ^ (z >> 31)).to_be_bytes();
+        let mut out = Vec::with_capacity(tuning::SAMPLE_BYTES);
+        let mut it = self.db.raw_iterator_cf(cf);
+        it.seek(start);
+        let mut wrapped = false;
+        while out.len() < tuning::SAMPLE_BYTES {
+            if !it.valid() {
+                if wrapped {
+                    break;
+                }
+                wrapped = true;
+                it.seek_to_first();
+                continue;
+            }
+            if wrapped && it.key().is_some_and(|k| k >= &start[..]) {
+                break;
+            }
+            if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                out.extend_from_slice(k);
+                out.extend_from_slice(v);
+            }
+            it.next();
+        }
+        out
     }
 
     /// Removes every row of a table (TRUNCATE): the table gets a new, empty
@@ -675,21 +792,12 @@ fn table_options(
     opts.set_compaction_filter_factory(filter::Factory::new(gc.clone(), Arc::clone(purge_markers), store.cf_name.clone()));
     opts.set_write_buffer_size(config.memtable_bytes);
     opts.set_max_write_buffer_number(4);
-    opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
     let mut block = BlockBasedOptions::default();
     block.set_block_cache(cache);
     block.set_bloom_filter(10.0, false);
     block.set_cache_index_and_filter_blocks(true);
     opts.set_block_based_table_factory(&block);
-    let class = store.def.options.compaction.get("class").map(String::as_str).unwrap_or("");
-    if class.ends_with("LeveledCompactionStrategy") {
-        opts.set_compaction_style(DBCompactionStyle::Level);
-        opts.set_level_compaction_dynamic_level_bytes(true);
-    } else {
-        // SizeTieredCompactionStrategy (Cassandra's default) and anything else:
-        // RocksDB's universal compaction is the size-tiered family.
-        opts.set_compaction_style(DBCompactionStyle::Universal);
-    }
+    tuning::configure(&mut opts, &tuning::shape(&store.def.options));
     opts
 }
 

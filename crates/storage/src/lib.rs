@@ -7,6 +7,8 @@
 //! of rows, ranges and partitions are markers applied at read time and, by the
 //! compaction filter (`filter`), at compaction time; tombstones and expired
 //! cells are purged after `gc_grace_seconds`.
+//! A table's `compaction` and `compression` options shape its column family
+//! (`tuning`), and a compression check turns LZ4 off for data it cannot shrink.
 //!
 //! The commit log is RocksDB's write-ahead log, synced per `CommitlogSync`:
 //! `periodic` (fsync every period; a crash of the machine, not of the process,
@@ -34,6 +36,7 @@ pub mod keys;
 pub mod packed;
 mod raw;
 mod read;
+mod tuning;
 
 pub use engine::{Collected, CommitlogSync, Storage, StorageConfig, STORAGE_FORMAT};
 pub use raw::{merge_raw, repair_diff, RawPartition};

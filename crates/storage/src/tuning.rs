@@ -1,0 +1,210 @@
+//! How a table's CQL `compaction` and `compression` options become RocksDB
+//! column-family options, and the compression check that stops compressing
+//! data LZ4 cannot shrink.
+//!
+//! - `SizeTieredCompactionStrategy` (the default) is RocksDB's universal
+//!   compaction with STCS's thresholds: `min_threshold` similar-sized runs
+//!   are merged together (`min_merge_width`), at most `max_threshold`
+//!   (`max_merge_width`). Merging four at a time instead of two rewrites each
+//!   row about half as often as the data grows. `LeveledCompactionStrategy`
+//!   is RocksDB's leveled compaction.
+//! - `compression`: `{'enabled': 'false'}` or an empty class (the old
+//!   `sstable_compression: ''`) turns compression off; any compressor class
+//!   is written as LZ4 (the only codec this build links).
+//! - The compression check (`Storage::tune_compression`) compresses a sample
+//!   of a recently written table's newest rows with LZ4. RocksDB stores a
+//!   block uncompressed when LZ4 saves less than 1/8 of it
+//!   (`max_compressed_bytes_per_kb` 896), after spending the CPU to try; when
+//!   the sample saves less than that, the table's new files are written
+//!   uncompressed, and compression comes back once a sample saves a fifth.
+//!
+//! Invariants:
+//! - Compression only changes how new files are written: every block
+//!   records its own compression, so switching it at any time never changes
+//!   what is read.
+//! - A table whose options turn compression off is never compressed.
+//! - Compaction style (size-tiered or leveled) is fixed when the table's
+//!   column family opens; the thresholds and compression change at once on
+//!   ALTER TABLE.
+
+use rocksdb::{DBCompactionStyle, DBCompressionType, Options, UniversalCompactOptions};
+use types::schema::TableOptions;
+
+/// The RocksDB shape of a table's options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    pub leveled: bool,
+    pub min_merge_width: i32,
+    pub max_merge_width: i32,
+    /// The table asks for compression (it may still be skipped, see module docs).
+    pub compress: bool,
+}
+
+/// Samples saving less than this fraction are stored uncompressed (RocksDB's
+/// own per-block rule: keep the compressed block only when it is at most
+/// 7/8 of the raw one).
+const OFF_ABOVE: f64 = 0.875;
+/// Compression comes back when a sample compresses to this fraction or less.
+const ON_BELOW: f64 = 0.8;
+/// Bytes of keys and values compressed per check.
+pub(crate) const SAMPLE_BYTES: usize = 64 << 10;
+/// Smaller samples decide nothing.
+pub(crate) const MIN_SAMPLE_BYTES: usize = 4 << 10;
+
+pub(crate) fn shape(options: &TableOptions) -> Shape {
+    let class = options.compaction.get("class").map(String::as_str).unwrap_or("");
+    let threshold = |key: &str, default: i32| -> i32 {
+        options.compaction.get(key).and_then(|v| v.trim().parse::<i32>().ok()).filter(|n| *n >= 2).unwrap_or(default)
+    };
+    let min_merge_width = threshold("min_threshold", 4);
+    let max_merge_width = threshold("max_threshold", 32).max(min_merge_width);
+    let enabled = options.compression.get("enabled").map(|v| !v.trim().eq_ignore_ascii_case("false")).unwrap_or(true);
+    let class_set = options
+        .compression
+        .get("class")
+        .or_else(|| options.compression.get("sstable_compression"))
+        .map(|c| !c.trim().is_empty())
+        .unwrap_or(true);
+    Shape {
+        leveled: class.ends_with("LeveledCompactionStrategy"),
+        min_merge_width,
+        max_merge_width,
+        compress: enabled && class_set,
+    }
+}
+
+fn codec(compress: bool) -> DBCompressionType {
+    if compress {
+        DBCompressionType::Lz4
+    } else {
+        DBCompressionType::None
+    }
+}
+
+/// Sets the compaction style, its thresholds and the compression on a new
+/// column family's options.
+pub(crate) fn configure(opts: &mut Options, shape: &Shape) {
+    opts.set_compression_type(codec(shape.compress));
+    if shape.leveled {
+        opts.set_compaction_style(DBCompactionStyle::Level);
+        opts.set_level_compaction_dynamic_level_bytes(true);
+    } else {
+        opts.set_compaction_style(DBCompactionStyle::Universal);
+        let mut universal = UniversalCompactOptions::default();
+        universal.set_min_merge_width(shape.min_merge_width);
+        universal.set_max_merge_width(shape.max_merge_width);
+        opts.set_universal_compaction_options(&universal);
+    }
+}
+
+/// The mutable options (`SetOptions`) that bring an open column family to
+/// `shape`, with compression as `compress` says.
+pub(crate) fn mutable_options(shape: &Shape, compress: bool) -> Vec<(&'static str, String)> {
+    let mut out = vec![("compression", if compress { "kLZ4Compression" } else { "kNoCompression" }.to_string())];
+    if !shape.leveled {
+        out.push((
+            "compaction_options_universal",
+            format!("{{min_merge_width={};max_merge_width={}}}", shape.min_merge_width, shape.max_merge_width),
+        ));
+    }
+    out
+}
+
+/// LZ4's compressed size over the raw size of `sample`.
+pub(crate) fn ratio(sample: &[u8]) -> f64 {
+    if sample.is_empty() {
+        return 1.0;
+    }
+    lz4_flex::block::compress(sample).len() as f64 / sample.len() as f64
+}
+
+/// Whether new files should be compressed, given whether they are now and a
+/// sample's ratio (with a gap between the two thresholds, so a table near
+/// one does not flip at every check).
+pub(crate) fn verdict(compressing: bool, ratio: f64) -> bool {
+    if compressing {
+        ratio <= OFF_ABOVE
+    } else {
+        ratio <= ON_BELOW
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(compaction: &[(&str, &str)], compression: &[(&str, &str)]) -> TableOptions {
+        let mut o = TableOptions::default();
+        for (k, v) in compaction {
+            o.compaction.insert(k.to_string(), v.to_string());
+        }
+        o.compression.clear();
+        for (k, v) in compression {
+            o.compression.insert(k.to_string(), v.to_string());
+        }
+        o
+    }
+
+    #[test]
+    fn size_tiered_thresholds_become_merge_widths() {
+        let s = shape(&TableOptions::default());
+        assert_eq!(s, Shape { leveled: false, min_merge_width: 4, max_merge_width: 32, compress: true });
+        let s = shape(&options(&[("min_threshold", "6"), ("max_threshold", "16")], &[]));
+        assert_eq!((s.min_merge_width, s.max_merge_width), (6, 16));
+        // Nonsense falls back to Cassandra's defaults; max is never below min.
+        let s = shape(&options(&[("min_threshold", "1"), ("max_threshold", "x")], &[]));
+        assert_eq!((s.min_merge_width, s.max_merge_width), (4, 32));
+        let s = shape(&options(&[("min_threshold", "40")], &[]));
+        assert_eq!((s.min_merge_width, s.max_merge_width), (40, 40));
+        let s = shape(&options(&[("class", "org.apache.cassandra.db.compaction.LeveledCompactionStrategy")], &[]));
+        assert!(s.leveled);
+    }
+
+    #[test]
+    fn compression_options() {
+        assert!(shape(&options(&[], &[])).compress);
+        assert!(shape(&options(&[], &[("class", "org.apache.cassandra.io.compress.LZ4Compressor")])).compress);
+        assert!(shape(&options(&[], &[("class", "ZstdCompressor")])).compress);
+        assert!(!shape(&options(&[], &[("enabled", "false")])).compress);
+        assert!(!shape(&options(&[], &[("enabled", "FALSE"), ("class", "LZ4Compressor")])).compress);
+        assert!(!shape(&options(&[], &[("sstable_compression", "")])).compress);
+        assert!(!shape(&options(&[], &[("class", "")])).compress);
+    }
+
+    #[test]
+    fn mutable_options_name_rocksdb_settings() {
+        let s = shape(&TableOptions::default());
+        assert_eq!(
+            mutable_options(&s, false),
+            vec![
+                ("compression", "kNoCompression".to_string()),
+                ("compaction_options_universal", "{min_merge_width=4;max_merge_width=32}".to_string()),
+            ]
+        );
+        let leveled = Shape { leveled: true, ..s };
+        assert_eq!(mutable_options(&leveled, true), vec![("compression", "kLZ4Compression".to_string())]);
+    }
+
+    #[test]
+    fn random_bytes_turn_compression_off_and_text_turns_it_back_on() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let random: Vec<u8> = (0..SAMPLE_BYTES)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let text: Vec<u8> = b"sensor-42,temperature=21.5,humidity=40 ".iter().copied().cycle().take(SAMPLE_BYTES).collect();
+        let (r_random, r_text) = (ratio(&random), ratio(&text));
+        assert!(r_random > OFF_ABOVE, "{r_random}");
+        assert!(r_text < ON_BELOW, "{r_text}");
+        assert!(!verdict(true, r_random));
+        assert!(verdict(false, r_text));
+        // Between the thresholds nothing changes.
+        assert!(verdict(true, 0.85));
+        assert!(!verdict(false, 0.85));
+        assert_eq!(ratio(&[]), 1.0);
+    }
+}

@@ -525,8 +525,7 @@ impl Storage {
             if now == was {
                 continue;
             }
-            let option = tuning::mutable_options(&tuning::shape(&store.def.options), now);
-            match self.set_cf_options(&store, &option[..1]) {
+            match self.set_cf_options(&store, &tuning::compression_options(now)) {
                 Ok(()) => {
                     store.compressing.store(now, Ordering::Relaxed);
                     tracing::info!(

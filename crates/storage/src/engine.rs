@@ -49,14 +49,17 @@ pub(crate) struct TableStore {
     pub cf_name: String,
     pub durable: bool,
     pub gc_grace: Arc<AtomicI32>,
+    /// The RocksDB shape of the table's `compaction` and `compression` options.
+    pub shape: tuning::Shape,
     /// Whether the column family now writes compressed files (`tuning`).
     pub compressing: Arc<AtomicBool>,
 }
 
 impl TableStore {
     fn new(def: &TableDef, cf_name: String, durable: bool, gc_grace: Arc<AtomicI32>) -> TableStore {
-        let compressing = Arc::new(AtomicBool::new(tuning::shape(&def.options).compress));
-        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace, compressing }
+        let shape = tuning::shape(&def.options);
+        let compressing = Arc::new(AtomicBool::new(shape.compress));
+        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace, shape, compressing }
     }
 }
 
@@ -477,7 +480,7 @@ impl Storage {
     /// ALTER TABLE of an open table: new thresholds and compression apply at
     /// once; the compression check decides again from the table's options.
     fn retune(&self, old: &TableStore, new: &TableStore) -> Result<(), StorageError> {
-        let (was, now) = (tuning::shape(&old.def.options), tuning::shape(&new.def.options));
+        let (was, now) = (old.shape, new.shape);
         if was == now {
             new.compressing.store(old.compressing.load(Ordering::Relaxed), Ordering::Relaxed);
             return Ok(());
@@ -507,7 +510,7 @@ impl Storage {
         let stores: Vec<Arc<TableStore>> = read_lock(&self.tables).values().cloned().collect();
         let mut switched = Vec::new();
         for store in stores {
-            if !tuning::shape(&store.def.options).compress {
+            if !store.shape.compress {
                 continue;
             }
             let Ok(cf) = self.cf(&store) else { continue };
@@ -550,12 +553,8 @@ impl Storage {
     /// Up to `tuning::SAMPLE_BYTES` of keys and values read from a random
     /// token onwards (wrapping to the first key).
     fn sample(&self, cf: &Arc<BoundColumnFamily<'_>>) -> Vec<u8> {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        // SplitMix64 of the clock: a different spot in token order each time.
-        let mut z = u64::from(nanos).wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let start = (z ^ (z >> 31)).to_be_bytes();
+        // A randomly keyed hash: a different spot in token order each time.
+        let start = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8).to_be_bytes();
         let mut out = Vec::with_capacity(tuning::SAMPLE_BYTES);
         let mut it = self.db.raw_iterator_cf(cf);
         it.seek(start);
@@ -796,7 +795,7 @@ fn table_options(
     block.set_bloom_filter(10.0, false);
     block.set_cache_index_and_filter_blocks(true);
     opts.set_block_based_table_factory(&block);
-    tuning::configure(&mut opts, &tuning::shape(&store.def.options));
+    tuning::configure(&mut opts, &store.shape);
     opts
 }
 

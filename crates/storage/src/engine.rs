@@ -1,5 +1,12 @@
 //! The engine: opening RocksDB, the schema manifest, column families per
-//! table, the write path and commit-log sync modes.
+//! table, the write path (commit log, then memtables) and the commit log
+//! sync modes.
+//!
+//! A write reserves a commit log sequence number, merges its operands into
+//! the tables' active memtables (`memtable`), appends one log record
+//! (`commitlog`) and syncs as the mode says; full memtables are flushed into
+//! RocksDB by `flush`. At open the log is replayed into memtables, which are
+//! flushed before the first write.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -8,17 +15,20 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rocksdb::{
-    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBWithThreadMode,
-    MultiThreaded, Options, WriteBatch, WriteOptions,
-};
+use rocksdb::{BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBWithThreadMode, MultiThreaded, Options};
 use types::mutation::Mutation;
 use types::schema::{KeyspaceDef, TableDef};
 use uuid::Uuid;
 
+use crate::commitlog::CommitLog;
+use crate::flush::{self, Flusher, Tables};
 use crate::keys::{self, Layout};
-use crate::packed::{self, RowPacker};
+use crate::memtable::{self, Memtables};
+use crate::packed::RowPacker;
 use crate::{cell, filter, tuning, StorageError};
+
+/// Commit log segment size (Cassandra's `commitlog_segment_size` default).
+const SEGMENT_BYTES: u64 = 32 << 20;
 
 pub(crate) type Db = DBWithThreadMode<MultiThreaded>;
 
@@ -53,13 +63,18 @@ pub(crate) struct TableStore {
     pub shape: tuning::Shape,
     /// Whether the column family now writes compressed files (`tuning`).
     pub compressing: Arc<AtomicBool>,
+    /// Writes not yet flushed into the column family; shared by the
+    /// successive `TableStore`s of one table across schema changes, new on
+    /// TRUNCATE.
+    pub mem: Arc<RwLock<Memtables>>,
 }
 
 impl TableStore {
-    fn new(def: &TableDef, cf_name: String, durable: bool, gc_grace: Arc<AtomicI32>) -> TableStore {
+    fn new(def: &TableDef, cf_name: String, durable: bool, gc_grace: Arc<AtomicI32>, mem: Option<Arc<RwLock<Memtables>>>) -> TableStore {
         let shape = tuning::shape(&def.options);
         let compressing = Arc::new(AtomicBool::new(shape.compress));
-        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace, shape, compressing }
+        let mem = mem.unwrap_or_default();
+        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace, shape, compressing, mem }
     }
 }
 
@@ -77,11 +92,19 @@ struct Manifest {
     column_families: BTreeMap<Uuid, String>,
     /// Node-local metadata (host id, tokens, ...) owned by the node.
     local: BTreeMap<String, String>,
+    /// Table id -> the first commit log seq written after its last TRUNCATE:
+    /// replay skips the table's older records. Cleared once the log has been
+    /// replayed and flushed at open.
+    #[serde(default)]
+    truncated: BTreeMap<Uuid, u64>,
 }
 
 pub struct Storage {
     pub(crate) db: Arc<Db>,
-    pub(crate) tables: RwLock<HashMap<Uuid, Arc<TableStore>>>,
+    pub(crate) tables: Tables,
+    log: Arc<CommitLog>,
+    flusher: Arc<Flusher>,
+    flush_thread: Mutex<Option<JoinHandle<()>>>,
     manifest: Mutex<Manifest>,
     config: StorageConfig,
     cache: Cache,
@@ -135,6 +158,7 @@ impl Collected {
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
     static WRITE_GROUP: std::cell::RefCell<Option<WriteGroup>> = const { std::cell::RefCell::new(None) };
+    static LOG_RECORD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Storage {
@@ -159,7 +183,7 @@ impl Storage {
                     )));
                 };
                 let gc_grace = Arc::new(AtomicI32::new(table.options.gc_grace_seconds));
-                let store = Arc::new(TableStore::new(table, cf_name.clone(), ks.durable_writes, gc_grace));
+                let store = Arc::new(TableStore::new(table, cf_name.clone(), ks.durable_writes, gc_grace, None));
                 gc_registry.register(&store);
                 descriptors.push(ColumnFamilyDescriptor::new(
                     cf_name.clone(),
@@ -195,11 +219,60 @@ impl Storage {
             tracing::warn!(column_family = %orphan, "dropping column family not named in the manifest");
             db.drop_cf(orphan)?;
         }
+        // Data directories written before Shoal's own commit log hold writes
+        // in RocksDB's log: RocksDB replayed them into its memtables; flush
+        // them so that log goes (a no-op for empty memtables).
+        for store in tables.values() {
+            if let Some(cf) = db.cf_handle(&store.cf_name) {
+                db.flush_cf(&cf)?;
+            }
+        }
+
+        // The commit log: every intact record goes back into the memtables
+        // of the tables it names (not those dropped since, nor records
+        // older than a table's last TRUNCATE).
+        let db = Arc::new(db);
+        let tables: Tables = Arc::new(RwLock::new(tables));
+        let mut replayed = 0usize;
+        let log = CommitLog::open(&config.data_dir.join("commitlog"), SEGMENT_BYTES, |seq, payload| {
+            let tables = read_lock(&tables);
+            for (table, key, value) in flush::decode_record(payload)? {
+                let Some(store) = tables.get(&table) else { continue };
+                if manifest.truncated.get(&table).is_some_and(|&first| seq < first) {
+                    continue;
+                }
+                read_lock(&store.mem).active.insert(std::iter::once((key, value)), Some(seq));
+                replayed += 1;
+            }
+            Ok(())
+        })?;
+        let log = Arc::new(log);
+        let ingest_dir = config.data_dir.join("ingest");
+        let _ = std::fs::remove_dir_all(&ingest_dir);
+        let flusher = Arc::new(Flusher::new(Arc::clone(&db), Arc::clone(&tables), Arc::clone(&log), ingest_dir, config.memtable_bytes));
+        if replayed > 0 {
+            tracing::info!(operands = replayed, "replayed the commit log; flushing it");
+        }
+        // Flush what was replayed, so the old segments go and the
+        // truncation points are no longer needed.
+        let stores: Vec<Arc<TableStore>> = read_lock(&tables).values().cloned().collect();
+        for store in &stores {
+            flusher.flush_now(store)?;
+        }
+        log.discard_below(u64::MAX);
+        let mut manifest = manifest;
+        if !manifest.truncated.is_empty() {
+            manifest.truncated.clear();
+            write_manifest(&config.data_dir, &manifest)?;
+        }
 
         let keyspaces = manifest.keyspaces.clone();
         let storage = Storage {
-            db: Arc::new(db),
-            tables: RwLock::new(tables),
+            db,
+            tables,
+            log,
+            flusher: Arc::clone(&flusher),
+            flush_thread: Mutex::new(None),
             manifest: Mutex::new(manifest),
             config,
             cache,
@@ -212,6 +285,11 @@ impl Storage {
             syncer: Mutex::new(None),
         };
         storage.start_syncer();
+        let thread = std::thread::Builder::new().name("memtable-flush".into()).spawn(move || flusher.run());
+        match thread {
+            Ok(h) => *lock(&storage.flush_thread) = Some(h),
+            Err(e) => return Err(StorageError::Engine(format!("cannot start the memtable flush thread: {e}"))),
+        }
         Ok((storage, keyspaces))
     }
 
@@ -226,7 +304,7 @@ impl Storage {
     }
 
     fn start_syncer(&self) {
-        let db = Arc::clone(&self.db);
+        let log = Arc::clone(&self.log);
         let stop = Arc::clone(&self.stop);
         let poisoned = Arc::clone(&self.poisoned);
         let group = Arc::clone(&self.group);
@@ -242,15 +320,15 @@ impl Storage {
                         waited += tick;
                         if waited >= period {
                             waited = Duration::ZERO;
-                            if let Err(e) = db.flush_wal(true) {
-                                poison(&poisoned, &e.into_string());
+                            if let Err(e) = log.sync() {
+                                poison(&poisoned, &e.to_string());
                             }
                         }
                     }
                 }),
             CommitlogSync::Group { window } => std::thread::Builder::new()
                 .name("commitlog-group".into())
-                .spawn(move || group.run(&db, window, &stop, &poisoned)),
+                .spawn(move || group.run(&log, window, &stop, &poisoned)),
         };
         match handle {
             Ok(h) => *lock(&self.syncer) = Some(h),
@@ -324,26 +402,13 @@ impl Storage {
     /// Makes the writes of several write groups as one batch, durably per
     /// the commit log mode (one log write; one fsync in `batch` mode).
     pub fn commit_collected(&self, groups: &[Collected]) -> Result<(), StorageError> {
-        self.check_poisoned()?;
-        let mut batch = WriteBatch::default();
-        let mut durable = false;
-        let mut current: Option<(Uuid, Arc<BoundColumnFamily<'_>>)> = None;
-        for g in groups {
-            durable |= g.durable;
-            for &(table, k0, k1, v1) in &g.ops {
-                let cf = match &current {
-                    Some((id, cf)) if *id == table => Arc::clone(cf),
-                    _ => {
-                        let store = self.table(&table)?;
-                        let cf = self.cf(&store)?;
-                        current = Some((table, Arc::clone(&cf)));
-                        cf
-                    }
-                };
-                batch.merge_cf(&cf, &g.arena[k0 as usize..k1 as usize], &g.arena[k1 as usize..v1 as usize]);
-            }
-        }
-        self.commit(batch, durable)
+        let durable = groups.iter().any(|g| g.durable);
+        let ops = groups.iter().flat_map(|g| {
+            g.ops.iter().map(move |&(table, k0, k1, v1)| {
+                (table, &g.arena[k0 as usize..k1 as usize], &g.arena[k1 as usize..v1 as usize])
+            })
+        });
+        self.write(ops, durable)
     }
 
     /// How many mutations [`Storage::apply_grouped`] has added to this
@@ -406,24 +471,64 @@ impl Storage {
         Arc::as_ptr(&self.db) as usize
     }
 
-    /// Writes a batch of merge operands durably per the commit log mode (the
-    /// log is skipped unless `durable`), poisoning the engine when a
-    /// synchronous fsync fails. Every write goes through here.
-    pub(crate) fn commit(&self, batch: WriteBatch, durable: bool) -> Result<(), StorageError> {
-        let mut opts = WriteOptions::default();
-        opts.disable_wal(!durable);
-        let sync = matches!(self.config.commitlog_sync, CommitlogSync::Batch) && durable;
-        opts.set_sync(sync);
-        if let Err(e) = self.db.write_opt(batch, &opts) {
-            if sync {
-                poison(&self.poisoned, e.as_ref());
+    /// Writes merge operands (table, key, operand) durably per the commit
+    /// log mode (the log is skipped unless `durable`), poisoning the engine
+    /// when the log cannot be written or a synchronous fsync fails. Every
+    /// write goes through here.
+    ///
+    /// Order (see `memtable`'s invariants): reserve a log seq, merge into
+    /// the memtables, append the log record, sync. An unknown table fails
+    /// the write before anything is made.
+    pub(crate) fn write<'a>(&self, ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])> + Clone, durable: bool) -> Result<(), StorageError> {
+        self.check_poisoned()?;
+        // The tables of the runs of consecutive operands of one table.
+        let mut runs: Vec<(Arc<TableStore>, usize)> = Vec::new();
+        for (table, _, _) in ops.clone() {
+            match runs.last_mut() {
+                Some((store, n)) if store.def.id == table => *n += 1,
+                _ => runs.push((self.table(&table)?, 1)),
             }
-            return Err(e.into());
         }
-        if durable {
-            if let CommitlogSync::Group { .. } = self.config.commitlog_sync {
-                self.group.wait_synced(&self.poisoned, &self.stop, &self.db)?;
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let seq = durable.then(|| self.log.next_seq());
+        let mut rest = ops.clone();
+        for (store, n) in &runs {
+            let mems = read_lock(&store.mem);
+            mems.active.insert(rest.by_ref().take(*n).map(|(_, k, v)| (k, v)), seq);
+        }
+        if let Some(seq) = seq {
+            let appended = LOG_RECORD.with(|buf| {
+                let mut buf = buf.borrow_mut();
+                flush::encode_record(ops, &mut buf);
+                let appended = self.log.append(seq, &buf);
+                if buf.capacity() > 4 << 20 {
+                    *buf = Vec::new();
+                }
+                appended
+            });
+            if let Err(e) = appended {
+                poison(&self.poisoned, &format!("cannot append to the commit log: {e}"));
+                return Err(e);
             }
+            match self.config.commitlog_sync {
+                CommitlogSync::Batch => {
+                    if let Err(e) = self.log.sync() {
+                        poison(&self.poisoned, &e.to_string());
+                        return Err(e);
+                    }
+                }
+                CommitlogSync::Group { .. } => self.group.wait_synced(&self.poisoned, &self.stop, &self.log)?,
+                CommitlogSync::Periodic { .. } => {}
+            }
+        }
+        let mut last: Option<&Arc<TableStore>> = None;
+        for (store, _) in &runs {
+            if !last.is_some_and(|l| Arc::ptr_eq(l, store)) {
+                self.flusher.after_write(store);
+            }
+            last = Some(store);
         }
         Ok(())
     }
@@ -445,12 +550,12 @@ impl Storage {
             let existing = read_lock(&self.tables).get(id).cloned();
             // An existing table keeps its column family and the gc_grace
             // counter its compaction filter factory reads (via the registry).
-            let (cf_name, gc_grace) = match &existing {
-                Some(store) => (store.cf_name.clone(), Arc::clone(&store.gc_grace)),
-                None => (format!("t_{}_0", id.simple()), Arc::new(AtomicI32::new(table.options.gc_grace_seconds))),
+            let (cf_name, gc_grace, mem) = match &existing {
+                Some(store) => (store.cf_name.clone(), Arc::clone(&store.gc_grace), Some(Arc::clone(&store.mem))),
+                None => (format!("t_{}_0", id.simple()), Arc::new(AtomicI32::new(table.options.gc_grace_seconds)), None),
             };
             gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
-            let store = Arc::new(TableStore::new(table, cf_name, ks.durable_writes, gc_grace));
+            let store = Arc::new(TableStore::new(table, cf_name, ks.durable_writes, gc_grace, mem));
             if let Some(old) = &existing {
                 self.retune(old, &store)?;
             }
@@ -514,11 +619,10 @@ impl Storage {
                 continue;
             }
             let Ok(cf) = self.cf(&store) else { continue };
-            let written = self.db.property_int_value_cf(&cf, "rocksdb.num-entries-active-mem-table").ok().flatten();
-            if written.unwrap_or(0) == 0 {
+            if read_lock(&store.mem).active.is_empty() {
                 continue;
             }
-            let sample = self.sample(&cf);
+            let sample = self.sample(&store, &cf);
             if sample.len() < tuning::MIN_SAMPLE_BYTES {
                 continue;
             }
@@ -552,12 +656,13 @@ impl Storage {
 
     /// Up to `tuning::SAMPLE_BYTES` of keys and values read from a random
     /// token onwards (wrapping to the first key).
-    fn sample(&self, cf: &Arc<BoundColumnFamily<'_>>) -> Vec<u8> {
+    fn sample(&self, store: &TableStore, cf: &Arc<BoundColumnFamily<'_>>) -> Vec<u8> {
+        use crate::read::Cursor;
         // A randomly keyed hash: a different spot in token order each time.
         let start = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8).to_be_bytes();
         let mut out = Vec::with_capacity(tuning::SAMPLE_BYTES);
-        let mut it = self.db.raw_iterator_cf(cf);
-        it.seek(start);
+        let mut it = self.cursor(store, cf, Vec::new(), vec![0xFF; 9]);
+        it.seek(&start);
         let mut wrapped = false;
         while out.len() < tuning::SAMPLE_BYTES {
             if !it.valid() {
@@ -588,10 +693,13 @@ impl Storage {
         let generation = old.cf_name.rsplit('_').next().and_then(|g| g.parse::<u64>().ok()).unwrap_or(0) + 1;
         let name = format!("t_{}_{}", table.simple(), generation);
         let gc_grace = Arc::new(AtomicI32::new(old.gc_grace.load(Ordering::Relaxed)));
-        let store = Arc::new(TableStore::new(&old.def, name.clone(), old.durable, gc_grace));
+        let store = Arc::new(TableStore::new(&old.def, name.clone(), old.durable, gc_grace, None));
         self.gc_registry.register(&store);
         self.db.create_cf(&name, &table_options(&self.config, &self.cache, &store, &self.gc_registry, &self.purge_markers))?;
         manifest.column_families.insert(*table, name);
+        // Records reserved from here on are the new table's; a replay skips
+        // the older ones (the old memtables are dropped with the old store).
+        manifest.truncated.insert(*table, self.log.next_seq());
         write_manifest(&self.config.data_dir, &manifest)?;
         write_lock(&self.tables).insert(*table, store);
         self.db.drop_cf(&old.cf_name)?;
@@ -621,10 +729,8 @@ impl Storage {
     pub fn flush(&self, table: Option<&Uuid>) -> Result<(), StorageError> {
         let stores = self.tables_or_all(table)?;
         for store in stores {
-            let cf = self.cf(&store)?;
-            self.db.flush_cf(&cf)?;
+            self.flusher.flush_now(&store)?;
         }
-        self.db.flush_wal(true)?;
         Ok(())
     }
 
@@ -637,7 +743,7 @@ impl Storage {
         let _one_at_a_time = lock(&self.compacting);
         for store in stores {
             let cf = self.cf(&store)?;
-            self.db.flush_cf(&cf)?;
+            self.flusher.flush_now(&store)?;
             let mut opts = rocksdb::CompactOptions::default();
             opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
             self.purge_markers.store(false, Ordering::SeqCst);
@@ -654,28 +760,43 @@ impl Storage {
         let Ok(store) = self.table(table) else { return 0 };
         let Ok(cf) = self.cf(&store) else { return 0 };
         let sst = self.db.property_int_value_cf(&cf, "rocksdb.total-sst-files-size").ok().flatten().unwrap_or(0);
-        let mem = self.db.property_int_value_cf(&cf, "rocksdb.cur-size-all-mem-tables").ok().flatten().unwrap_or(0);
+        let mem = read_lock(&store.mem).bytes() as u64;
         sst + mem
     }
 
-    /// Stops the sync thread, syncs the log and flushes memtables.
+    /// Stops the sync and flush threads, syncs the log and flushes
+    /// memtables (so the next open has no log to replay).
     pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.stop_threads();
+        self.log.sync()?;
+        self.flush(None)
+    }
+
+    fn stop_threads(&self) {
         self.stop.store(true, Ordering::Relaxed);
         self.group.wake();
         if let Some(handle) = lock(&self.syncer).take() {
             let _ = handle.join();
         }
-        self.db.flush_wal(true)?;
-        self.flush(None)
+        self.flusher.stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = lock(&self.flush_thread).take() {
+            let _ = handle.join();
+        }
     }
 }
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.group.wake();
-        if let Some(handle) = lock(&self.syncer).take() {
-            let _ = handle.join();
+        self.stop_threads();
+        // Durable writes not flushed are in the log, which the next open
+        // replays. Writes of `durable_writes = false` keyspaces are not:
+        // flush them (as RocksDB flushed unlogged memtables at close), so
+        // only a crash loses them, as in Cassandra.
+        let volatile: Vec<Arc<TableStore>> = read_lock(&self.tables).values().filter(|s| !s.durable).cloned().collect();
+        for store in volatile {
+            if let Err(e) = self.flusher.flush_now(&store) {
+                tracing::warn!(table = %store.cf_name, "cannot flush at close: {e}");
+            }
         }
     }
 }
@@ -781,11 +902,7 @@ fn table_options(
 ) -> Options {
     let mut opts = Options::default();
     opts.set_merge_operator_associative("shoal-lww", |key, existing, operands| {
-        if packed::is_packed_key(key) {
-            Some(packed::merge(existing, operands.iter()))
-        } else {
-            cell::merge_operands(existing, operands.iter())
-        }
+        memtable::merge_values(key, existing, operands.iter())
     });
     opts.set_compaction_filter_factory(filter::Factory::new(gc.clone(), Arc::clone(purge_markers), store.cf_name.clone()));
     opts.set_write_buffer_size(config.memtable_bytes);
@@ -855,7 +972,7 @@ pub(crate) fn read_lock<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     m.read().unwrap_or_else(|p| p.into_inner())
 }
 
-fn write_lock<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+pub(crate) fn write_lock<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     m.write().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -877,7 +994,7 @@ struct GroupState {
 }
 
 impl GroupCommit {
-    fn wait_synced(&self, poisoned: &Mutex<Option<String>>, stop: &AtomicBool, db: &Db) -> Result<(), StorageError> {
+    fn wait_synced(&self, poisoned: &Mutex<Option<String>>, stop: &AtomicBool, log: &CommitLog) -> Result<(), StorageError> {
         let mut state = lock(&self.state);
         let target = state.open_epoch + 1;
         state.waiting += 1;
@@ -887,10 +1004,7 @@ impl GroupCommit {
                 // The group thread is gone (shutdown): sync the log ourselves.
                 state.waiting -= 1;
                 drop(state);
-                return db.flush_wal(true).map_err(|e| {
-                    poison(poisoned, e.as_ref());
-                    StorageError::from(e)
-                });
+                return log.sync().inspect_err(|e| poison(poisoned, &e.to_string()));
             }
             if let Some(reason) = &*lock(poisoned) {
                 state.waiting -= 1;
@@ -906,7 +1020,7 @@ impl GroupCommit {
         self.cond.notify_all();
     }
 
-    fn run(&self, db: &Db, window: Duration, stop: &AtomicBool, poisoned: &Mutex<Option<String>>) {
+    fn run(&self, log: &CommitLog, window: Duration, stop: &AtomicBool, poisoned: &Mutex<Option<String>>) {
         loop {
             {
                 let mut state = lock(&self.state);
@@ -916,7 +1030,7 @@ impl GroupCommit {
             }
             if stop.load(Ordering::Relaxed) {
                 // Release any waiter: shutdown syncs the log itself.
-                let _ = db.flush_wal(true);
+                let _ = log.sync();
                 let mut state = lock(&self.state);
                 state.open_epoch += 1;
                 state.synced_epoch = state.open_epoch;
@@ -929,8 +1043,8 @@ impl GroupCommit {
                 state.open_epoch += 1;
                 state.open_epoch
             };
-            if let Err(e) = db.flush_wal(true) {
-                poison(poisoned, &e.into_string());
+            if let Err(e) = log.sync() {
+                poison(poisoned, &e.to_string());
             } else {
                 let mut state = lock(&self.state);
                 state.synced_epoch = sealed;

@@ -10,10 +10,14 @@
 //! A table's `compaction` and `compression` options shape its column family
 //! (`tuning`), and a compression check turns LZ4 off for data it cannot shrink.
 //!
-//! The commit log is RocksDB's write-ahead log, synced per `CommitlogSync`:
-//! `periodic` (fsync every period; a crash of the machine, not of the process,
-//! loses at most one period), `batch` (fsync before acknowledging; concurrent
-//! writers share one fsync) and `group` (acknowledge after the next group fsync).
+//! Writes go to Shoal's own commit log (`commitlog`: Cassandra-style
+//! segments) and memtables (`memtable`: a B-tree per table, writes to one key
+//! merged at once), not through RocksDB's write-ahead log and skiplist; full
+//! memtables are written as sorted files and ingested into the column family
+//! (`flush`). The log is synced per `CommitlogSync`: `periodic` (fsync every
+//! period; a crash of the machine, not of the process, loses at most one
+//! period), `batch` (fsync before acknowledging; concurrent writers share one
+//! fsync) and `group` (acknowledge after the next group fsync).
 //!
 //! Replicas exchange unfiltered partition data for digest reads and read
 //! repair (`raw`): `read_raw`, `merge_raw`, `resolve_raw`, `repair_diff`,
@@ -23,15 +27,21 @@
 //! - The manifest (`schema.json`) names every column family in use; it is
 //!   written atomically (temp file, fsync, rename, fsync dir) and column
 //!   families it does not name are dropped at open.
-//! - After an fsync failure the engine is poisoned: every later write fails
-//!   (it never acknowledges a write it may not have made durable).
+//! - After an fsync failure (or a failed log append) the engine is poisoned:
+//!   every later write fails (it never acknowledges a write it may not have
+//!   made durable).
+//! - Every acknowledged durable write is in the commit log until the
+//!   memtable holding it has been ingested into its column family.
 //! - Writes made with `apply_grouped` inside a write group (`collect_writes`,
 //!   `in_write_group`) are made when the group commits; whoever opens a
 //!   group answers its requests only after that commit.
 
 pub mod cell;
+mod commitlog;
 mod engine;
 mod filter;
+mod flush;
+mod memtable;
 pub mod keys;
 pub mod packed;
 mod raw;

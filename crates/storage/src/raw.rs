@@ -27,7 +27,6 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use md5::{Digest, Md5};
-use rocksdb::WriteBatch;
 use uuid::Uuid;
 
 use crate::cell::{self, CellRef};
@@ -308,14 +307,13 @@ impl Storage {
         if cells.is_empty() {
             return Ok(());
         }
-        let cf = self.cf(&store)?;
-        let mut batch = WriteBatch::default();
         // Cells of one row become one packed row (cells arrive in any order).
+        let mut ops: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut rows: BTreeMap<&[u8], Vec<(&[u8], &[u8])>> = BTreeMap::new();
         for (key, value) in cells {
             match packed::row_key_len(&store.layout, key) {
                 Some(n) => rows.entry(&key[..n]).or_default().push((&key[n..], value)),
-                None => batch.merge_cf(&cf, key, value),
+                None => ops.push((key.clone(), value.clone())),
             }
         }
         let mut packer = RowPacker::default();
@@ -324,9 +322,9 @@ impl Storage {
             for (column, cell) in entries {
                 packer.add_raw(column, cell);
             }
-            batch.merge_cf(&cf, row, packer.finish());
+            ops.push((row.to_vec(), packer.finish().to_vec()));
         }
-        self.commit(batch, store.durable)
+        self.write(ops.iter().map(|(k, v)| (*table, k.as_slice(), v.as_slice())), store.durable)
     }
 }
 

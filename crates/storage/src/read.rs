@@ -11,7 +11,8 @@ use types::mutation::{ClusteringBound, DeletionTime, Liveness};
 use uuid::Uuid;
 
 use crate::cell::CellRef;
-use crate::engine::{Db, Storage, TableStore};
+use crate::engine::{read_lock, Db, Storage, TableStore};
+use crate::memtable::{merge_values, MemCursor, MergeCursor};
 use crate::keys::{self, ColumnPart};
 use crate::packed::Unpacked;
 use crate::StorageError;
@@ -141,7 +142,7 @@ impl Storage {
         let mut next = lower;
         while out.len() < scan.partition_limit && rows_total < scan.row_limit {
             let (token, pk) = {
-                let mut it = self.iter(&cf, next.clone(), upper.clone());
+                let mut it = self.cursor(&store, &cf, next.clone(), upper.clone());
                 it.seek_to_first();
                 if !it.valid() {
                     break;
@@ -185,7 +186,7 @@ impl Storage {
         }
         let upper = keys::prefix_successor(&keys::token_bytes(scan.end_token)).unwrap_or_else(|| vec![0xFF; 9]);
         let mut out = Vec::new();
-        let mut it = self.iter(&cf, next.clone(), upper);
+        let mut it = self.cursor(&store, &cf, next.clone(), upper);
         it.seek_to_first();
         while out.len() < scan.partition_limit && it.valid() {
             let Some(k) = it.key() else { break };
@@ -220,29 +221,51 @@ impl Storage {
         let inner: Box<dyn Cursor + 'a> = if point {
             let prefix = &lower[..lower.len() - 1];
             let keys = [with_section(prefix, keys::SECTION_PARTITION_DELETION), with_section(prefix, keys::SECTION_ROWS)];
+            // Memtables before RocksDB (see `memtable`).
+            let mems = read_lock(&store.mem).live();
             let mut found = Vec::with_capacity(2);
             for (key, value) in keys.iter().zip(self.db.batched_multi_get_cf(cf, &keys, true)) {
-                if let Some(v) = value? {
-                    found.push((key.clone(), v.to_vec()));
+                let stored = value?;
+                let operands: Vec<Vec<u8>> = mems.iter().filter_map(|m| m.get(key)).collect();
+                let merged = match (stored, operands.is_empty()) {
+                    (None, true) => None,
+                    (Some(v), true) => Some(v.to_vec()),
+                    (stored, false) => merge_values(key, stored.as_deref(), operands.iter().map(Vec::as_slice)),
+                };
+                if let Some(v) = merged {
+                    found.push((key.clone(), v));
                 }
             }
             Box::new(SliceCursor::new(found, &lower, &upper))
         } else {
-            Box::new(self.iter(cf, lower, upper))
+            self.cursor(store, cf, lower, upper)
         };
         Ok(Unpacked::new(inner, &store.layout))
     }
 
-    pub(crate) fn iter<'a>(
+    /// A cursor over the table's entries in `[lower, upper)`: its memtables
+    /// and its column family merged, or the column family's iterator alone
+    /// when no memtable holds anything.
+    pub(crate) fn cursor<'a>(
         &'a self,
+        store: &TableStore,
         cf: &impl rocksdb::AsColumnFamilyRef,
         lower: Vec<u8>,
         upper: Vec<u8>,
-    ) -> DBRawIteratorWithThreadMode<'a, Db> {
+    ) -> Box<dyn Cursor + 'a> {
+        // Memtables before RocksDB (see `memtable`).
+        let mems = read_lock(&store.mem).live();
+        let mut kids: Vec<Box<dyn Cursor + 'a>> =
+            mems.into_iter().map(|m| Box::new(MemCursor::new(m, &lower, &upper)) as Box<dyn Cursor + 'a>).collect();
         let mut opts = ReadOptions::default();
         opts.set_iterate_lower_bound(lower);
         opts.set_iterate_upper_bound(upper);
-        self.db.raw_iterator_cf_opt(cf, opts)
+        let stored: DBRawIteratorWithThreadMode<'a, Db> = self.db.raw_iterator_cf_opt(cf, opts);
+        if kids.is_empty() {
+            return Box::new(stored);
+        }
+        kids.push(Box::new(stored));
+        Box::new(MergeCursor::new(kids))
     }
 }
 

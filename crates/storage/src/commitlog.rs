@@ -1,0 +1,549 @@
+//! Shoal's commit log: the durable record of writes that are still only in
+//! memtables, kept as Cassandra-style segment files.
+//!
+//! Every write gets a sequence number (`next_seq`), goes to its table's
+//! memtable and is appended here; `sync` makes appended records durable (the
+//! caller drives Cassandra's `commitlog_sync` modes by when it calls it).
+//! Once memtables are flushed, `discard_below` deletes the closed segments
+//! whose records are all flushed. `open` replays what is left.
+//!
+//! On-disk format, in directory `dir`:
+//! - Segments are files `CommitLog-<id>.log`, `id` a 20-digit zero-padded
+//!   decimal u64; ids increase, and replay goes in id order.
+//! - A segment starts with the 8-byte magic `SHOALCL1`, followed by records:
+//!   `len: u32 LE | crc: u32 LE | seq: u64 LE | payload (len bytes)`, where
+//!   `crc` is CRC-32 of the 8 seq bytes followed by the payload and
+//!   `len <= 256 MiB`.
+//!
+//! Invariants:
+//! - Records are written whole with one `write(2)` and never span segments;
+//!   a new segment is started when the next record would push the current one
+//!   past `segment_bytes` (a bigger record gets a fresh segment to itself).
+//! - Only the current segment is written; after `open`, after a failed write
+//!   and after rotation, appends go to a new segment. Creating a segment
+//!   fsyncs the directory so its name survives a crash.
+//! - Within a segment records are in append order, which may differ from seq
+//!   order: writers reserve a seq before they append.
+//! - At replay a short record, a CRC mismatch or an oversized length ends that
+//!   segment (normal for the tail of the last one after a crash).
+//! - When `sync` returns Ok, every record appended before the call is durable.
+//!   After a failed fsync every later `sync` fails (the log is poisoned).
+//! - A closed segment is deleted only when its largest seq is below the
+//!   caller's lowest unflushed seq; the current segment is never deleted.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use crate::StorageError;
+
+const MAGIC: &[u8; 8] = b"SHOALCL1";
+const RECORD_HEADER: usize = 16;
+const MAX_PAYLOAD: usize = 256 << 20;
+/// The append buffer is given back to the allocator after a record bigger than this.
+const KEEP_BUFFER: usize = 1 << 20;
+
+/// The commit log; see the module documentation.
+pub(crate) struct CommitLog {
+    dir: PathBuf,
+    segment_bytes: u64,
+    next_seq: AtomicU64,
+    /// End position of the last completed append (mirrors `State::position`).
+    appended: AtomicU64,
+    state: Mutex<State>,
+    sync: Mutex<SyncState>,
+    sync_done: Condvar,
+}
+
+/// Everything appends change, under one lock.
+struct State {
+    /// All segments on disk, in id order; the last one is the current one.
+    segments: Vec<Segment>,
+    /// The current segment's file.
+    file: Arc<File>,
+    /// The current segment got writes since a syncer last took it.
+    dirty: bool,
+    /// A write to the current segment failed: the next append starts a new one.
+    broken: bool,
+    /// Segments closed by rotation with writes not yet taken by a syncer.
+    unsynced: Vec<Arc<File>>,
+    next_id: u64,
+    /// Bytes of records appended by this process.
+    position: u64,
+    buf: Vec<u8>,
+}
+
+struct Segment {
+    id: u64,
+    path: PathBuf,
+    bytes: u64,
+    /// Largest seq in the segment; 0 when it holds no record.
+    max_seq: u64,
+    current: bool,
+}
+
+struct SyncState {
+    /// Every byte before this position is durable.
+    synced: u64,
+    in_flight: bool,
+    failed: Option<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn segment_name(id: u64) -> String {
+    format!("CommitLog-{id:020}.log")
+}
+
+fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("CommitLog-")?.strip_suffix(".log")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Appends up to `n` more bytes of `r` to `buf`; returns whether all `n` were there.
+fn read_more(r: &mut impl Read, buf: &mut Vec<u8>, n: usize) -> io::Result<bool> {
+    let before = buf.len();
+    r.take(n as u64).read_to_end(buf)?;
+    Ok(buf.len() - before == n)
+}
+
+/// Reads the little-endian integer bytes at `at` (a fixed in-bounds range).
+fn le<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0; N];
+    out.copy_from_slice(&bytes[at..at + N]);
+    out
+}
+
+/// Creates segment `id` with its header and fsyncs the directory.
+fn create_segment(dir: &Path, id: u64) -> Result<(Segment, File), StorageError> {
+    let path = dir.join(segment_name(id));
+    let mut file = OpenOptions::new().append(true).create_new(true).open(&path)?;
+    file.write_all(MAGIC)?;
+    sync_dir(dir)?;
+    let segment = Segment { id, path, bytes: MAGIC.len() as u64, max_seq: 0, current: true };
+    Ok((segment, file))
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    // Only Unix can open (and so fsync) a directory.
+    if cfg!(unix) {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Replays the records of one segment; returns its largest seq.
+fn replay_segment(
+    path: &Path,
+    replay: &mut impl FnMut(u64, &[u8]) -> Result<(), StorageError>,
+) -> Result<u64, StorageError> {
+    let mut reader = io::BufReader::new(File::open(path)?);
+    let mut record = Vec::new();
+    if !read_more(&mut reader, &mut record, MAGIC.len())? || record != MAGIC {
+        tracing::warn!(file = %path.display(), "skipping commit log segment with a bad header");
+        return Ok(0);
+    }
+    let (mut offset, mut max_seq) = (MAGIC.len() as u64, 0);
+    loop {
+        record.clear();
+        let whole_header = read_more(&mut reader, &mut record, RECORD_HEADER)?;
+        if record.is_empty() {
+            return Ok(max_seq);
+        }
+        let len = if whole_header { u32::from_le_bytes(le(&record, 0)) as usize } else { 0 };
+        let problem = if !whole_header {
+            Some("torn record header")
+        } else if len > MAX_PAYLOAD {
+            Some("record length over 256 MiB")
+        } else if !read_more(&mut reader, &mut record, len)? {
+            Some("torn record")
+        } else if crc32fast::hash(&record[8..]) != u32::from_le_bytes(le(&record, 4)) {
+            Some("record checksum mismatch")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            tracing::warn!(file = %path.display(), offset, "{problem}; skipping the rest of the commit log segment");
+            return Ok(max_seq);
+        }
+        let seq = u64::from_le_bytes(le(&record, 8));
+        replay(seq, &record[RECORD_HEADER..])?;
+        max_seq = max_seq.max(seq);
+        offset += record.len() as u64;
+    }
+}
+
+impl CommitLog {
+    /// Opens the log in `dir` (created if missing), replaying every existing
+    /// segment oldest first through `replay(seq, payload)`; an error from
+    /// `replay` aborts the open. New appends go to a new segment.
+    pub(crate) fn open(
+        dir: &Path,
+        segment_bytes: u64,
+        mut replay: impl FnMut(u64, &[u8]) -> Result<(), StorageError>,
+    ) -> Result<CommitLog, StorageError> {
+        std::fs::create_dir_all(dir)?;
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            match name.to_str().and_then(parse_segment_name) {
+                Some(id) => found.push((id, entry.path())),
+                None => {
+                    tracing::warn!(file = %entry.path().display(), "ignoring unknown file in the commit log directory")
+                }
+            }
+        }
+        found.sort_unstable_by_key(|(id, _)| *id);
+
+        let mut segments = Vec::with_capacity(found.len() + 1);
+        let mut max_seq = 0;
+        for (id, path) in found {
+            let seg_max = replay_segment(&path, &mut replay)?;
+            max_seq = max_seq.max(seg_max);
+            let bytes = std::fs::metadata(&path)?.len();
+            segments.push(Segment { id, path, bytes, max_seq: seg_max, current: false });
+        }
+        let next_id = segments.last().map_or(1, |s| s.id.saturating_add(1));
+        let (segment, file) = create_segment(dir, next_id)?;
+        segments.push(segment);
+        Ok(CommitLog {
+            dir: dir.to_path_buf(),
+            segment_bytes,
+            next_seq: AtomicU64::new(max_seq.saturating_add(1)),
+            appended: AtomicU64::new(0),
+            state: Mutex::new(State {
+                segments,
+                file: Arc::new(file),
+                dirty: false,
+                broken: false,
+                unsynced: Vec::new(),
+                next_id: next_id + 1,
+                position: 0,
+                buf: Vec::new(),
+            }),
+            sync: Mutex::new(SyncState { synced: 0, in_flight: false, failed: None }),
+            sync_done: Condvar::new(),
+        })
+    }
+
+    /// Reserves the next record sequence number (strictly increasing, from 1).
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Appends one record to the current segment (not fsynced) and returns the
+    /// log's end position after it, for `sync`.
+    pub(crate) fn append(&self, seq: u64, payload: &[u8]) -> Result<u64, StorageError> {
+        if payload.len() > MAX_PAYLOAD {
+            return Err(StorageError::Invalid(format!(
+                "commit log record of {} bytes is over the 256 MiB limit",
+                payload.len()
+            )));
+        }
+        let record = (RECORD_HEADER + payload.len()) as u64;
+        let mut guard = lock(&self.state);
+        let st = &mut *guard;
+        let current = st.segments.last().map_or(0, |s| s.bytes);
+        if st.broken || (current > MAGIC.len() as u64 && current + record > self.segment_bytes) {
+            self.rotate(st)?;
+        }
+
+        st.buf.clear();
+        st.buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        st.buf.extend_from_slice(&[0; 4]);
+        st.buf.extend_from_slice(&seq.to_le_bytes());
+        st.buf.extend_from_slice(payload);
+        let crc = crc32fast::hash(&st.buf[8..]);
+        st.buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        st.dirty = true;
+        let written = (&*st.file).write_all(&st.buf);
+        if st.buf.capacity() > KEEP_BUFFER {
+            st.buf = Vec::new();
+        }
+        if let Err(e) = written {
+            st.broken = true;
+            return Err(e.into());
+        }
+
+        if let Some(segment) = st.segments.last_mut() {
+            segment.bytes += record;
+            segment.max_seq = segment.max_seq.max(seq);
+        }
+        st.position += record;
+        self.appended.store(st.position, Ordering::Release);
+        Ok(st.position)
+    }
+
+    /// Closes the current segment and starts a new one.
+    fn rotate(&self, st: &mut State) -> Result<(), StorageError> {
+        let (segment, file) = create_segment(&self.dir, st.next_id)?;
+        st.next_id += 1;
+        let old = std::mem::replace(&mut st.file, Arc::new(file));
+        if std::mem::take(&mut st.dirty) {
+            st.unsynced.push(old);
+        }
+        st.broken = false;
+        if let Some(last) = st.segments.last_mut() {
+            last.current = false;
+        }
+        st.segments.push(segment);
+        Ok(())
+    }
+
+    /// Makes every record appended before this call durable; concurrent
+    /// callers share fsyncs.
+    pub(crate) fn sync(&self) -> Result<(), StorageError> {
+        let wanted = self.appended.load(Ordering::Acquire);
+        let mut s = lock(&self.sync);
+        loop {
+            if let Some(reason) = &s.failed {
+                return Err(StorageError::Poisoned(reason.clone()));
+            }
+            if s.synced >= wanted {
+                return Ok(());
+            }
+            if !s.in_flight {
+                break;
+            }
+            s = self.sync_done.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        s.in_flight = true;
+        drop(s);
+
+        let (target, files) = {
+            let mut st = lock(&self.state);
+            let mut files = std::mem::take(&mut st.unsynced);
+            if std::mem::take(&mut st.dirty) {
+                files.push(Arc::clone(&st.file));
+            }
+            (st.position, files)
+        };
+        let result = files.iter().try_for_each(|f| f.sync_data());
+
+        let mut s = lock(&self.sync);
+        s.in_flight = false;
+        match &result {
+            Ok(()) => s.synced = s.synced.max(target),
+            Err(e) => s.failed = Some(format!("commit log fsync failed: {e}")),
+        }
+        drop(s);
+        self.sync_done.notify_all();
+        result.map_err(StorageError::from)
+    }
+
+    /// Deletes every closed segment whose records all have seq < `lowest_live`;
+    /// returns how many were deleted. Failed deletions are retried by later calls.
+    pub(crate) fn discard_below(&self, lowest_live: u64) -> usize {
+        let doomed: Vec<Segment> = {
+            let mut st = lock(&self.state);
+            let (doomed, kept) =
+                std::mem::take(&mut st.segments).into_iter().partition(|s| !s.current && s.max_seq < lowest_live);
+            st.segments = kept;
+            doomed
+        };
+        let mut deleted = 0;
+        let mut failed = Vec::new();
+        for segment in doomed {
+            match std::fs::remove_file(&segment.path) {
+                Ok(()) => deleted += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    tracing::warn!(file = %segment.path.display(), "commit log segment was already gone");
+                    deleted += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(file = %segment.path.display(), "cannot delete commit log segment: {e}");
+                    failed.push(segment);
+                }
+            }
+        }
+        if !failed.is_empty() {
+            let mut st = lock(&self.state);
+            st.segments.append(&mut failed);
+            st.segments.sort_unstable_by_key(|s| s.id);
+        }
+        deleted
+    }
+
+    /// Total bytes of the segments on disk, closed and current.
+    pub(crate) fn disk_bytes(&self) -> u64 {
+        lock(&self.state).segments.iter().map(|s| s.bytes).sum()
+    }
+
+    /// The smallest max-seq among closed segments holding records: the seq the
+    /// oldest segment pins (None if there is none).
+    pub(crate) fn oldest_pinned(&self) -> Option<u64> {
+        let st = lock(&self.state);
+        st.segments.iter().filter(|s| !s.current && s.max_seq > 0).map(|s| s.max_seq).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Records = Vec<(u64, Vec<u8>)>;
+
+    fn reopen(dir: &Path, segment_bytes: u64) -> (CommitLog, Records) {
+        let mut seen = Vec::new();
+        let log = CommitLog::open(dir, segment_bytes, |seq, p| {
+            seen.push((seq, p.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        (log, seen)
+    }
+
+    fn write(log: &CommitLog, sizes: impl IntoIterator<Item = usize>) -> Records {
+        let records: Records = sizes.into_iter().map(|n| (log.next_seq(), vec![n as u8; n])).collect();
+        for (seq, payload) in &records {
+            log.append(*seq, payload).unwrap();
+        }
+        log.sync().unwrap();
+        records
+    }
+
+    fn segment_files(dir: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn replays_records_across_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, seen) = reopen(dir.path(), 4096);
+        assert!(seen.is_empty());
+        assert_eq!(log.next_seq(), 1);
+        let mut written = write(&log, (0..300).map(|i| i * 37 % 900));
+        written.extend(write(&log, [5000, 0, 10]));
+        drop(log);
+        assert!(segment_files(dir.path()).len() > 5);
+        let (log, seen) = reopen(dir.path(), 4096);
+        assert_eq!(seen, written);
+        assert_eq!(log.next_seq(), written.len() as u64 + 2);
+        written.extend(write(&log, [1, 2, 3]));
+        drop(log);
+        assert_eq!(reopen(dir.path(), 4096).1, written);
+    }
+
+    /// Damages the log with `damage(file, offsets of its records)`, then checks that
+    /// only the first `kept` records replay and that the log keeps working.
+    fn damaged(kept: usize, damage: impl FnOnce(&Path, &[u64])) {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = reopen(dir.path(), 1 << 20);
+        let written = write(&log, (1..=20).map(|i| i * 10));
+        drop(log);
+        let file = segment_files(dir.path()).pop().unwrap();
+        let offsets: Vec<u64> = written
+            .iter()
+            .scan(MAGIC.len() as u64, |at, (_, p)| Some(std::mem::replace(at, *at + 16 + p.len() as u64)))
+            .collect();
+        damage(&file, &offsets);
+        let (log, seen) = reopen(dir.path(), 1 << 20);
+        assert_eq!(seen, written[..kept]);
+        let mut expected = seen;
+        expected.extend(write(&log, [7, 8, 9]));
+        drop(log);
+        assert_eq!(segment_files(dir.path()).len(), 2);
+        assert_eq!(reopen(dir.path(), 1 << 20).1, expected);
+    }
+
+    #[test]
+    fn torn_tail_ends_replay() {
+        damaged(19, |file, offsets| {
+            let f = OpenOptions::new().write(true).open(file).unwrap();
+            f.set_len(offsets[19] + 16 + 50).unwrap();
+        });
+    }
+
+    #[test]
+    fn corrupt_record_ends_replay() {
+        damaged(9, |file, offsets| {
+            let mut bytes = std::fs::read(file).unwrap();
+            bytes[offsets[9] as usize + 20] ^= 0x40;
+            std::fs::write(file, bytes).unwrap();
+        });
+    }
+
+    #[test]
+    fn discards_flushed_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = reopen(dir.path(), 256);
+        assert_eq!(log.oldest_pinned(), None);
+        // Two 116-byte records per segment: [1,2] [3,4] [5,6] [7,8] [9,10 current].
+        write(&log, [100; 10]);
+        let segment = 8 + 2 * 116;
+        assert_eq!(log.disk_bytes(), 5 * segment);
+        assert_eq!(log.oldest_pinned(), Some(2));
+        assert_eq!(log.discard_below(4), 1);
+        assert_eq!(log.discard_below(5), 1);
+        assert_eq!(log.disk_bytes(), 3 * segment);
+        assert_eq!(log.oldest_pinned(), Some(6));
+        assert_eq!(log.discard_below(100), 2);
+        assert_eq!((log.oldest_pinned(), log.disk_bytes()), (None, segment));
+        assert_eq!(segment_files(dir.path()).len(), 1);
+        drop(log);
+
+        let (log, seen) = reopen(dir.path(), 256);
+        assert_eq!(seen.iter().map(|r| r.0).collect::<Vec<_>>(), [9, 10]);
+        assert_eq!(log.oldest_pinned(), Some(10));
+        assert_eq!(log.discard_below(10), 0);
+        assert_eq!(log.discard_below(11), 1);
+        assert_eq!((log.disk_bytes(), segment_files(dir.path()).len()), (8, 1));
+    }
+
+    #[test]
+    fn concurrent_writers_share_syncs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = reopen(dir.path(), 64 << 10);
+        let mut written: Records = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..8)
+                .map(|t| {
+                    let log = &log;
+                    s.spawn(move || {
+                        (0..500)
+                            .map(|i| {
+                                let seq = log.next_seq();
+                                let payload = format!("thread {t} record {i}").into_bytes();
+                                log.append(seq, &payload).unwrap();
+                                log.sync().unwrap();
+                                (seq, payload)
+                            })
+                            .collect::<Records>()
+                    })
+                })
+                .collect();
+            threads.into_iter().flat_map(|t| t.join().unwrap()).collect()
+        });
+        drop(log);
+        let (_, mut seen) = reopen(dir.path(), 64 << 10);
+        written.sort();
+        seen.sort();
+        assert_eq!(seen.len(), 4000);
+        assert_eq!(seen, written);
+    }
+
+    #[test]
+    fn replay_error_aborts_open() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&reopen(dir.path(), 4096).0, [1, 2, 3, 4]);
+        let mut calls = 0;
+        let result = CommitLog::open(dir.path(), 4096, |seq, _| {
+            calls += 1;
+            match seq {
+                3 => Err(StorageError::Invalid("boom".into())),
+                _ => Ok(()),
+            }
+        });
+        assert!(matches!(result, Err(StorageError::Invalid(m)) if m == "boom"));
+        assert_eq!(calls, 3);
+    }
+}

@@ -1,0 +1,287 @@
+//! Flushing memtables: a frozen memtable becomes a sorted file of merge
+//! operands (RocksDB's `SstFileWriter`), ingested into the table's column
+//! family; then the commit log drops the segments no memtable needs.
+//!
+//! One thread (`memtable-flush`) flushes what writers froze; `Storage::flush`,
+//! `compact` and `shutdown` flush in the caller's thread. Flushes run one at
+//! a time, oldest frozen memtable of a table first.
+//!
+//! Back-pressure instead of collapse: a writer whose table already has
+//! `MAX_FROZEN` memtables waiting waits for a flush, and the flush waits
+//! while the column family has more than `MAX_SORTED_RUNS` level-0 files
+//! (RocksDB's own slowdown trigger), so writes slow down to what flushing
+//! and compaction sustain and memory stays bounded.
+//!
+//! Invariants:
+//! - A frozen memtable leaves its table's list only after its file is
+//!   ingested (or its table is gone), so reads see its data throughout.
+//! - The log discards a segment only when every record in it is older than
+//!   every unflushed memtable's `min_seq` (`lowest_live`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rocksdb::{BlockBasedOptions, DBCompressionType, IngestExternalFileOptions, Options, SstFileWriter};
+use uuid::Uuid;
+
+use crate::commitlog::CommitLog;
+use crate::engine::{lock, read_lock, write_lock, Db, TableStore};
+use crate::memtable::Memtable;
+use crate::StorageError;
+
+/// Frozen memtables a table may have waiting before its writers wait.
+const MAX_FROZEN: usize = 3;
+
+/// Level-0 files above which a flush waits for compaction (RocksDB's
+/// `level0_slowdown_writes_trigger` default).
+const MAX_SORTED_RUNS: u64 = 20;
+
+/// How long a flush waits for compaction before it ingests anyway.
+const MAX_COMPACTION_WAIT: Duration = Duration::from_secs(30);
+
+/// Commit log size above which the table pinning its oldest segment is
+/// flushed, so a rarely written table does not keep the log growing.
+const MAX_LOG_BYTES: u64 = 1 << 30;
+
+pub(crate) type Tables = Arc<RwLock<HashMap<Uuid, Arc<TableStore>>>>;
+
+pub(crate) struct Flusher {
+    db: Arc<Db>,
+    tables: Tables,
+    log: Arc<CommitLog>,
+    /// Where files are written before ingestion.
+    dir: PathBuf,
+    memtable_bytes: usize,
+    /// Set when a writer froze a memtable; the flush thread clears it.
+    wanted: Mutex<bool>,
+    /// Signalled when work is wanted and when a flush finished.
+    cond: Condvar,
+    one_at_a_time: Mutex<()>,
+    pub stop: AtomicBool,
+    files: AtomicU64,
+}
+
+impl Flusher {
+    pub fn new(db: Arc<Db>, tables: Tables, log: Arc<CommitLog>, dir: PathBuf, memtable_bytes: usize) -> Flusher {
+        Flusher {
+            db,
+            tables,
+            log,
+            dir,
+            memtable_bytes,
+            wanted: Mutex::new(false),
+            cond: Condvar::new(),
+            one_at_a_time: Mutex::new(()),
+            stop: AtomicBool::new(false),
+            files: AtomicU64::new(0),
+        }
+    }
+
+    /// After a write to `store`: freezes its active memtable when full and,
+    /// when too many are waiting to be flushed, waits for the flush thread.
+    pub fn after_write(&self, store: &TableStore) {
+        if read_lock(&store.mem).active.bytes() >= self.memtable_bytes {
+            let froze = {
+                let mut mems = write_lock(&store.mem);
+                mems.active.bytes() >= self.memtable_bytes && mems.freeze()
+            };
+            if froze {
+                *lock(&self.wanted) = true;
+                self.cond.notify_all();
+            }
+        }
+        let mut wanted = lock(&self.wanted);
+        while read_lock(&store.mem).frozen.len() > MAX_FROZEN && !self.stop.load(Ordering::Relaxed) {
+            *wanted = true;
+            self.cond.notify_all();
+            wanted = self.cond.wait_timeout(wanted, Duration::from_millis(50)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
+    /// The flush thread's loop, until `stop`.
+    pub fn run(&self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            {
+                let mut wanted = lock(&self.wanted);
+                if !*wanted {
+                    wanted = self.cond.wait_timeout(wanted, Duration::from_millis(500)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                }
+                *wanted = false;
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            for store in self.stores() {
+                if !read_lock(&store.mem).frozen.is_empty() {
+                    if let Err(e) = self.flush_frozen(&store) {
+                        tracing::error!(table = %store.cf_name, "memtable flush failed, will retry: {e}");
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            }
+            if self.log.disk_bytes() > MAX_LOG_BYTES {
+                self.flush_oldest();
+            }
+        }
+    }
+
+    fn stores(&self) -> Vec<Arc<TableStore>> {
+        read_lock(&self.tables).values().cloned().collect()
+    }
+
+    /// Freezes `store`'s active memtable and flushes everything frozen, in
+    /// this thread.
+    pub fn flush_now(&self, store: &TableStore) -> Result<(), StorageError> {
+        write_lock(&store.mem).freeze();
+        self.flush_frozen(store)
+    }
+
+    /// Flushes the tables holding writes of the log's oldest segment, so it
+    /// can go.
+    fn flush_oldest(&self) {
+        let Some(pinned) = self.log.oldest_pinned() else { return };
+        for store in self.stores() {
+            if read_lock(&store.mem).min_seq().is_some_and(|q| q <= pinned) {
+                tracing::info!(table = %store.cf_name, bytes = self.log.disk_bytes(), "commit log over its limit: flushing a table its oldest segment holds");
+                if let Err(e) = self.flush_now(&store) {
+                    tracing::error!(table = %store.cf_name, "memtable flush failed: {e}");
+                }
+            }
+        }
+    }
+
+    /// Flushes `store`'s frozen memtables, oldest first, then lets the log
+    /// drop what no memtable needs.
+    pub fn flush_frozen(&self, store: &TableStore) -> Result<(), StorageError> {
+        let _one = lock(&self.one_at_a_time);
+        loop {
+            let Some(mem) = read_lock(&store.mem).frozen.first().cloned() else { break };
+            let gone = !read_lock(&self.tables).get(&store.def.id).is_some_and(|s| s.cf_name == store.cf_name);
+            if !gone {
+                self.write_and_ingest(store, &mem)?;
+            }
+            write_lock(&store.mem).frozen.retain(|m| !Arc::ptr_eq(m, &mem));
+            self.cond.notify_all();
+        }
+        let lowest_live = self.stores().iter().filter_map(|s| read_lock(&s.mem).min_seq()).min().unwrap_or(u64::MAX);
+        self.log.discard_below(lowest_live);
+        Ok(())
+    }
+
+    fn write_and_ingest(&self, store: &TableStore, mem: &Memtable) -> Result<(), StorageError> {
+        if mem.is_empty() {
+            return Ok(());
+        }
+        let cf = self
+            .db
+            .cf_handle(&store.cf_name)
+            .ok_or_else(|| StorageError::Engine(format!("column family {} is missing", store.cf_name)))?;
+        self.wait_for_compaction(&cf);
+        std::fs::create_dir_all(&self.dir)?;
+        let n = self.files.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!("{}-{n}.sst", store.cf_name));
+        let opts = writer_options();
+        let mut writer = SstFileWriter::create(&opts);
+        writer.open(&path)?;
+        mem.for_each(|k, v| writer.merge(k, v))?;
+        writer.finish()?;
+        let mut ingest = IngestExternalFileOptions::default();
+        ingest.set_move_files(true);
+        let result = self.db.ingest_external_file_cf_opts(&cf, &ingest, vec![&path]);
+        // Moved files are linked into the database; the name here is spare.
+        let _ = std::fs::remove_file(&path);
+        result?;
+        Ok(())
+    }
+
+    fn wait_for_compaction(&self, cf: &impl rocksdb::AsColumnFamilyRef) {
+        let start = Instant::now();
+        let runs = || self.db.property_int_value_cf(cf, "rocksdb.num-files-at-level0").ok().flatten().unwrap_or(0);
+        while runs() > MAX_SORTED_RUNS && start.elapsed() < MAX_COMPACTION_WAIT && !self.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Options of the files a flush writes: the block format the column
+/// families read (bloom filters for point reads), uncompressed like
+/// RocksDB's own flushes above the bottommost level (`tuning`).
+fn writer_options() -> Options {
+    let mut opts = Options::default();
+    let mut block = BlockBasedOptions::default();
+    block.set_bloom_filter(10.0, false);
+    opts.set_block_based_table_factory(&block);
+    opts.set_compression_type(DBCompressionType::None);
+    opts
+}
+
+/// Commit log records: the operands of one commit, each
+/// `table id (16 bytes) | varint key length | key | varint value length | value`.
+pub(crate) fn encode_record<'a>(ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])>, out: &mut Vec<u8>) {
+    out.clear();
+    for (table, key, value) in ops {
+        out.extend_from_slice(table.as_bytes());
+        put_varint(key.len(), out);
+        out.extend_from_slice(key);
+        put_varint(value.len(), out);
+        out.extend_from_slice(value);
+    }
+}
+
+/// The operands of a record, or an error naming what is malformed.
+pub(crate) fn decode_record(mut input: &[u8]) -> Result<Vec<(Uuid, &[u8], &[u8])>, StorageError> {
+    let bad = || StorageError::Invalid("malformed commit log record".into());
+    let mut out = Vec::new();
+    while !input.is_empty() {
+        let id: [u8; 16] = input.get(..16).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
+        input = &input[16..];
+        let (klen, rest) = get_varint(input).ok_or_else(bad)?;
+        let key = rest.get(..klen).ok_or_else(bad)?;
+        let (vlen, rest) = get_varint(&rest[klen..]).ok_or_else(bad)?;
+        let value = rest.get(..vlen).ok_or_else(bad)?;
+        input = &rest[vlen..];
+        out.push((Uuid::from_bytes(id), key, value));
+    }
+    Ok(out)
+}
+
+fn put_varint(mut n: usize, out: &mut Vec<u8>) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn get_varint(input: &[u8]) -> Option<(usize, &[u8])> {
+    let mut n = 0usize;
+    for (i, &b) in input.iter().enumerate().take(10) {
+        n |= ((b & 0x7F) as usize) << (7 * i);
+        if b < 0x80 {
+            return Some((n, &input[i + 1..]));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_reject_damage() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let big = vec![7u8; 300];
+        let ops = vec![(a, &b"k1"[..], &b"v1"[..]), (b, &b""[..], &big[..]), (a, &big[..], &b""[..])];
+        let mut buf = Vec::new();
+        encode_record(ops.iter().copied(), &mut buf);
+        assert_eq!(decode_record(&buf).unwrap(), ops);
+        for cut in [1, 16, 17, buf.len() - 1] {
+            assert!(decode_record(&buf[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(decode_record(&[]).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,596 @@
+//! Shoal's memtables: the writes of a table since its last flush, in memory,
+//! sorted by key, the writes to one key already merged into one value.
+//!
+//! Writes no longer go through RocksDB's memtable. A RocksDB memtable insert
+//! is a walk down a skiplist of every entry, a cache miss per level, and it
+//! was a third of the CPU of a write (ARCHITECTURE.md, performance). Here a
+//! B-tree keyed by the key's first 8 bytes (the token, so most comparisons
+//! are one integer compare in a node already in cache) and then the whole
+//! key takes the insert, and two writes to one key merge at once, by the same
+//! last-write-wins function as the RocksDB merge operator (`merge_values`).
+//!
+//! A table has one active memtable and the frozen ones waiting to be flushed
+//! (`Memtables`). A flush (`engine`) writes a frozen memtable as a sorted file
+//! of merge operands and ingests it into the table's column family, where
+//! RocksDB merges it with older data exactly as it merged its own flushes.
+//! Reads see the memtables and RocksDB through one [`MergeCursor`].
+//!
+//! Invariants:
+//! - A value here is a merge operand, never a base value: reads and flushes
+//!   merge it with what RocksDB holds for the key. Merging is commutative,
+//!   associative and idempotent (last write wins per cell), so a read that
+//!   sees a memtable both here and, just ingested, in RocksDB is still right.
+//! - `min_seq` is at most the commit log sequence number of every logged
+//!   write in the memtable; the log keeps every record at or above the
+//!   smallest `min_seq` of all unflushed memtables.
+//! - Nothing is inserted into a memtable once it is frozen: writers insert
+//!   holding the table's `Memtables` read lock, and freezing takes its
+//!   write lock.
+//! - Readers take the memtables before they open the RocksDB iterator, so a
+//!   flush that ends between the two is seen twice (harmless), never missed.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::engine::{read_lock, write_lock};
+use crate::read::Cursor;
+use crate::{cell, packed};
+
+/// Bytes counted per entry on top of its key and value (B-tree slot, boxes).
+const ENTRY_OVERHEAD: usize = 64;
+
+/// Entries a [`MemCursor`] copies out of the memtable per lock: few after a
+/// seek (a partition read seeks often and reads little), doubling as it
+/// walks on, up to `MAX_CHUNK`.
+const FIRST_CHUNK: usize = 4;
+const MAX_CHUNK: usize = 128;
+
+/// Merges operands of one key: the function of the RocksDB merge operator.
+pub(crate) fn merge_values<'a>(key: &[u8], existing: Option<&'a [u8]>, operands: impl Iterator<Item = &'a [u8]>) -> Option<Vec<u8>> {
+    if packed::is_packed_key(key) {
+        Some(packed::merge(existing, operands))
+    } else {
+        cell::merge_operands(existing, operands)
+    }
+}
+
+/// A key ordered exactly as its bytes: by the first 8 bytes as a big-endian
+/// integer (zero-padded), then by all bytes.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct MemKey {
+    head: u64,
+    key: Box<[u8]>,
+}
+
+impl MemKey {
+    fn new(key: &[u8]) -> MemKey {
+        let mut head = [0u8; 8];
+        let n = key.len().min(8);
+        head[..n].copy_from_slice(&key[..n]);
+        MemKey { head: u64::from_be_bytes(head), key: key.into() }
+    }
+}
+
+/// Shards of a memtable: by the key's top 4 bits (its token's), so the
+/// shards in order hold the keys in order, and a reader waits only for
+/// writes to its own sixteenth of the ring.
+const SHARDS: usize = 16;
+
+type Shard = RwLock<BTreeMap<MemKey, Vec<u8>>>;
+
+fn shard_of(head: u64) -> usize {
+    (head >> 60) as usize
+}
+
+/// One memtable.
+pub(crate) struct Memtable {
+    shards: [Shard; SHARDS],
+    entries: AtomicUsize,
+    bytes: AtomicUsize,
+    /// The smallest commit log seq of a logged write in it (`u64::MAX`: none).
+    min_seq: AtomicU64,
+}
+
+impl Default for Memtable {
+    fn default() -> Memtable {
+        Memtable {
+            shards: std::array::from_fn(|_| RwLock::new(BTreeMap::new())),
+            entries: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            min_seq: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl Memtable {
+    /// Merges `ops` (key, merge operand) in; `seq` is the commit log record
+    /// that holds them, if they were logged. Each operand takes its shard's
+    /// lock on its own, so readers never wait for a whole commit.
+    pub fn insert<'a>(&self, ops: impl Iterator<Item = (&'a [u8], &'a [u8])>, seq: Option<u64>) {
+        if let Some(seq) = seq {
+            self.min_seq.fetch_min(seq, Ordering::Relaxed);
+        }
+        let (mut grown, mut shrunk, mut added) = (0usize, 0usize, 0usize);
+        for (key, value) in ops {
+            let k = MemKey::new(key);
+            let mut shard = write_lock(&self.shards[shard_of(k.head)]);
+            match shard.entry(k) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    grown += key.len() + value.len() + ENTRY_OVERHEAD;
+                    added += 1;
+                    e.insert(value.to_vec());
+                }
+                std::collections::btree_map::Entry::Occupied(mut e) => {
+                    if let Some(merged) = merge_values(key, Some(e.get().as_slice()), std::iter::once(value)) {
+                        grown += merged.len();
+                        shrunk += e.get().len();
+                        *e.get_mut() = merged;
+                    }
+                }
+            }
+        }
+        self.entries.fetch_add(added, Ordering::Relaxed);
+        self.bytes.fetch_add(grown, Ordering::Relaxed);
+        self.bytes.fetch_sub(shrunk.min(self.bytes.load(Ordering::Relaxed)), Ordering::Relaxed);
+    }
+
+    /// Approximate memory held, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Whether it holds nothing (without taking a lock).
+    pub fn is_empty(&self) -> bool {
+        self.entries.load(Ordering::Relaxed) == 0
+    }
+
+    /// The smallest commit log seq it holds, if it holds a logged write.
+    pub fn min_seq(&self) -> Option<u64> {
+        Some(self.min_seq.load(Ordering::Relaxed)).filter(|&s| s != u64::MAX)
+    }
+
+    /// The operand stored for `key`.
+    pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let k = MemKey::new(key);
+        read_lock(&self.shards[shard_of(k.head)]).get(&k).cloned()
+    }
+
+    /// Calls `f` with every entry in key order (for a flush; the memtable
+    /// is frozen, so the locks are uncontended). Stops at the first error.
+    pub fn for_each<E>(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<(), E>) -> Result<(), E> {
+        for shard in &self.shards {
+            for (k, v) in read_lock(shard).iter() {
+                f(&k.key, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` entries within `[lower, upper)` after (`forward`) or
+    /// before `from`, nearest first.
+    fn chunk(&self, lower: &[u8], upper: &[u8], from: Bound<&[u8]>, forward: bool, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let lo = MemKey::new(lower);
+        let hi = MemKey::new(upper);
+        let bounds: (Bound<MemKey>, Bound<MemKey>) = if forward {
+            let start = match from {
+                Bound::Included(k) if k > lower => Bound::Included(MemKey::new(k)),
+                Bound::Excluded(k) if k >= lower => Bound::Excluded(MemKey::new(k)),
+                _ => Bound::Included(lo),
+            };
+            (start, Bound::Excluded(hi))
+        } else {
+            let end = match from {
+                Bound::Included(k) if k < upper => Bound::Included(MemKey::new(k)),
+                Bound::Excluded(k) if k <= upper => Bound::Excluded(MemKey::new(k)),
+                _ => Bound::Excluded(hi),
+            };
+            (Bound::Included(lo), end)
+        };
+        if bounds_empty(&bounds) {
+            return Vec::new();
+        }
+        let head = |b: &Bound<MemKey>| match b {
+            Bound::Included(k) | Bound::Excluded(k) => k.head,
+            Bound::Unbounded => 0,
+        };
+        let (first, last) = (shard_of(head(&bounds.0)), shard_of(head(&bounds.1)));
+        let pick = |(k, v): (&MemKey, &Vec<u8>)| (k.key.to_vec(), v.clone());
+        let mut out = Vec::new();
+        if forward {
+            for shard in &self.shards[first..=last] {
+                let want = limit - out.len();
+                out.extend(read_lock(shard).range((bounds.0.clone(), bounds.1.clone())).take(want).map(pick));
+                if out.len() >= limit {
+                    break;
+                }
+            }
+        } else {
+            for shard in self.shards[first..=last].iter().rev() {
+                let want = limit - out.len();
+                out.extend(read_lock(shard).range((bounds.0.clone(), bounds.1.clone())).rev().take(want).map(pick));
+                if out.len() >= limit {
+                    break;
+                }
+            }
+            out.reverse();
+        }
+        out
+    }
+}
+
+/// `BTreeMap::range` panics on a start after its end (or equal, both
+/// excluded); such a range is empty.
+fn bounds_empty(b: &(Bound<MemKey>, Bound<MemKey>)) -> bool {
+    match b {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e)) | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
+        _ => false,
+    }
+}
+
+/// A table's memtables: the active one and the frozen ones, oldest first.
+#[derive(Default)]
+pub(crate) struct Memtables {
+    pub active: Arc<Memtable>,
+    pub frozen: Vec<Arc<Memtable>>,
+}
+
+impl Memtables {
+    /// Every memtable holding data, newest first.
+    pub fn live(&self) -> Vec<Arc<Memtable>> {
+        std::iter::once(&self.active).chain(self.frozen.iter().rev()).filter(|m| !m.is_empty()).cloned().collect()
+    }
+
+    /// The smallest commit log seq any of them holds.
+    pub fn min_seq(&self) -> Option<u64> {
+        std::iter::once(&self.active).chain(self.frozen.iter()).filter_map(|m| m.min_seq()).min()
+    }
+
+    pub fn bytes(&self) -> usize {
+        std::iter::once(&self.active).chain(self.frozen.iter()).map(|m| m.bytes()).sum()
+    }
+
+    /// Makes the active memtable frozen (when it holds anything) and starts
+    /// a new one. Returns whether it froze one.
+    pub fn freeze(&mut self) -> bool {
+        if self.active.is_empty() {
+            return false;
+        }
+        let full = std::mem::take(&mut self.active);
+        self.frozen.push(full);
+        true
+    }
+}
+
+/// A [`Cursor`] over one memtable's entries within `[lower, upper)`. It
+/// copies entries out a chunk at a time, so it holds no lock between calls
+/// and writers go on meanwhile (a cursor may or may not see their writes).
+pub(crate) struct MemCursor {
+    mem: Arc<Memtable>,
+    lower: Vec<u8>,
+    upper: Vec<u8>,
+    chunk: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Index into `chunk`; `usize::MAX` (or past the end) when not valid.
+    pos: usize,
+    /// Entries the next refill copies.
+    want: usize,
+}
+
+impl MemCursor {
+    pub fn new(mem: Arc<Memtable>, lower: &[u8], upper: &[u8]) -> MemCursor {
+        MemCursor { mem, lower: lower.to_vec(), upper: upper.to_vec(), chunk: Vec::new(), pos: usize::MAX, want: FIRST_CHUNK }
+    }
+
+    /// Repositions: the next refill is small again.
+    fn fill_fresh(&mut self, from: Bound<&[u8]>, forward: bool) {
+        self.want = FIRST_CHUNK;
+        self.fill(from, forward);
+    }
+
+    fn fill(&mut self, from: Bound<&[u8]>, forward: bool) {
+        let chunk = self.mem.chunk(&self.lower, &self.upper, from, forward, self.want);
+        self.want = (self.want * 2).min(MAX_CHUNK);
+        self.chunk = chunk;
+        self.pos = if forward { 0 } else { self.chunk.len().wrapping_sub(1) };
+    }
+}
+
+impl Cursor for MemCursor {
+    fn seek_to_first(&mut self) {
+        self.fill_fresh(Bound::Unbounded, true);
+    }
+    fn seek_to_last(&mut self) {
+        self.fill_fresh(Bound::Unbounded, false);
+    }
+    fn seek(&mut self, key: &[u8]) {
+        self.fill_fresh(Bound::Included(key), true);
+    }
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        self.fill_fresh(Bound::Included(key), false);
+    }
+    fn valid(&self) -> bool {
+        self.pos < self.chunk.len()
+    }
+    fn key(&self) -> Option<&[u8]> {
+        self.chunk.get(self.pos).map(|(k, _)| k.as_slice())
+    }
+    fn value(&self) -> Option<&[u8]> {
+        self.chunk.get(self.pos).map(|(_, v)| v.as_slice())
+    }
+    fn next(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        if self.pos + 1 < self.chunk.len() {
+            self.pos += 1;
+        } else {
+            let last = std::mem::take(&mut self.chunk[self.pos].0);
+            self.fill(Bound::Excluded(&last), true);
+        }
+    }
+    fn prev(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        if self.pos > 0 {
+            self.pos -= 1;
+        } else {
+            let first = std::mem::take(&mut self.chunk[0].0);
+            self.fill(Bound::Excluded(&first), false);
+        }
+    }
+}
+
+/// A [`Cursor`] over the union of several cursors' entries: equal keys are
+/// one entry whose value merges theirs (`merge_values`). Moves both ways;
+/// on a change of direction the other cursors are re-positioned around the
+/// current key.
+pub(crate) struct MergeCursor<'a> {
+    kids: Vec<Box<dyn Cursor + 'a>>,
+    forward: bool,
+    current: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl<'a> MergeCursor<'a> {
+    pub fn new(kids: Vec<Box<dyn Cursor + 'a>>) -> MergeCursor<'a> {
+        MergeCursor { kids, forward: true, current: None }
+    }
+
+    /// Takes the smallest (forward) or largest key among the valid cursors
+    /// and merges the values of every cursor at it.
+    fn settle(&mut self) {
+        let mut best: Option<&[u8]> = None;
+        for kid in &self.kids {
+            if let Some(k) = kid.key() {
+                let better = match best {
+                    None => true,
+                    Some(b) => (self.forward && k < b) || (!self.forward && k > b),
+                };
+                if better {
+                    best = Some(k);
+                }
+            }
+        }
+        let Some(best) = best else {
+            self.current = None;
+            return;
+        };
+        let key = best.to_vec();
+        let mut values = self.kids.iter().filter(|kid| kid.key() == Some(key.as_slice())).filter_map(|kid| kid.value());
+        let first = values.next();
+        let value = match (first, values.clone().next()) {
+            (Some(v), None) => Some(v.to_vec()),
+            (first, _) => merge_values(&key, first, values),
+        };
+        self.current = value.map(|v| (key, v));
+    }
+
+    /// Moves every cursor sitting on `key` one step on.
+    fn step_past(&mut self, key: &[u8]) {
+        let forward = self.forward;
+        for kid in &mut self.kids {
+            if kid.key() == Some(key) {
+                if forward {
+                    kid.next()
+                } else {
+                    kid.prev()
+                }
+            }
+        }
+    }
+}
+
+impl Cursor for MergeCursor<'_> {
+    fn seek_to_first(&mut self) {
+        self.kids.iter_mut().for_each(|k| k.seek_to_first());
+        self.forward = true;
+        self.settle();
+    }
+    fn seek_to_last(&mut self) {
+        self.kids.iter_mut().for_each(|k| k.seek_to_last());
+        self.forward = false;
+        self.settle();
+    }
+    fn seek(&mut self, key: &[u8]) {
+        self.kids.iter_mut().for_each(|k| k.seek(key));
+        self.forward = true;
+        self.settle();
+    }
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        self.kids.iter_mut().for_each(|k| k.seek_for_prev(key));
+        self.forward = false;
+        self.settle();
+    }
+    fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+    fn key(&self) -> Option<&[u8]> {
+        self.current.as_ref().map(|(k, _)| k.as_slice())
+    }
+    fn value(&self) -> Option<&[u8]> {
+        self.current.as_ref().map(|(_, v)| v.as_slice())
+    }
+    fn next(&mut self) {
+        let Some((key, _)) = self.current.take() else { return };
+        if !self.forward {
+            // Every cursor to the first entry >= key; those on key move past it.
+            self.kids.iter_mut().for_each(|k| k.seek(&key));
+            self.forward = true;
+        }
+        self.step_past(&key);
+        self.settle();
+    }
+    fn prev(&mut self) {
+        let Some((key, _)) = self.current.take() else { return };
+        if self.forward {
+            self.kids.iter_mut().for_each(|k| k.seek_for_prev(&key));
+            self.forward = false;
+        }
+        self.step_past(&key);
+        self.settle();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::SliceCursor;
+
+    fn live(ts: i64, v: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        cell::encode_live(ts, v, &mut out);
+        out
+    }
+
+    /// Keys that are not packed rows (no partition layout): cell merge.
+    fn key(i: u32) -> Vec<u8> {
+        let mut k = vec![0xAA];
+        k.extend_from_slice(&i.to_be_bytes());
+        k
+    }
+
+    fn collect_forward(c: &mut dyn Cursor) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        c.seek_to_first();
+        while let Some(k) = c.key() {
+            out.push(k.to_vec());
+            c.next();
+        }
+        out
+    }
+
+    fn collect_backward(c: &mut dyn Cursor) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        c.seek_to_last();
+        while let Some(k) = c.key() {
+            out.push(k.to_vec());
+            c.prev();
+        }
+        out.reverse();
+        out
+    }
+
+    #[test]
+    fn key_order_is_byte_order() {
+        let mut keys: Vec<Vec<u8>> = vec![vec![], vec![0], vec![0, 0], vec![1], vec![1, 2, 3, 4, 5, 6, 7, 8, 9], vec![1, 2, 3, 4, 5, 6, 7, 8], vec![0xFF; 9], vec![1, 2, 3, 4, 5, 6, 7, 7, 0xFF]];
+        let mut by_memkey = keys.clone();
+        by_memkey.sort_by_key(|k| MemKey::new(k));
+        keys.sort();
+        assert_eq!(keys, by_memkey);
+    }
+
+    #[test]
+    fn writes_to_one_key_merge_last_write_wins() {
+        let m = Memtable::default();
+        let k = key(1);
+        m.insert([(k.as_slice(), live(5, b"new").as_slice())].into_iter(), Some(3));
+        m.insert([(k.as_slice(), live(2, b"old").as_slice())].into_iter(), Some(2));
+        assert_eq!(m.get(&k), Some(live(5, b"new")));
+        assert_eq!(m.entries.load(Ordering::Relaxed), 1);
+        assert_eq!(m.min_seq(), Some(2));
+    }
+
+    #[test]
+    fn cursor_walks_both_ways_across_chunks() {
+        let m = Arc::new(Memtable::default());
+        let v = live(1, b"x");
+        let keys: Vec<Vec<u8>> = (0..500).map(|i| key(i * 2)).collect();
+        m.insert(keys.iter().map(|k| (k.as_slice(), v.as_slice())), None);
+        let (lo, hi) = (key(100), key(801));
+        let want: Vec<Vec<u8>> = keys.iter().filter(|k| **k >= lo && **k < hi).cloned().collect();
+        let mut c = MemCursor::new(Arc::clone(&m), &lo, &hi);
+        assert_eq!(collect_forward(&mut c), want);
+        assert_eq!(collect_backward(&mut c), want);
+        c.seek(&key(301));
+        assert_eq!(c.key(), Some(key(302).as_slice()));
+        c.prev();
+        assert_eq!(c.key(), Some(key(300).as_slice()));
+        c.seek_for_prev(&key(5000));
+        assert_eq!(c.key(), Some(key(800).as_slice()));
+        c.seek(&key(0));
+        assert_eq!(c.key(), Some(key(100).as_slice()));
+        c.seek_for_prev(&key(99));
+        assert!(!c.valid());
+    }
+
+    #[test]
+    fn cursor_matches_a_sorted_list_across_shards() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let m = Arc::new(Memtable::default());
+        let v = live(1, b"x");
+        let mut keys: Vec<Vec<u8>> = (0..2000).map(|_| (0..rng.gen_range(1..12)).map(|_| rng.gen::<u8>()).collect()).collect();
+        m.insert(keys.iter().map(|k| (k.as_slice(), v.as_slice())), None);
+        keys.sort();
+        keys.dedup();
+        for _ in 0..50 {
+            let mut a: Vec<u8> = (0..rng.gen_range(0..9)).map(|_| rng.gen::<u8>()).collect();
+            let mut b: Vec<u8> = (0..rng.gen_range(0..9)).map(|_| rng.gen::<u8>()).collect();
+            if a > b {
+                std::mem::swap(&mut a, &mut b);
+            }
+            let want: Vec<Vec<u8>> = keys.iter().filter(|k| **k >= a && **k < b).cloned().collect();
+            let mut c = MemCursor::new(Arc::clone(&m), &a, &b);
+            assert_eq!(collect_forward(&mut c), want, "[{a:?}, {b:?})");
+            assert_eq!(collect_backward(&mut c), want, "[{a:?}, {b:?})");
+            let probe: Vec<u8> = (0..rng.gen_range(1..9)).map(|_| rng.gen::<u8>()).collect();
+            c.seek(&probe);
+            assert_eq!(c.key(), want.iter().find(|k| **k >= probe).map(|k| k.as_slice()));
+            c.seek_for_prev(&probe);
+            assert_eq!(c.key(), want.iter().rev().find(|k| **k <= probe).map(|k| k.as_slice()));
+        }
+    }
+
+    #[test]
+    fn merge_cursor_unions_and_merges() {
+        let a: Vec<(Vec<u8>, Vec<u8>)> = [1, 3, 5, 7].iter().map(|&i| (key(i), live(1, b"a"))).collect();
+        let b: Vec<(Vec<u8>, Vec<u8>)> = [2, 3, 6, 7, 9].iter().map(|&i| (key(i), live(2, b"b"))).collect();
+        let (lo, hi) = (key(0), key(100));
+        let kids: Vec<Box<dyn Cursor>> = vec![Box::new(SliceCursor::new(a, &lo, &hi)), Box::new(SliceCursor::new(b, &lo, &hi))];
+        let mut c = MergeCursor::new(kids);
+        let want: Vec<Vec<u8>> = [1, 2, 3, 5, 6, 7, 9].iter().map(|&i| key(i)).collect();
+        assert_eq!(collect_forward(&mut c), want);
+        assert_eq!(collect_backward(&mut c), want);
+        c.seek(&key(3));
+        assert_eq!(c.value(), Some(live(2, b"b").as_slice()), "the later write wins at a shared key");
+        // Direction changes in the middle.
+        c.seek(&key(4));
+        assert_eq!(c.key(), Some(key(5).as_slice()));
+        c.prev();
+        assert_eq!(c.key(), Some(key(3).as_slice()));
+        c.prev();
+        assert_eq!(c.key(), Some(key(2).as_slice()));
+        c.next();
+        assert_eq!(c.key(), Some(key(3).as_slice()));
+        c.next();
+        assert_eq!(c.key(), Some(key(5).as_slice()));
+        c.seek_for_prev(&key(8));
+        assert_eq!(c.key(), Some(key(7).as_slice()));
+        c.next();
+        assert_eq!(c.key(), Some(key(9).as_slice()));
+        c.next();
+        assert!(!c.valid());
+    }
+}

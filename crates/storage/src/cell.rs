@@ -69,6 +69,14 @@ pub fn encode_live(timestamp: i64, value: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(value);
 }
 
+/// A live cell's bytes (for tests).
+#[cfg(test)]
+pub(crate) fn live(timestamp: i64, value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_live(timestamp, value, &mut out);
+    out
+}
+
 pub fn encode_expiring(timestamp: i64, ttl: i32, expiry: i32, value: &[u8], out: &mut Vec<u8>) {
     out.reserve(17 + value.len());
     out.push(KIND_EXPIRING);
@@ -146,11 +154,6 @@ pub fn merge_operands<'a>(existing: Option<&'a [u8]>, operands: impl Iterator<It
 mod tests {
     use super::*;
 
-    fn live(ts: i64, v: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        encode_live(ts, v, &mut out);
-        out
-    }
     fn tomb(ts: i64, ldt: i32) -> Vec<u8> {
         let mut out = Vec::new();
         encode_tombstone(ts, ldt, &mut out);

@@ -458,11 +458,7 @@ mod tests {
     use super::*;
     use crate::read::SliceCursor;
 
-    fn live(ts: i64, v: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        cell::encode_live(ts, v, &mut out);
-        out
-    }
+    use crate::cell::live;
 
     /// Keys that are not packed rows (no partition layout): cell merge.
     fn key(i: u32) -> Vec<u8> {

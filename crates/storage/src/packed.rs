@@ -365,11 +365,7 @@ mod tests {
     use super::*;
     use crate::read::SliceCursor;
 
-    fn live(ts: i64, v: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        cell::encode_live(ts, v, &mut out);
-        out
-    }
+    use crate::cell::live;
 
     fn pack(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
         let mut p = RowPacker::default();

@@ -430,11 +430,7 @@ mod tests {
         [prefix, &[section], rest].concat()
     }
 
-    fn live(ts: i64, v: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        cell::encode_live(ts, v, &mut out);
-        out
-    }
+    use crate::cell::live;
 
     fn part(cells: Vec<(Vec<u8>, Vec<u8>)>, exhausted: bool, last_key: Option<Vec<u8>>) -> RawPartition {
         RawPartition { table: Uuid::from_u128(7), token: -3, partition_key: b"pk".to_vec(), cells, exhausted, last_key }

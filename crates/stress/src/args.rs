@@ -45,7 +45,7 @@ usage: shoal stress write|read|mixed|verify [n=N | duration=30s] [cl=ONE] [no-wa
                | replication(strategy=NetworkTopologyStrategy,DC1=3,DC2=3)
                [compaction(strategy=LeveledCompactionStrategy[,k=v...])] [durable_writes=true|false]
        -pop seq=1..N | uniform(1..N) | gaussian(1..N) | dist=uniform(1..N)
-       -mode native cql3 prepared [user=U password=P]
+       -mode native cql3 prepared [user=U password=P] [connectionsPerHost=N]
        -log interval=1s
        -errors ignore [retries=N]
        -K N | --retries N          extra tries per operation
@@ -436,7 +436,12 @@ fn mode_option(settings: &mut Settings, words: &[String]) -> Result<(), UsageErr
             None if word == "unprepared" => return err("-mode unprepared: shoal stress always prepares its statements"),
             Some(("user", v)) => settings.user = Some(v.to_string()),
             Some(("password", v)) => settings.password = Some(v.to_string()),
-            Some(("connectionsPerHost", _)) | Some(("maxPending", _)) | Some(("protocolVersion", _)) | Some(("compression", _)) => {}
+            Some(("connectionsPerHost", v)) => {
+                settings.connections_per_host = Some(
+                    v.parse().map_err(|_| UsageError(format!("-mode connectionsPerHost={v}: expected a count of 1 or more")))?,
+                )
+            }
+            Some(("maxPending", _)) | Some(("protocolVersion", _)) | Some(("compression", _)) => {}
             _ => return err(format!("-mode: unknown word `{word}`")),
         }
     }

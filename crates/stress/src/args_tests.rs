@@ -282,3 +282,14 @@ fn number_and_duration_syntax() {
     assert_eq!(parse_rate("1000/s"), Ok(1000.0));
     assert_eq!(parse_rate("60/m"), Ok(1.0));
 }
+
+#[test]
+fn connections_per_host_is_honoured() {
+    assert_eq!(run("write n=10").unwrap().connections_per_host, None);
+    let s = run("write n=10 -mode native cql3 connectionsPerHost=8").unwrap();
+    assert_eq!(s.connections_per_host.map(|n| n.get()), Some(8));
+    for bad in ["0", "x", "-1"] {
+        let e = run(&format!("write n=10 -mode native cql3 connectionsPerHost={bad}")).unwrap_err();
+        assert!(e.starts_with(&format!("-mode connectionsPerHost={bad}: expected a count")), "{e}");
+    }
+}

@@ -134,6 +134,9 @@ pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measure
     if let Some(user) = &settings.user {
         builder = builder.user(user.clone(), settings.password.clone().unwrap_or_default());
     }
+    if let Some(n) = settings.connections_per_host {
+        builder = builder.pool_size(scylla::client::PoolSize::PerHost(n));
+    }
     let session = builder.build().await.map_err(|e| RunError(format!("cannot connect to {}: {e}", hosts.join(","))))?;
 
     let schema = &settings.schema;

@@ -231,6 +231,9 @@ pub struct Settings {
     pub ratio: Ratio,
     pub user: Option<String>,
     pub password: Option<String>,
+    /// Connections the driver keeps to each node (`-mode connectionsPerHost=N`);
+    /// `None`: the driver's default (one per node).
+    pub connections_per_host: Option<std::num::NonZeroUsize>,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub hdr_log: Option<PathBuf>,
@@ -282,6 +285,7 @@ impl Settings {
             population: None,
             ratio: Ratio { read: 1, write: 1 },
             user: None,
+            connections_per_host: None,
             password: None,
             json: None,
             csv: None,

@@ -255,8 +255,9 @@ impl Storage {
         }
         // Flush what was replayed, so the old segments go and the
         // truncation points are no longer needed.
-        let stores: Vec<Arc<TableStore>> = read_lock(&tables).values().cloned().collect();
-        for store in &stores {
+        let replayed_into: Vec<Arc<TableStore>> =
+            read_lock(&tables).values().filter(|s| !read_lock(&s.mem).active.is_empty()).cloned().collect();
+        for store in &replayed_into {
             flusher.flush_now(store)?;
         }
         log.discard_below(u64::MAX);
@@ -523,12 +524,8 @@ impl Storage {
                 CommitlogSync::Periodic { .. } => {}
             }
         }
-        let mut last: Option<&Arc<TableStore>> = None;
         for (store, _) in &runs {
-            if !last.is_some_and(|l| Arc::ptr_eq(l, store)) {
-                self.flusher.after_write(store);
-            }
-            last = Some(store);
+            self.flusher.after_write(store);
         }
         Ok(())
     }

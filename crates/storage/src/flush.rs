@@ -93,8 +93,12 @@ impl Flusher {
                 self.cond.notify_all();
             }
         }
+        let too_many = || read_lock(&store.mem).frozen.len() > MAX_FROZEN;
+        if !too_many() {
+            return;
+        }
         let mut wanted = lock(&self.wanted);
-        while read_lock(&store.mem).frozen.len() > MAX_FROZEN && !self.stop.load(Ordering::Relaxed) {
+        while too_many() && !self.stop.load(Ordering::Relaxed) {
             *wanted = true;
             self.cond.notify_all();
             wanted = self.cond.wait_timeout(wanted, Duration::from_millis(50)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);

@@ -13,7 +13,6 @@
 
 pub mod bind;
 pub mod clock;
-pub mod commit;
 pub mod common;
 pub mod data;
 pub mod ddl;

@@ -174,6 +174,7 @@ mod tests {
             commitlog_sync: storage::CommitlogSync::Periodic { period: Duration::from_secs(10) },
             cache_bytes: 8 << 20,
             memtable_bytes: 8 << 20,
+            memtable_space: 64 << 20,
         };
         let (storage, user) = storage::Storage::open(config).unwrap();
         SchemaService::new(Arc::new(storage), user)

@@ -51,7 +51,11 @@ pub struct ConfigFile {
     pub allocate_tokens_for_local_replication_factor: Option<u32>,
     pub write_request_timeout: Option<Dur>,
     pub read_request_timeout: Option<Dur>,
+    /// Shoal-only: a table's memtable is flushed at this size (default 256MiB).
     pub memtable_size: Option<Size>,
+    /// All tables' memtables together: above it the largest is flushed
+    /// (default 1GiB; Cassandra's default is a quarter of the heap).
+    pub memtable_heap_space: Option<Size>,
     pub block_cache_size: Option<Size>,
     /// Shoal-only (no cassandra.yaml equivalent): the port of the HTTP/JSON
     /// admin API that `shoal tool` speaks, on `listen_address`. Default 7199,
@@ -130,6 +134,7 @@ pub struct NodeConfig {
     pub write_request_timeout: Duration,
     pub read_request_timeout: Duration,
     pub memtable_bytes: usize,
+    pub memtable_space: usize,
     pub block_cache_bytes: usize,
     /// The admin API's port (Shoal-only; default 7199), bound on `listen_address`.
     pub admin_port: u16,
@@ -292,7 +297,11 @@ impl ConfigFile {
             },
             memtable_bytes: match self.memtable_size {
                 Some(s) => size_bytes("memtable_size", &s)? as usize,
-                None => 64 << 20,
+                None => 256 << 20,
+            },
+            memtable_space: match self.memtable_heap_space {
+                Some(s) => size_bytes("memtable_heap_space", &s)? as usize,
+                None => 1 << 30,
             },
             block_cache_bytes: match self.block_cache_size {
                 Some(s) => size_bytes("block_cache_size", &s)? as usize,

@@ -39,6 +39,7 @@ fn open_storage(config: &NodeConfig) -> anyhow::Result<(Arc<Storage>, Vec<types:
         commitlog_sync: config.commitlog_sync,
         cache_bytes: config.block_cache_bytes,
         memtable_bytes: config.memtable_bytes,
+        memtable_space: config.memtable_space,
     };
     let (storage, keyspaces) = Storage::open(storage_config)
         .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;

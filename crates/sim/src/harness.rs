@@ -162,6 +162,7 @@ impl SimCluster {
                 commitlog_sync: CommitlogSync::Periodic { period: Duration::from_secs(10) },
                 cache_bytes: 1 << 20,
                 memtable_bytes: 4 << 20,
+                memtable_space: 64 << 20,
             };
             let (storage, _) = Storage::open(config).map_err(|e| format!("n{index}: Storage::open: {e}"))?;
             storage.set_schema(std::slice::from_ref(&*keyspace)).map_err(|e| format!("n{index}: set_schema: {e}"))?;

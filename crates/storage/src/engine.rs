@@ -51,6 +51,8 @@ pub struct StorageConfig {
     pub cache_bytes: usize,
     /// Memtable size per table before a flush.
     pub memtable_bytes: usize,
+    /// All tables' memtables together: above it the largest is flushed.
+    pub memtable_space: usize,
 }
 
 pub(crate) struct TableStore {
@@ -249,7 +251,7 @@ impl Storage {
         let log = Arc::new(log);
         let ingest_dir = config.data_dir.join("ingest");
         let _ = std::fs::remove_dir_all(&ingest_dir);
-        let flusher = Arc::new(Flusher::new(Arc::clone(&db), Arc::clone(&tables), Arc::clone(&log), ingest_dir, config.memtable_bytes));
+        let flusher = Arc::new(Flusher::new(Arc::clone(&db), Arc::clone(&tables), Arc::clone(&log), ingest_dir, config.memtable_bytes, config.memtable_space));
         if replayed > 0 {
             tracing::info!(operands = replayed, "replayed the commit log; flushing it");
         }
@@ -759,6 +761,12 @@ impl Storage {
         let sst = self.db.property_int_value_cf(&cf, "rocksdb.total-sst-files-size").ok().flatten().unwrap_or(0);
         let mem = read_lock(&store.mem).bytes() as u64;
         sst + mem
+    }
+
+    /// Bytes held by a table's memtables (active and frozen), as nodetool
+    /// tablestats' "Memtable data size".
+    pub fn memtable_bytes(&self, table: &Uuid) -> u64 {
+        self.table(table).map_or(0, |store| read_lock(&store.mem).bytes() as u64)
     }
 
     /// Stops the sync and flush threads, syncs the log and flushes

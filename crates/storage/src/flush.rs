@@ -6,6 +6,11 @@
 //! `compact` and `shutdown` flush in the caller's thread. Flushes run one at
 //! a time, oldest frozen memtable of a table first.
 //!
+//! Memory: a table's active memtable is frozen at `memtable_bytes`, and
+//! while all tables' active memtables together hold more than `space` the
+//! flush thread flushes the largest (Cassandra flushes the largest memtable
+//! when memtables fill `memtable_heap_space`).
+//!
 //! Back-pressure instead of collapse: a writer whose table already has
 //! `MAX_FROZEN` memtables waiting waits for a flush, and the flush waits
 //! while the column family has more than `MAX_SORTED_RUNS` level-0 files
@@ -55,6 +60,8 @@ pub(crate) struct Flusher {
     /// Where files are written before ingestion.
     dir: PathBuf,
     memtable_bytes: usize,
+    /// Bound on all active memtables together.
+    space: usize,
     /// Set when a writer froze a memtable; the flush thread clears it.
     wanted: Mutex<bool>,
     /// Signalled when work is wanted and when a flush finished.
@@ -65,13 +72,14 @@ pub(crate) struct Flusher {
 }
 
 impl Flusher {
-    pub fn new(db: Arc<Db>, tables: Tables, log: Arc<CommitLog>, dir: PathBuf, memtable_bytes: usize) -> Flusher {
+    pub fn new(db: Arc<Db>, tables: Tables, log: Arc<CommitLog>, dir: PathBuf, memtable_bytes: usize, space: usize) -> Flusher {
         Flusher {
             db,
             tables,
             log,
             dir,
             memtable_bytes,
+            space,
             wanted: Mutex::new(false),
             cond: Condvar::new(),
             one_at_a_time: Mutex::new(()),
@@ -111,7 +119,7 @@ impl Flusher {
             {
                 let mut wanted = lock(&self.wanted);
                 if !*wanted {
-                    wanted = self.cond.wait_timeout(wanted, Duration::from_millis(500)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                    wanted = self.cond.wait_timeout(wanted, Duration::from_millis(100)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
                 }
                 *wanted = false;
             }
@@ -126,8 +134,27 @@ impl Flusher {
                     }
                 }
             }
+            self.enforce_space();
             if self.log.disk_bytes() > MAX_LOG_BYTES {
                 self.flush_oldest();
+            }
+        }
+    }
+
+    /// Flushes the largest active memtable while all of them together hold
+    /// more than `space`.
+    fn enforce_space(&self) {
+        loop {
+            let stores = self.stores();
+            let sizes: Vec<usize> = stores.iter().map(|s| read_lock(&s.mem).active.bytes()).collect();
+            if sizes.iter().sum::<usize>() <= self.space {
+                return;
+            }
+            let Some(largest) = sizes.iter().enumerate().max_by_key(|(_, b)| **b).map(|(i, _)| &stores[i]) else { return };
+            tracing::debug!(table = %largest.cf_name, "memtables over memtable_heap_space: flushing the largest");
+            if let Err(e) = self.flush_now(largest) {
+                tracing::error!(table = %largest.cf_name, "memtable flush failed, will retry: {e}");
+                return;
             }
         }
     }

@@ -685,3 +685,34 @@ fn many_memtable_flushes_and_a_crash_lose_nothing() {
         assert_eq!(all_keys(&storage, t).len(), n as usize);
     }
 }
+
+/// All tables' memtables together stay near `memtable_space`: once they pass
+/// it the largest is flushed (without waiting for its own `memtable_bytes`),
+/// and a small one is left alone.
+#[test]
+fn memtable_space_flushes_the_largest_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), periodic());
+    cfg.memtable_bytes = 64 << 20;
+    cfg.memtable_space = 256 << 10;
+    let (big, small) = (Uuid::new_v4(), Uuid::new_v4());
+    let (storage, _) = open(&cfg);
+    storage.set_schema(&[kv_schema("ks", &[("big", big), ("small", small)])]).unwrap();
+    let value = "x".repeat(1000);
+    for pk in 0..40 {
+        storage.apply(&[kv(small, pk, &value, 1)]).unwrap();
+    }
+    for pk in 0..600 {
+        storage.apply(&[kv(big, pk, &value, 1)]).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while storage.memtable_bytes(&big) + storage.memtable_bytes(&small) > cfg.memtable_space as u64 {
+        assert!(Instant::now() < deadline, "memtables still hold {} + {} bytes", storage.memtable_bytes(&big), storage.memtable_bytes(&small));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(storage.memtable_bytes(&small) > 0, "the small table was flushed too");
+    for pk in 0..600 {
+        assert_eq!(kv_get(&storage, big, pk).as_deref(), Some(value.as_str()));
+    }
+}
+

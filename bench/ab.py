@@ -2,7 +2,8 @@
 """bench/ab.py: A/B two or more `shoal` binaries on one node, the way the write-path changes were
 measured (ADR 0002, ADR 0003, the commit messages).
 
-    bench/ab.py BIN_A,BIN_B[,...] [ROUNDS]      (env: N=300000 rows, CLIENT=the stress binary)
+    bench/ab.py BIN_A,BIN_B[,...] [ROUNDS]      (env: N=300000 rows, CLIENT=the stress binary,
+                                                 WORKLOADS=write,mixed)
 
 Each round starts every binary in turn (the order alternates between rounds) as a fresh
 `shoal server` on a free port with its data in a temp dir under /tmp/ab, runs
@@ -24,6 +25,8 @@ def wait_port(port):
             socket.create_connection(("127.0.0.1", port), 0.2).close(); return
         except OSError: time.sleep(0.1)
     raise SystemExit("no port")
+workloads = [w for w in (("write", ["write", f"n={n}"]), ("mixed", ["mixed", f"n={n//2}", "ratio(read=9,write=1)", "-pop", f"dist=uniform(1..{n})"]))
+             if w[0] in os.environ.get("WORKLOADS", "write,mixed").split(",")]
 results = {b: [] for b in bins}
 for r in range(rounds):
     for b in (bins if r % 2 == 0 else bins[::-1]):
@@ -34,7 +37,7 @@ for r in range(rounds):
                                stdout=open(d + "/log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
         wait_port(port)
         row = {}
-        for name, args in (("write", ["write", f"n={n}"]), ("mixed", ["mixed", f"n={n//2}", "ratio(read=9,write=1)", "-pop", f"dist=uniform(1..{n})"])):
+        for name, args in workloads:
             j = f"{d}/{name}.json"
             subprocess.run([client, "stress", *args, "-rate", "threads=64", "-node", "127.0.0.1", "-port", f"native={port}",
                             "--json", j, "--server-pid", str(srv.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)

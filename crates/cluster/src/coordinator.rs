@@ -161,6 +161,17 @@ impl<T: Transport + Clone> Coordinator<T> {
                 }
             }
         }
+        // Every partition's only live replica is this node (RF=1, or a
+        // one-node ring): apply and answer without the machinery for remote
+        // acks.
+        if down.is_empty() && targets.len() == 1 && targets.contains_key(&view.local) {
+            self.storage.apply_grouped(&mutations).map_err(storage_err)?;
+            let dc = targets.into_values().next().map(|(dc, _)| dc).unwrap_or_default();
+            for c in &mut counters {
+                c.ack(&dc);
+            }
+            return Self::write_outcome(&counters, cl, write_type);
+        }
         // Remote sends first (queued now), then the local apply.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut pending: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
@@ -249,16 +260,14 @@ impl<T: Transport + Clone> Coordinator<T> {
                 finish.await;
             }
         }
-        if satisfied {
-            return Ok(());
-        }
-        let worst = counters.iter().find(|c| !c.satisfied());
-        Err(CoordError::WriteTimeout {
-            consistency: cl,
-            received: worst.map(|c| c.received()).unwrap_or(0),
-            block_for: worst.map(|c| c.block_for()).unwrap_or(0),
-            write_type,
-        })
+        Self::write_outcome(&counters, cl, write_type)
+    }
+
+    /// Ok when every partition's requirement was met, else WriteTimeout
+    /// with the first unmet partition's counts.
+    fn write_outcome(counters: &[AckCounter], cl: Consistency, write_type: &'static str) -> Result<(), CoordError> {
+        let Some(worst) = counters.iter().find(|c| !c.satisfied()) else { return Ok(()) };
+        Err(CoordError::WriteTimeout { consistency: cl, received: worst.received(), block_for: worst.block_for(), write_type })
     }
 
     /// Reads one partition at `cl`.

@@ -170,7 +170,10 @@ impl AckCounter {
             return false;
         }
         self.received += 1;
-        *self.per_dc.entry(dc.to_string()).or_default() += 1;
+        if !self.requirement.per_dc.is_empty() {
+            // Only EACH_QUORUM counts per data center.
+            *self.per_dc.entry(dc.to_string()).or_default() += 1;
+        }
         if self.done {
             return false;
         }

@@ -314,13 +314,13 @@ pub fn insert(proc: &Processor, schema: &Schema, session: Option<&str>, ins: &as
     let mut ck: Vec<Option<Bytes>> = vec![None; table.clustering_len()];
     let mut row = RowWrite::default();
     let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen: Vec<usize> = Vec::with_capacity(columns.len());
     for (name, term) in columns.iter().zip(values) {
-        if seen.contains(&name.as_str()) {
+        let (index, col) = common::column(table, name)?;
+        if seen.contains(&index) {
             return Err(QueryError::Invalid(format!("Multiple definitions found for column {name}")));
         }
-        seen.push(name);
-        let (_, col) = common::column(table, name)?;
+        seen.push(index);
         let bound = eval(term, &Receiver { name, ty: &col.ty }, ctx)?;
         match col.kind {
             ColumnKind::PartitionKey | ColumnKind::Clustering => {

@@ -164,13 +164,11 @@ impl<T: Transport + Clone> Coordinator<T> {
         // Every partition's only live replica is this node (RF=1, or a
         // one-node ring): apply and answer without the machinery for remote
         // acks.
-        if down.is_empty() && targets.len() == 1 && targets.contains_key(&view.local) {
-            self.storage.apply_grouped(&mutations).map_err(storage_err)?;
-            let dc = targets.into_values().next().map(|(dc, _)| dc).unwrap_or_default();
-            for c in &mut counters {
-                c.ack(&dc);
+        if down.is_empty() && targets.len() == 1 {
+            if let Some((dc, idx)) = targets.get(&view.local) {
+                self.apply_local(&mutations, dc, idx, &mut counters)?;
+                return Self::write_outcome(&counters, cl, write_type);
             }
-            return Self::write_outcome(&counters, cl, write_type);
         }
         // Remote sends first (queued now), then the local apply.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -194,22 +192,7 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
         drop(tx);
         if let Some((dc, idx)) = local {
-            // The local apply may join the caller's write group
-            // (`Storage::apply_grouped`; outside one it is made now): every
-            // group's answers wait for its commit, so counting this ack
-            // before that commit never lets an answer out early.
-            if idx.len() == mutations.len() {
-                // This node replicates every partition written (RF=1 on its range, or a small cluster).
-                self.storage.apply_grouped(&mutations).map_err(storage_err)?;
-            } else {
-                let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
-                self.storage.apply_grouped(&batch).map_err(storage_err)?;
-            }
-            for i in &idx {
-                if let Some(c) = counters.get_mut(*i) {
-                    c.ack(&dc);
-                }
-            }
+            self.apply_local(&mutations, &dc, &idx, &mut counters)?;
         }
         let deadline = tokio::time::Instant::now() + self.config.write_timeout;
         while !counters.iter().all(|c| c.satisfied()) && !pending.is_empty() {
@@ -261,6 +244,27 @@ impl<T: Transport + Clone> Coordinator<T> {
             }
         }
         Self::write_outcome(&counters, cl, write_type)
+    }
+
+    /// Applies the mutations at `idx` on this node and counts its ack for
+    /// each. The apply may join the caller's write group
+    /// (`Storage::apply_grouped`; outside one it is made now): every group's
+    /// answers wait for its commit, so counting this ack before that commit
+    /// never lets an answer out early.
+    fn apply_local(&self, mutations: &[Mutation], dc: &str, idx: &[usize], counters: &mut [AckCounter]) -> Result<(), CoordError> {
+        if idx.len() == mutations.len() {
+            // This node replicates every partition written (RF=1 on its range, or a small cluster).
+            self.storage.apply_grouped(mutations).map_err(storage_err)?;
+        } else {
+            let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
+            self.storage.apply_grouped(&batch).map_err(storage_err)?;
+        }
+        for i in idx {
+            if let Some(c) = counters.get_mut(*i) {
+                c.ack(dc);
+            }
+        }
+        Ok(())
     }
 
     /// Ok when every partition's requirement was met, else WriteTimeout

@@ -6,8 +6,8 @@
 //! `GROUP_MAX`, each in order, collecting its writes
 //! (`Storage::collect_writes`); a group commits them as one storage batch
 //! (one commit log record), then awaits the writes it deferred to replicas
-//! (`data::collect_deferred`), and its answers leave together after both. Other requests run as
-//! tasks of their own, answered as each finishes. The writer task yields once
+//! (`data::collect_deferred`), and its answers leave together after both.
+//! Other requests run as tasks of their own, answered as each finishes. The writer task yields once
 //! before it drains its queue, so answers finished together go out in one
 //! send.
 //!

@@ -53,8 +53,9 @@ pub struct ConfigFile {
     pub read_request_timeout: Option<Dur>,
     /// Shoal-only: a table's memtable is flushed at this size (default 256MiB).
     pub memtable_size: Option<Size>,
-    /// All tables' memtables together: above it the largest is flushed
-    /// (default 1GiB; Cassandra's default is a quarter of the heap).
+    /// All tables' active (not yet flushing) memtables together: above it
+    /// the largest is flushed (default 1GiB; Cassandra's default is a
+    /// quarter of the heap).
     pub memtable_heap_space: Option<Size>,
     pub block_cache_size: Option<Size>,
     /// Shoal-only (no cassandra.yaml equivalent): the port of the HTTP/JSON

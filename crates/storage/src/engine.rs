@@ -51,7 +51,8 @@ pub struct StorageConfig {
     pub cache_bytes: usize,
     /// Memtable size per table before a flush.
     pub memtable_bytes: usize,
-    /// All tables' memtables together: above it the largest is flushed.
+    /// All tables' active (not yet flushing) memtables together: above it
+    /// the largest is flushed.
     pub memtable_space: usize,
 }
 

@@ -90,6 +90,22 @@ impl<T: Transport + Clone> Coordinator<T> {
         matches!(ks.replication, Replication::Local) || view.ring.is_empty()
     }
 
+    /// When this node is the only member of the ring and a replica of the
+    /// keyspace, every partition's only replica is this node: the
+    /// requirement at `cl`, checked against this one live replica (so the
+    /// write can apply and answer without per-partition plans, remote
+    /// sends or hints). None when the write needs the general path.
+    fn sole_replica(view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation], cl: Consistency) -> Result<Option<Requirement>, CoordError> {
+        let Some(first) = mutations.first() else { return Ok(None) };
+        // One member: every token has the replicas of the first.
+        if !view.sole_owner() || view.replicas(ks, first.token) != [view.local] {
+            return Ok(None);
+        }
+        let requirement = Requirement::of(&ks.replication, cl, view.local_dc(), true)?;
+        requirement.assure_available(std::iter::once(view.local_dc()))?;
+        Ok(Some(requirement))
+    }
+
     fn address(view: &ClusterView, id: Uuid) -> Option<SocketAddr> {
         view.endpoint(id).map(|e| e.internode)
     }
@@ -137,6 +153,12 @@ impl<T: Transport + Clone> Coordinator<T> {
                 Requirement::of(&ks.replication, cl, view.local_dc(), true)?.assure_available(std::iter::once(view.local_dc()))?;
             }
             return self.storage.apply_grouped(&mutations).map_err(storage_err);
+        }
+        if let Some(requirement) = Self::sole_replica(&view, ks, &mutations, cl)? {
+            self.storage.apply_grouped(&mutations).map_err(storage_err)?;
+            let mut counter = AckCounter::new(requirement);
+            counter.ack(view.local_dc());
+            return Self::write_outcome(std::slice::from_ref(&counter), cl, write_type);
         }
         let mut counters = Vec::with_capacity(mutations.len());
         let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();

@@ -184,6 +184,12 @@ impl ClusterView {
         strategy(&ks.replication).replicas(&self.ring, token).into_iter().map(uuid).collect()
     }
 
+    /// Whether this node is the ring's only member, so that every token has
+    /// the same replicas: `replicas` of any one token.
+    pub fn sole_owner(&self) -> bool {
+        self.ring.node_count() == 1 && self.ring.node(host(self.local)).is_some()
+    }
+
     /// The local data center.
     pub fn local_dc(&self) -> &str {
         self.local().map(|e| e.dc.as_str()).unwrap_or("datacenter1")

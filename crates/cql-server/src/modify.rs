@@ -207,24 +207,40 @@ fn list_path(timestamp: i64, index: usize, prepend: bool) -> Bytes {
     Bytes::from(path)
 }
 
-struct CellCtx {
+struct CellCtx<'c> {
     timestamp: i64,
     ttl: i32,
-    now: i32,
+    clock: &'c crate::clock::Clock,
+    /// The node's time in seconds, read on first use: most writes (no TTL,
+    /// no nulls, no deletions) never need it.
+    now: std::cell::Cell<Option<i32>>,
 }
 
-impl CellCtx {
+impl<'c> CellCtx<'c> {
+    fn new(timestamp: i64, ttl: i32, clock: &'c crate::clock::Clock) -> CellCtx<'c> {
+        CellCtx { timestamp, ttl, clock, now: std::cell::Cell::new(None) }
+    }
+
+    fn now(&self) -> i32 {
+        if let Some(now) = self.now.get() {
+            return now;
+        }
+        let now = self.clock.now_seconds();
+        self.now.set(Some(now));
+        now
+    }
+
     fn cell(&self, column: u16, path: Option<Bytes>, value: Option<Bytes>) -> CellWrite {
         let (ttl, ldt) = match &value {
-            None => (0, self.now),
-            Some(_) if self.ttl > 0 => (self.ttl, self.now.saturating_add(self.ttl)),
+            None => (0, self.now()),
+            Some(_) if self.ttl > 0 => (self.ttl, self.now().saturating_add(self.ttl)),
             Some(_) => (0, 0),
         };
         CellWrite { column, path, timestamp: self.timestamp, ttl, local_deletion_time: ldt, value }
     }
 
     fn deletion(&self) -> DeletionTime {
-        DeletionTime { timestamp: self.timestamp, local_deletion_time: self.now }
+        DeletionTime { timestamp: self.timestamp, local_deletion_time: self.now() }
     }
 }
 
@@ -257,7 +273,7 @@ fn set_column(row: &mut RowWrite, col: &ColumnDef, bound: Bound, cc: &CellCtx) -
         row.cells.push(cc.cell(col.id, None, value));
         return Ok(());
     }
-    row.complex_deletions.push((col.id, DeletionTime { timestamp: cc.timestamp - 1, local_deletion_time: cc.now }));
+    row.complex_deletions.push((col.id, DeletionTime { timestamp: cc.timestamp - 1, local_deletion_time: cc.now() }));
     if let Some(v) = value {
         add_elements(row, col, &v, cc, false)?;
     }
@@ -288,6 +304,36 @@ fn add_elements(row: &mut RowWrite, col: &ColumnDef, value: &[u8], cc: &CellCtx,
     Ok(())
 }
 
+/// The columns a statement already named (by index in the table): a bit
+/// set, on the heap only for tables of more than 128 columns.
+enum Seen {
+    Small(u128),
+    Large(Vec<bool>),
+}
+
+impl Seen {
+    fn new(columns: usize) -> Seen {
+        if columns <= 128 {
+            Seen::Small(0)
+        } else {
+            Seen::Large(vec![false; columns])
+        }
+    }
+
+    /// Marks `index`; false when it was already marked.
+    fn insert(&mut self, index: usize) -> bool {
+        match self {
+            Seen::Small(bits) => {
+                let bit = 1u128 << index;
+                let fresh = *bits & bit == 0;
+                *bits |= bit;
+                fresh
+            }
+            Seen::Large(v) => !std::mem::replace(&mut v[index], true),
+        }
+    }
+}
+
 fn reject_lwt(if_clause: &Option<ast::IfClause>) -> Result<(), QueryError> {
     if if_clause.is_some() {
         return Err(QueryError::Invalid(LWT.into()));
@@ -309,18 +355,17 @@ pub fn insert(proc: &Processor, schema: &Schema, session: Option<&str>, ins: &as
         return Err(QueryError::invalid("Unmatched column names/values"));
     }
     let (timestamp, ttl) = using_values(&ins.using, table, ctx, proc, opts)?;
-    let cc = CellCtx { timestamp, ttl, now: proc.clock.now_seconds() };
+    let cc = CellCtx::new(timestamp, ttl, &proc.clock);
     let mut pk: Vec<Option<Bytes>> = vec![None; table.partition_key_len()];
     let mut ck: Vec<Option<Bytes>> = vec![None; table.clustering_len()];
-    let mut row = RowWrite::default();
+    let mut row = RowWrite { cells: Vec::with_capacity(columns.len()), ..RowWrite::default() };
     let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };
-    let mut seen: Vec<usize> = Vec::with_capacity(columns.len());
+    let mut seen = Seen::new(table.columns.len());
     for (name, term) in columns.iter().zip(values) {
         let (index, col) = common::column(table, name)?;
-        if seen.contains(&index) {
+        if !seen.insert(index) {
             return Err(QueryError::Invalid(format!("Multiple definitions found for column {name}")));
         }
-        seen.push(index);
         let bound = eval(term, &Receiver { name, ty: &col.ty }, ctx)?;
         match col.kind {
             ColumnKind::PartitionKey | ColumnKind::Clustering => {
@@ -342,23 +387,29 @@ pub fn insert(proc: &Processor, schema: &Schema, session: Option<&str>, ins: &as
             ColumnKind::Regular => set_column(&mut row, col, bound, &cc)?,
         }
     }
-    let missing: Vec<&str> = table.partition_key().filter(|c| pk[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
-    if !missing.is_empty() {
+    if pk.iter().any(Option::is_none) {
+        let missing: Vec<&str> = table.partition_key().filter(|c| pk[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
         return Err(QueryError::Invalid(format!("Some partition key parts are missing: {}", missing.join(", "))));
     }
     let only_static = row.cells.is_empty() && row.complex_deletions.is_empty() && !static_row.cells.is_empty();
-    let missing_ck: Vec<&str> = table.clustering().filter(|c| ck[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
-    if !missing_ck.is_empty() && !(only_static && missing_ck.len() == table.clustering_len()) {
-        return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
+    let ck_complete = ck.iter().all(Option::is_some);
+    if !ck_complete {
+        let missing_ck: Vec<&str> = table.clustering().filter(|c| ck[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
+        if !(only_static && missing_ck.len() == table.clustering_len()) {
+            return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
+        }
     }
-    let key = common::compose_partition_key(&pk.into_iter().flatten().collect::<Vec<_>>())?;
+    let key = match pk.as_slice() {
+        [Some(only)] => common::compose_partition_key(std::slice::from_ref(only))?,
+        _ => common::compose_partition_key(&pk.into_iter().flatten().collect::<Vec<_>>())?,
+    };
     let mut m = new_mutation(table, key);
-    if missing_ck.is_empty() {
+    if ck_complete {
         row.clustering = ck.into_iter().flatten().collect();
         row.marker = Some(Liveness {
             timestamp,
             ttl,
-            local_expiration: if ttl > 0 { cc.now.saturating_add(ttl) } else { 0 },
+            local_expiration: if ttl > 0 { cc.now().saturating_add(ttl) } else { 0 },
         });
         m.rows.push(row);
     }
@@ -380,7 +431,7 @@ pub fn update(proc: &Processor, schema: &Schema, session: Option<&str>, upd: &as
     reject_virtual(ks)?;
     reject_lwt(&upd.if_clause)?;
     let (timestamp, ttl) = using_values(&upd.using, table, ctx, proc, opts)?;
-    let cc = CellCtx { timestamp, ttl, now: proc.clock.now_seconds() };
+    let cc = CellCtx::new(timestamp, ttl, &proc.clock);
     let r = key_restrictions(table, &upd.where_clause, ctx, false)?;
     let keys = partition_keys(table, &r)?;
     let (ck_lists, missing_ck) = clustering_lists(table, &r);
@@ -482,7 +533,7 @@ fn apply_assignment(
                 CqlType::List { .. } => {
                     let Some(Value::List(remove)) = eval_value(term, &r, ctx)? else { return Ok(()) };
                     let remove: Vec<Vec<u8>> = remove.iter().map(Value::to_bytes).collect();
-                    for (path, value) in read_list(proc, table, key, &row.clustering, col, cc.now)? {
+                    for (path, value) in read_list(proc, table, key, &row.clustering, col, cc.now())? {
                         if remove.contains(&value) {
                             row.cells.push(cc.cell(col.id, Some(Bytes::from(path)), None));
                         }
@@ -508,7 +559,7 @@ fn apply_assignment(
                     _ => return Err(QueryError::invalid("Invalid null value for list index")),
                 };
                 let vb = eval(value, &Receiver { name, ty: elem }, ctx)?.into_option();
-                let list = read_list(proc, table, key, &row.clustering, col, cc.now)?;
+                let list = read_list(proc, table, key, &row.clustering, col, cc.now())?;
                 let Some((path, _)) = usize::try_from(idx).ok().and_then(|i| list.get(i)) else {
                     return Err(QueryError::Invalid(format!("List index {idx} out of bound, list has size {}", list.len())));
                 };
@@ -556,7 +607,7 @@ pub fn delete(proc: &Processor, schema: &Schema, session: Option<&str>, del: &as
         return Err(QueryError::invalid("TTL attribute is not allowed for deletes"));
     }
     let (timestamp, _) = using_values(&del.using, table, ctx, proc, opts)?;
-    let cc = CellCtx { timestamp, ttl: 0, now: proc.clock.now_seconds() };
+    let cc = CellCtx::new(timestamp, 0, &proc.clock);
     let r = key_restrictions(table, &del.where_clause, ctx, del.targets.is_empty())?;
     let keys = partition_keys(table, &r)?;
     let (ck_lists, missing_ck) = clustering_lists(table, &r);
@@ -661,7 +712,7 @@ pub fn delete(proc: &Processor, schema: &Schema, session: Option<&str>, del: &as
                                     Some(Value::Int(i)) => i,
                                     _ => return Err(QueryError::invalid("Invalid null value for list index")),
                                 };
-                                let list = read_list(proc, table, &key, &row.clustering, col, cc.now)?;
+                                let list = read_list(proc, table, &key, &row.clustering, col, cc.now())?;
                                 let Some((path, _)) = usize::try_from(idx).ok().and_then(|i| list.get(i)) else {
                                     return Err(QueryError::Invalid(format!("List index {idx} out of bound, list has size {}", list.len())));
                                 };

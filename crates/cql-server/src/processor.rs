@@ -7,6 +7,7 @@
 //! - Writes are applied atomically per request (one storage batch) after the
 //!   consistency level was checked against the live replicas.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -182,7 +183,8 @@ impl Processor {
     }
 
     /// Turns named values into positional ones by the statement's marker names.
-    fn positional(&self, statement: &Statement, session: Option<&str>, values: &BoundValues) -> Result<Vec<BoundValue>, QueryError> {
+    /// Positional values are borrowed as they are (no copy per execution).
+    fn positional<'v>(&self, statement: &Statement, session: Option<&str>, values: &'v BoundValues) -> Result<Cow<'v, [BoundValue]>, QueryError> {
         match values {
             BoundValues::Positional(v) => {
                 let expected = statement.bind_markers().len();
@@ -192,7 +194,7 @@ impl Processor {
                         v.len()
                     )));
                 }
-                Ok(v.clone())
+                Ok(Cow::Borrowed(v))
             }
             BoundValues::Named(named) => {
                 let schema = self.schema.snapshot();
@@ -205,7 +207,7 @@ impl Processor {
                         None => return Err(QueryError::Invalid(format!("Missing value for bind variable {}", spec.name))),
                     }
                 }
-                Ok(out)
+                Ok(Cow::Owned(out))
             }
         }
     }

@@ -7,9 +7,12 @@
 //! (`Storage::collect_writes`); a group commits them as one storage batch
 //! (one commit log record), then awaits the writes it deferred to replicas
 //! (`data::collect_deferred`), and its answers leave together after both.
-//! Other requests run as tasks of their own, answered as each finishes. The writer task yields once
-//! before it drains its queue, so answers finished together go out in one
-//! send.
+//! In periodic mode a group runs on the connection's reader task and writes
+//! its answers on the socket itself (`dispatch`, `Conn::send_now`); in
+//! batch/group mode it runs on the blocking pool. Other requests run as
+//! tasks of their own, answered as each finishes through the writer task,
+//! which yields once before it drains its queue, so answers finished
+//! together go out in one send.
 //!
 //! Invariants:
 //! - Bad bytes on one connection never affect another: a frame error answers
@@ -31,6 +34,7 @@ use cql_protocol::{
     EventType, FrameHeader, Opcode, Request, Response, ResultBody, WriteType, HEADER_LEN,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 
@@ -42,13 +46,13 @@ use storage::Storage;
 /// Requests one connection may have in flight before the server stops reading from it.
 pub const MAX_IN_FLIGHT: usize = 1024;
 
-/// At most this many requests run in one group (one task, one write group):
-/// more ready requests make more groups, which run in parallel on the
-/// runtime's workers, and the first group's answers leave while later ones
-/// still run. (128 left one worker executing a client's whole burst while
-/// the other idled: `bench/ab.py`, 2 rounds of 1,000,000 writes at 64 in
-/// flight, 110–125 k op/s at 128 vs 137–142 k at 32, at the same CPU per
-/// write.)
+/// At most this many requests run in one group (one write group, one
+/// commit): more ready requests make more groups, and the first group's
+/// answers leave while later ones still run, so the client works on them
+/// meanwhile. (When groups ran as tasks, 128 left one worker executing a
+/// client's whole burst while the other idled: `bench/ab.py`, 2 rounds of
+/// 1,000,000 writes at 64 in flight, 110–125 k op/s at 128 vs 137–142 k at
+/// 32, at the same CPU per write.)
 const GROUP_MAX: usize = 32;
 
 #[derive(Clone, Debug)]
@@ -85,6 +89,8 @@ struct Conn {
     keyspace: Mutex<Option<String>>,
     compression: Mutex<Option<Compression>>,
     tx: mpsc::Sender<Bytes>,
+    /// The socket's write half, shared by the writer task and `send_now`.
+    socket: Arc<tokio::sync::Mutex<OwnedWriteHalf>>,
 }
 
 impl Conn {
@@ -99,14 +105,30 @@ impl Conn {
         let _ = self.tx.send(out.freeze()).await;
     }
 
-    /// The responses of a request group, as one message to the writer.
-    async fn send_all(&self, responses: Vec<(i16, Response)>) {
+    fn encode_all(&self, responses: &[(i16, Response)]) -> BytesMut {
         let mut out = BytesMut::with_capacity(64 * responses.len());
         let compression = self.compression();
-        for (stream, response) in &responses {
+        for (stream, response) in responses {
             encode_response(&mut out, *stream, compression, &[], response);
         }
-        let _ = self.tx.send(out.freeze()).await;
+        out
+    }
+
+    /// The responses of a request group, as one message to the writer.
+    async fn send_all(&self, responses: Vec<(i16, Response)>) {
+        let _ = self.tx.send(self.encode_all(&responses).freeze()).await;
+    }
+
+    /// The responses of a request group, written on the socket by the
+    /// caller when the writer task is not writing (else handed to it).
+    /// Whole buffers under the socket's lock: frames never interleave.
+    async fn send_now(&self, responses: Vec<(i16, Response)>) {
+        let out = self.encode_all(&responses);
+        match self.socket.try_lock() {
+            // A failed write closes the connection; the reader sees it.
+            Ok(mut socket) => drop(socket.write_all(&out).await),
+            Err(_) => drop(self.tx.send(out.freeze()).await),
+        }
     }
 }
 
@@ -117,7 +139,9 @@ async fn connection(
     config: ServerConfig,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
-    let (mut reader, mut writer) = stream.into_split();
+    let (mut reader, writer) = stream.into_split();
+    let writer = Arc::new(tokio::sync::Mutex::new(writer));
+    let shared = Arc::clone(&writer);
     let (tx, mut rx) = mpsc::channel::<Bytes>(256);
     let writer_task = tokio::spawn(async move {
         let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -135,14 +159,14 @@ async fn connection(
                     Err(_) => break,
                 }
             }
-            if writer.write_all(&buf).await.is_err() {
+            if writer.lock().await.write_all(&buf).await.is_err() {
                 return;
             }
             buf.clear();
         }
-        let _ = writer.shutdown().await;
+        let _ = writer.lock().await.shutdown().await;
     });
-    let conn = Arc::new(Conn { processor, keyspace: Mutex::new(None), compression: Mutex::new(None), tx });
+    let conn = Arc::new(Conn { processor, keyspace: Mutex::new(None), compression: Mutex::new(None), tx, socket: shared });
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut started = false;
     let mut ready: Vec<(FrameHeader, Request)> = Vec::new();
@@ -249,24 +273,66 @@ async fn connection(
     Ok(())
 }
 
-/// Starts tasks for the requests in `ready` (emptying it). The writes go to
-/// one task that runs them one after another in one write group, so they
-/// share one commit, and answers them together after it. Every other
-/// request (reads, mostly) gets a task of its own, as the runtime's workers
-/// are free, and is answered as soon as it is done. False when the
-/// connection is closing.
+/// Runs the requests in `ready` (emptying it). The writes form one group:
+/// they run one after another and share one commit. In periodic mode the
+/// group runs right here, on the connection's reader task (its commit never
+/// waits for the disk), and its answers go straight onto the socket when the
+/// writer task is not writing; a group whose writes wait for replicas is
+/// awaited by a task of its own. Every other request (reads, mostly) gets a
+/// task of its own, as the runtime's workers are free, and is answered as
+/// soon as it is done. False when the connection is closing.
+///
+/// Running writes on the reader keeps a connection's write path on one
+/// thread: handing each group to a task and its answers to the writer task
+/// woke a second worker for every group, and on the 2-core benchmark machine
+/// that worker took the core the client needed (`bench/ab.py`, N=1000000,
+/// 64 client threads, 3 alternating rounds: writes 158–164k op/s at
+/// 5.3–5.6 CPU-µs handed off vs 211–217k at 4.4–4.5 here; `mixed` 62.7–62.9k
+/// vs 60.6–62.0k op/s).
 async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<(FrameHeader, Request)>) -> bool {
-    let (writes, others): (Vec<_>, Vec<_>) = std::mem::take(ready).into_iter().partition(|(_, r)| conn.processor.is_write(r));
-    let groups = std::iter::once(writes).chain(others.into_iter().map(|r| vec![r]));
-    for group in groups.filter(|g| !g.is_empty()) {
-        let Ok(permit) = Arc::clone(in_flight).acquire_many_owned(group.len() as u32).await else { return false };
-        let conn = Arc::clone(conn);
-        tokio::spawn(async move {
-            let responses = run_group(&conn, group).await;
-            conn.send_all(responses).await;
-            drop(permit);
-        });
+    let (mut writes, others): (Vec<_>, Vec<_>) = std::mem::take(ready).into_iter().partition(|(_, r)| conn.processor.is_write(r));
+    // Reads first: another worker can start them while this one writes.
+    for request in others {
+        if !spawn_group(conn, in_flight, vec![request]).await {
+            return false;
+        }
     }
+    if writes.is_empty() {
+        return true;
+    }
+    let Ok(permit) = Arc::clone(in_flight).acquire_many_owned(writes.len() as u32).await else { return false };
+    match run_now(conn, std::mem::take(&mut writes)) {
+        Ok(ran) if ran.is_done() => {
+            conn.send_now(ran.finish().await).await;
+            drop(permit);
+        }
+        Ok(ran) => {
+            let conn = Arc::clone(conn);
+            tokio::spawn(async move {
+                let responses = ran.finish().await;
+                conn.send_all(responses).await;
+                drop(permit);
+            });
+        }
+        // Its commit waits for an fsync: the group runs on the blocking pool.
+        Err(group) => {
+            drop(permit);
+            return spawn_group(conn, in_flight, group).await;
+        }
+    }
+    true
+}
+
+/// Runs `group` as a task of its own, answered through the writer task.
+/// False when the connection is closing.
+async fn spawn_group(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, group: Vec<(FrameHeader, Request)>) -> bool {
+    let Ok(permit) = Arc::clone(in_flight).acquire_many_owned(group.len() as u32).await else { return false };
+    let conn = Arc::clone(conn);
+    tokio::spawn(async move {
+        let responses = run_group(&conn, group).await;
+        conn.send_all(responses).await;
+        drop(permit);
+    });
     true
 }
 
@@ -295,18 +361,35 @@ fn spawn_event_forwarder(conn: Arc<Conn>, wanted: HashSet<EventType>) {
 /// Runs a request group: its requests one after another, their writes
 /// collected into one write group, then committed, then answered.
 ///
-/// In `periodic` mode the group commits on the runtime's worker (the
-/// commit never waits for the disk: it merges into the memtables and
+/// In `periodic` mode the group commits on the runtime's worker (`run_now`:
+/// the commit never waits for the disk, it merges into the memtables and
 /// appends one log record); in `batch`/`group` mode the whole group runs on
-/// the blocking pool and commits there, since its commit waits for an fsync
-/// (concurrent groups share it: `CommitLog::sync`).
+/// the blocking pool and commits there (`run_blocking`), since its commit
+/// waits for an fsync (concurrent groups share it: `CommitLog::sync`).
 async fn run_group(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response)> {
-    let storage = &conn.processor.storage;
-    let writes = group.iter().any(|(h, _)| matches!(h.opcode, Opcode::Query | Opcode::Execute | Opcode::Batch));
-    if !(writes && storage.writes_block()) {
-        let ((mut answers, deferred), collected) = storage.collect_writes(|| data::collect_deferred(|| run_requests(conn, group)));
-        let committed = if collected.is_empty() { Ok(()) } else { storage.commit_collected(std::slice::from_ref(&collected)).map_err(QueryError::from) };
-        // Writes waiting for replicas: each request is answered after its own.
+    match run_now(conn, group) {
+        Ok(ran) => ran.finish().await,
+        Err(group) => run_blocking(conn, group).await,
+    }
+}
+
+/// A group that ran and committed without waiting: the writes it deferred
+/// to replicas are all that is left to await.
+struct Ran {
+    answers: Vec<Answer>,
+    committed: Result<(), QueryError>,
+    deferred: Vec<data::DeferredWrite>,
+}
+
+impl Ran {
+    /// Whether the answers are final already (no replica to wait for).
+    fn is_done(&self) -> bool {
+        self.deferred.is_empty()
+    }
+
+    /// Waits for the deferred writes: each request is answered after its own.
+    async fn finish(self) -> Vec<(i16, Response)> {
+        let Ran { mut answers, committed, deferred } = self;
         let mut outcomes = Vec::with_capacity(deferred.len());
         for write in deferred {
             outcomes.push(write.await);
@@ -316,8 +399,25 @@ async fn run_group(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<
                 *response = Response::Error(error_body(e.clone()));
             }
         }
-        return answer(answers, committed);
+        answer(answers, committed)
     }
+}
+
+/// Runs a group on this thread when its commit cannot wait for the disk
+/// (periodic mode, or no writes); gives the group back otherwise.
+fn run_now(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Result<Ran, Vec<(FrameHeader, Request)>> {
+    let storage = &conn.processor.storage;
+    let writes = group.iter().any(|(h, _)| matches!(h.opcode, Opcode::Query | Opcode::Execute | Opcode::Batch));
+    if writes && storage.writes_block() {
+        return Err(group);
+    }
+    let ((answers, deferred), collected) = storage.collect_writes(|| data::collect_deferred(|| run_requests(conn, group)));
+    let committed = if collected.is_empty() { Ok(()) } else { storage.commit_collected(std::slice::from_ref(&collected)).map_err(QueryError::from) };
+    Ok(Ran { answers, committed, deferred })
+}
+
+/// Runs a group whose commit waits for an fsync on the blocking pool.
+async fn run_blocking(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response)> {
     let streams: Vec<i16> = group.iter().map(|(h, _)| h.stream).collect();
     let owned = Arc::clone(conn);
     let work = move || {

@@ -90,20 +90,12 @@ impl<T: Transport + Clone> Coordinator<T> {
         matches!(ks.replication, Replication::Local) || view.ring.is_empty()
     }
 
-    /// When this node is the only member of the ring and a replica of the
-    /// keyspace, every partition's only replica is this node: the
-    /// requirement at `cl`, checked against this one live replica (so the
-    /// write can apply and answer without per-partition plans, remote
-    /// sends or hints). None when the write needs the general path.
-    fn sole_replica(view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation], cl: Consistency) -> Result<Option<Requirement>, CoordError> {
-        let Some(first) = mutations.first() else { return Ok(None) };
+    /// Whether this node is every written partition's only replica because
+    /// it is the ring's only member and a replica of the keyspace: then the
+    /// write needs no per-partition plans, remote sends or hints.
+    fn sole_replica(view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation]) -> bool {
         // One member: every token has the replicas of the first.
-        if !view.sole_owner() || view.replicas(ks, first.token) != [view.local] {
-            return Ok(None);
-        }
-        let requirement = Requirement::of(&ks.replication, cl, view.local_dc(), true)?;
-        requirement.assure_available(std::iter::once(view.local_dc()))?;
-        Ok(Some(requirement))
+        view.sole_owner() && mutations.first().is_some_and(|m| view.replicas(ks, m.token) == [view.local])
     }
 
     fn address(view: &ClusterView, id: Uuid) -> Option<SocketAddr> {
@@ -148,17 +140,13 @@ impl<T: Transport + Clone> Coordinator<T> {
     /// (`SIMPLE`, `BATCH`, `UNLOGGED_BATCH`).
     pub async fn mutate(self: &Arc<Self>, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), CoordError> {
         let view = self.view.snapshot();
-        if Self::local_only(&view, ks) {
+        // This node alone holds what is written: once the requirement can
+        // be met by this one live replica, this node's ack meets it.
+        if Self::local_only(&view, ks) || Self::sole_replica(&view, ks, &mutations) {
             if !matches!(ks.replication, Replication::Local) {
                 Requirement::of(&ks.replication, cl, view.local_dc(), true)?.assure_available(std::iter::once(view.local_dc()))?;
             }
             return self.storage.apply_grouped(&mutations).map_err(storage_err);
-        }
-        if let Some(requirement) = Self::sole_replica(&view, ks, &mutations, cl)? {
-            self.storage.apply_grouped(&mutations).map_err(storage_err)?;
-            let mut counter = AckCounter::new(requirement);
-            counter.ack(view.local_dc());
-            return Self::write_outcome(std::slice::from_ref(&counter), cl, write_type);
         }
         let mut counters = Vec::with_capacity(mutations.len());
         let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
@@ -183,9 +171,9 @@ impl<T: Transport + Clone> Coordinator<T> {
                 }
             }
         }
-        // Every partition's only live replica is this node (RF=1, or a
-        // one-node ring): apply and answer without the machinery for remote
-        // acks.
+        // Every partition's only live replica is this node (RF=1 on this
+        // node's ranges of a larger ring): apply and answer without the
+        // machinery for remote acks.
         if down.is_empty() && targets.len() == 1 {
             if let Some((dc, idx)) = targets.get(&view.local) {
                 self.apply_local(&mutations, dc, idx, &mut counters)?;

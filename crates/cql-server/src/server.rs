@@ -25,6 +25,7 @@
 //!   the bound is hit the connection stops reading (back-pressure).
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -36,7 +37,7 @@ use cql_protocol::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::error::QueryError;
 use crate::data;
@@ -306,14 +307,7 @@ async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<
             conn.send_now(ran.finish().await).await;
             drop(permit);
         }
-        Ok(ran) => {
-            let conn = Arc::clone(conn);
-            tokio::spawn(async move {
-                let responses = ran.finish().await;
-                conn.send_all(responses).await;
-                drop(permit);
-            });
-        }
+        Ok(ran) => answer_later(conn, permit, ran.finish()),
         // Its commit waits for an fsync: the group runs on the blocking pool.
         Err(group) => {
             drop(permit);
@@ -327,13 +321,20 @@ async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<
 /// False when the connection is closing.
 async fn spawn_group(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, group: Vec<(FrameHeader, Request)>) -> bool {
     let Ok(permit) = Arc::clone(in_flight).acquire_many_owned(group.len() as u32).await else { return false };
+    let owned = Arc::clone(conn);
+    answer_later(conn, permit, async move { run_group(&owned, group).await });
+    true
+}
+
+/// A task that sends `responses` through the writer task once they are
+/// ready, holding the requests' in-flight `permit` until then.
+fn answer_later(conn: &Arc<Conn>, permit: OwnedSemaphorePermit, responses: impl Future<Output = Vec<(i16, Response)>> + Send + 'static) {
     let conn = Arc::clone(conn);
     tokio::spawn(async move {
-        let responses = run_group(&conn, group).await;
+        let responses = responses.await;
         conn.send_all(responses).await;
         drop(permit);
     });
-    true
 }
 
 fn spawn_event_forwarder(conn: Arc<Conn>, wanted: HashSet<EventType>) {

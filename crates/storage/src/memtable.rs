@@ -3,10 +3,13 @@
 //!
 //! Writes no longer go through RocksDB's memtable. A RocksDB memtable insert
 //! is a walk down a skiplist of every entry, a cache miss per level, and it
-//! was a third of the CPU of a write (ARCHITECTURE.md, performance). Here a
-//! B-tree keyed by the key's first 8 bytes (the token, so most comparisons
+//! was a third of the CPU of a write (ARCHITECTURE.md, performance). Here
+//! B-trees keyed by the key's first 8 bytes (the token, so most comparisons
 //! are one integer compare in a node already in cache) and then the whole
-//! key takes the insert, and two writes to one key merge at once, by the same
+//! key take the insert: 4,096 of them per memtable, one per value of the
+//! token's top 12 bits (16 locked shards of 256 sub-maps), so with 256 MiB
+//! memtables a tree holds a few hundred entries and a search misses the
+//! cache at fewer levels, and two writes to one key merge at once, by the same
 //! last-write-wins function as the RocksDB merge operator (`merge_values`).
 //!
 //! Keys and values live in a bump arena per shard (`Arena`), so an insert
@@ -154,10 +157,18 @@ impl Arena {
 }
 
 /// One shard: its entries (key → merge operand) and the arena they live in.
-#[derive(Default)]
+/// The entries are split over [`SUBS`] B-trees by the next bits of the key's
+/// head (`sub_of`), so sub-map `i` holds keys below those of sub-map `i + 1`
+/// and each insert searches a tree a few levels shallower.
 struct ShardData {
-    map: BTreeMap<MemKey, Raw>,
+    maps: Vec<BTreeMap<MemKey, Raw>>,
     arena: Arena,
+}
+
+impl Default for ShardData {
+    fn default() -> ShardData {
+        ShardData { maps: (0..SUBS).map(|_| BTreeMap::new()).collect(), arena: Arena::default() }
+    }
 }
 
 // SAFETY: the raw pointers in `map` point into `arena`, owned by the same
@@ -175,6 +186,13 @@ type Shard = RwLock<ShardData>;
 
 fn shard_of(head: u64) -> usize {
     (head >> 60) as usize
+}
+
+/// Sub-maps per shard: by the 8 bits of the key's head after the shard's 4.
+const SUBS: usize = 256;
+
+fn sub_of(head: u64) -> usize {
+    ((head >> 52) & 0xff) as usize
 }
 
 /// One memtable.
@@ -213,7 +231,7 @@ impl Memtable {
             // The key goes into the arena first, so a new key costs one
             // search; an existing one gives the bytes back.
             let stored = MemKey { head: probe.head, key: shard.arena.put(key) };
-            match shard.map.entry(stored) {
+            match shard.maps[sub_of(probe.head)].entry(stored) {
                 std::collections::btree_map::Entry::Vacant(e) => {
                     grown += key.len() + value.len() + ENTRY_OVERHEAD;
                     added += 1;
@@ -251,15 +269,17 @@ impl Memtable {
     /// The operand stored for `key`.
     pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         let k = MemKey::probe(key);
-        read_lock(&self.shards[shard_of(k.head)]).map.get(&k).map(|v| v.bytes().to_vec())
+        read_lock(&self.shards[shard_of(k.head)]).maps[sub_of(k.head)].get(&k).map(|v| v.bytes().to_vec())
     }
 
     /// Calls `f` with every entry in key order (for a flush; the memtable
     /// is frozen, so the locks are uncontended). Stops at the first error.
     pub fn for_each<E>(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<(), E>) -> Result<(), E> {
         for shard in &self.shards {
-            for (k, v) in read_lock(shard).map.iter() {
-                f(k.key.bytes(), v.bytes())?;
+            for map in &read_lock(shard).maps {
+                for (k, v) in map.iter() {
+                    f(k.key.bytes(), v.bytes())?;
+                }
             }
         }
         Ok(())
@@ -292,23 +312,37 @@ impl Memtable {
             Bound::Included(k) | Bound::Excluded(k) => k.head,
             Bound::Unbounded => 0,
         };
-        let (first, last) = (shard_of(head(&bounds.0)), shard_of(head(&bounds.1)));
+        // Sub-maps in key order are numbered `shard * SUBS + sub`.
+        let bucket = |head: u64| shard_of(head) * SUBS + sub_of(head);
+        let (first, last) = (bucket(head(&bounds.0)), bucket(head(&bounds.1)));
         let pick = |(k, v): (&MemKey, &Raw)| (k.key.bytes().to_vec(), v.bytes().to_vec());
+        // The sub-maps of `shard` within `first..=last`.
+        let subs = |shard: usize| {
+            let lo = first.max(shard * SUBS) - shard * SUBS;
+            let hi = last.min(shard * SUBS + SUBS - 1) - shard * SUBS;
+            lo..=hi
+        };
         let mut out = Vec::new();
         if forward {
-            for shard in &self.shards[first..=last] {
-                let want = limit - out.len();
-                out.extend(read_lock(shard).map.range(bounds).take(want).map(pick));
-                if out.len() >= limit {
-                    break;
+            'shards: for shard in first / SUBS..=last / SUBS {
+                let data = read_lock(&self.shards[shard]);
+                for map in &data.maps[subs(shard)] {
+                    let want = limit - out.len();
+                    out.extend(map.range(bounds).take(want).map(pick));
+                    if out.len() >= limit {
+                        break 'shards;
+                    }
                 }
             }
         } else {
-            for shard in self.shards[first..=last].iter().rev() {
-                let want = limit - out.len();
-                out.extend(read_lock(shard).map.range(bounds).rev().take(want).map(pick));
-                if out.len() >= limit {
-                    break;
+            'shards: for shard in (first / SUBS..=last / SUBS).rev() {
+                let data = read_lock(&self.shards[shard]);
+                for map in data.maps[subs(shard)].iter().rev() {
+                    let want = limit - out.len();
+                    out.extend(map.range(bounds).rev().take(want).map(pick));
+                    if out.len() >= limit {
+                        break 'shards;
+                    }
                 }
             }
             out.reverse();

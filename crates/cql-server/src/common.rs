@@ -47,6 +47,16 @@ pub fn column<'t>(table: &'t TableDef, name: &str) -> Result<(usize, &'t ColumnD
         .ok_or_else(|| QueryError::Invalid(format!("Undefined column name {name} in table {}.{}", table.keyspace, table.name)))
 }
 
+/// [`column`], trying position `hint` first: a statement that names columns
+/// in the table's order (as drivers and tools write INSERTs) finds each one
+/// at the first compare.
+pub fn column_near<'t>(table: &'t TableDef, name: &str, hint: usize) -> Result<(usize, &'t ColumnDef), QueryError> {
+    match table.columns.get(hint) {
+        Some(c) if c.name == name => Ok((hint, c)),
+        _ => column(table, name),
+    }
+}
+
 /// The serialized partition key: the value itself for one column, the
 /// CompositeType form (`u16 len | bytes | 0x00` per component) for several.
 pub fn compose_partition_key(components: &[Bytes]) -> Result<Bytes, QueryError> {

@@ -361,8 +361,10 @@ pub fn insert(proc: &Processor, schema: &Schema, session: Option<&str>, ins: &as
     let mut row = RowWrite { cells: Vec::with_capacity(columns.len()), ..RowWrite::default() };
     let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };
     let mut seen = Seen::new(table.columns.len());
+    let mut next = 0;
     for (name, term) in columns.iter().zip(values) {
-        let (index, col) = common::column(table, name)?;
+        let (index, col) = common::column_near(table, name, next)?;
+        next = index + 1;
         if !seen.insert(index) {
             return Err(QueryError::Invalid(format!("Multiple definitions found for column {name}")));
         }

@@ -187,7 +187,7 @@ impl Processor {
     fn positional<'v>(&self, statement: &Statement, session: Option<&str>, values: &'v BoundValues) -> Result<Cow<'v, [BoundValue]>, QueryError> {
         match values {
             BoundValues::Positional(v) => {
-                let expected = statement.bind_markers().len();
+                let expected = statement.bind_marker_count();
                 if v.len() != expected {
                     return Err(QueryError::Invalid(format!(
                         "There were {expected} markers(?) in CQL but {} bound variables",

@@ -1023,6 +1023,20 @@ impl Statement {
     /// The statement's bind markers ordered by index (0, 1, …), which is
     /// their textual order; in a BATCH they are numbered across all inner
     /// statements.
+    /// How many bind markers the statement has: `bind_markers().len()`
+    /// without collecting them (EXECUTE checks it on every execution).
+    pub fn bind_marker_count(&self) -> usize {
+        let mut count = 0;
+        self.walk_terms(&mut |term| {
+            term.walk(&mut |inner| {
+                if let Term::Bind(_) = inner {
+                    count += 1;
+                }
+            });
+        });
+        count
+    }
+
     pub fn bind_markers(&self) -> Vec<BindMarker> {
         let mut markers = Vec::new();
         self.walk_terms(&mut |term| {

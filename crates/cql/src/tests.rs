@@ -117,3 +117,18 @@ mod resolve {
         assert_eq!(text("vector<float, 3>"), "error: Type vector<float, 3> is not supported");
     }
 }
+
+#[test]
+fn marker_count_matches_the_markers() {
+    for text in [
+        "SELECT * FROM t WHERE a = ? AND b IN (?, ?) LIMIT ?",
+        "INSERT INTO t (a, b, c) VALUES (?, :b, [?, ?]) USING TTL ? AND TIMESTAMP ?",
+        "UPDATE t SET m[?] = ?, l = l + ? WHERE k = ? IF c = ?",
+        "DELETE FROM t WHERE k = 1",
+        "BEGIN BATCH INSERT INTO t (a) VALUES (?); UPDATE t SET a = ? WHERE k = ?; APPLY BATCH",
+    ] {
+        let statement = parse(text).unwrap();
+        assert_eq!(statement.bind_marker_count(), statement.bind_markers().len(), "{text}");
+        assert!(text.contains('?') == (statement.bind_marker_count() > 0), "{text}");
+    }
+}

@@ -90,6 +90,31 @@ impl Raw {
     }
 }
 
+/// How many entries ahead a flush prefetches (`Memtable::for_each`).
+const PREFETCH_AHEAD: usize = 8;
+
+/// Asks the CPU to bring the first two cache lines of `raw`'s bytes into
+/// cache. Only a hint: it reads nothing and cannot fault.
+fn prefetch(raw: Raw) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = raw.ptr.as_ptr() as *const i8;
+        // SAFETY: prefetching is a hint that never faults, whatever the
+        // address; `wrapping_add` keeps the second line's address
+        // computation free of any in-bounds requirement.
+        #[allow(unused_unsafe)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p);
+            if raw.len > 64 {
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = raw;
+}
+
 /// A key ordered exactly as its bytes: by the first 8 bytes as a big-endian
 /// integer (zero-padded), then by all bytes.
 #[derive(Clone, Copy)]
@@ -274,10 +299,21 @@ impl Memtable {
 
     /// Calls `f` with every entry in key order (for a flush; the memtable
     /// is frozen, so the locks are uncontended). Stops at the first error.
+    ///
+    /// Entries were put into the arena in arrival order, so in key order
+    /// each one is a cache miss; the bytes of the entry `PREFETCH_AHEAD`
+    /// places on are prefetched, so its miss overlaps the work on this one.
     pub fn for_each<E>(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<(), E>) -> Result<(), E> {
+        let mut window: Vec<(MemKey, Raw)> = Vec::new();
         for shard in &self.shards {
             for map in &read_lock(shard).maps {
-                for (k, v) in map.iter() {
+                window.clear();
+                window.extend(map.iter().map(|(k, v)| (*k, *v)));
+                for (i, (k, v)) in window.iter().enumerate() {
+                    if let Some((ahead_k, ahead_v)) = window.get(i + PREFETCH_AHEAD) {
+                        prefetch(ahead_k.key);
+                        prefetch(*ahead_v);
+                    }
                     f(k.key.bytes(), v.bytes())?;
                 }
             }

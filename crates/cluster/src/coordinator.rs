@@ -94,8 +94,17 @@ impl<T: Transport + Clone> Coordinator<T> {
     /// it is the ring's only member and a replica of the keyspace: then the
     /// write needs no per-partition plans, remote sends or hints.
     fn sole_replica(view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation]) -> bool {
-        // One member: every token has the replicas of the first.
-        view.sole_owner() && mutations.first().is_some_and(|m| view.replicas(ks, m.token) == [view.local])
+        if !view.sole_owner() || mutations.is_empty() {
+            return false;
+        }
+        match ks.replication {
+            // SimpleStrategy places min(factor, members) replicas: with one
+            // member and a factor of at least one, that member, for every
+            // token (so no replica computation per request).
+            Replication::Simple { replication_factor } => replication_factor >= 1,
+            // One member: every token has the replicas of the first.
+            _ => view.replicas(ks, mutations[0].token) == [view.local],
+        }
     }
 
     fn address(view: &ClusterView, id: Uuid) -> Option<SocketAddr> {
@@ -549,4 +558,59 @@ pub fn split_by_ring(view: &ClusterView, start: i64, end: i64) -> Vec<(i64, i64)
         out.push((lo, end));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::{Endpoint, Status};
+    use std::collections::BTreeMap;
+
+    fn one_member(dc: &str) -> ClusterView {
+        let local = Endpoint {
+            host_id: uuid::Uuid::from_u128(7),
+            internode: "127.0.0.1:7000".parse().unwrap(),
+            rpc_address: "127.0.0.1".parse().unwrap(),
+            native_port: 9042,
+            dc: dc.into(),
+            rack: "rack1".into(),
+            tokens: vec![-1 << 40, 0, 1 << 40],
+            status: Status::Normal,
+            alive: true,
+            schema_version: None,
+            release_version: "5.0.0".into(),
+            load_bytes: 0,
+            generation: 1,
+        };
+        ClusterView::single("test", local)
+    }
+
+    fn keyspace(replication: Replication) -> KeyspaceDef {
+        KeyspaceDef { name: "ks".into(), replication, durable_writes: true, tables: BTreeMap::new(), types: BTreeMap::new() }
+    }
+
+    /// The SimpleStrategy shortcut answers what the replicas of the first
+    /// token answer, and other strategies still compute them.
+    #[test]
+    fn sole_replica_agrees_with_the_replicas_of_a_one_member_ring() {
+        let view = one_member("dc1");
+        assert!(view.sole_owner());
+        let nts = |dc: &str, rf: u32| Replication::NetworkTopology { data_centers: BTreeMap::from([(dc.to_string(), rf)]) };
+        for replication in [
+            Replication::Simple { replication_factor: 0 },
+            Replication::Simple { replication_factor: 1 },
+            Replication::Simple { replication_factor: 3 },
+            nts("dc1", 1),
+            nts("dc1", 3),
+            nts("dc2", 1),
+        ] {
+            let ks = keyspace(replication.clone());
+            for token in [i64::MIN, -5, 0, 1 << 41, i64::MAX] {
+                let mutations = [Mutation::new(uuid::Uuid::from_u128(1), token, Bytes::from_static(b"k"))];
+                let want = view.replicas(&ks, token) == [view.local];
+                assert_eq!(Coordinator::<net::MemTransport>::sole_replica(&view, &ks, &mutations), want, "{replication:?} at {token}");
+            }
+            assert!(!Coordinator::<net::MemTransport>::sole_replica(&view, &ks, &[]));
+        }
+    }
 }

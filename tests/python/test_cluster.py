@@ -5,8 +5,10 @@ Each test states the "Done when" line of the cluster issue it shows. The
 3-node RF=3 cluster is shared by the tests of one module-scoped fixture, in
 file order (they restart nodes, so each leaves the cluster whole again)."""
 
+import re
 import socket
 import struct
+import subprocess
 import time
 
 import pytest
@@ -194,6 +196,51 @@ def test_quorum_survives_a_killed_node_and_hints_bring_it_back(three):
         assert one.v == 7
     finally:
         cluster.shutdown()
+
+
+def stress(cluster, *args, timeout=180):
+    """`shoal stress` with the cluster's first node as contact point."""
+    cmd = [cluster.bin_path, "stress", *args, "-node", cluster.address(1), "-port", f"native={cluster.native_port}"]
+    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+
+
+def test_simplenative_stress_sends_each_key_to_its_replica(three):
+    """`shoal stress -mode simplenative` (the stress tool's own client, ADR 0004) on 3 nodes: RF=3
+    QUORUM writes verify through it. With node 3 down at RF=1 and one thread writing keys in order,
+    the first key to fail is the first key node 3 owns, and it fails on the connection to node 3
+    (the client routed it there: token-aware), not with a coordinator's Unavailable."""
+    sn = ["-mode", "simplenative"]
+    rf3 = ["-schema", "keyspace=sn3", "replication(factor=3)"]
+    w = stress(three, "write", "n=3000", "cl=QUORUM", *rf3, "-rate", "threads=16", *sn)
+    assert w.returncode == 0, w.stdout + w.stderr
+    v = stress(three, "verify", "n=3000", "cl=QUORUM", *rf3, *sn)
+    assert v.returncode == 0 and "0 missing, 0 with wrong values" in v.stdout, v.stdout + v.stderr
+
+    rf1 = ["-schema", "keyspace=sn1", "replication(factor=1)"]
+    first = stress(three, "write", "n=10", "no-warmup", *rf1, *sn)
+    assert first.returncode == 0, first.stdout + first.stderr
+    down = three.address(3)
+    three.stop(3)
+    wait_state(three, down, "DN", observer=1)
+    try:
+        r = stress(three, "write", "n=3000", "no-warmup", *rf1, "-rate", "threads=1", *sn)
+        assert r.returncode == 1, r.stdout + r.stderr
+        m = re.search(r"write of key (\d+): (.*)", r.stderr)
+        assert m, r.stderr
+        key, why = m.group(1), m.group(2)
+        assert f"cannot connect to {down}:" in why, why
+        cluster, s = session_on(three, [three.address(1)], policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()))
+        try:
+            def replicas(k):
+                return [h.address for h in cluster.metadata.get_replicas("sn1", k.encode())]
+            assert replicas(key) == [down], key
+            earlier = [f"{i:010d}" for i in range(1, int(key))]
+            assert all(replicas(k) != [down] for k in earlier), "an earlier key of node 3 was written"
+        finally:
+            cluster.shutdown()
+    finally:
+        three.start(3)
+        wait_state(three, down, "UN", observer=1)
 
 
 def test_schema_created_on_one_node_is_visible_everywhere(three):

@@ -1,5 +1,5 @@
 //! The CQL native protocol, version 4, as a sans-IO codec for the server side
-//! (with the client-side half kept for tests and an in-tree test client).
+//! (with the client-side half used by tests and by `shoal stress -mode simplenative`).
 //!
 //! The crate turns bytes into [`Request`]s and [`Response`]s into bytes. It owns
 //! no socket, no clock and no task: the connection loop in the server calls

@@ -111,6 +111,56 @@ fn write_then_verify_against_a_real_node() {
     assert_eq!(counted.status.code(), Some(1), "every operation failed");
 }
 
+/// `-mode simplenative`: the stress tool's own client writes what the driver then
+/// verifies, verifies what it wrote, sees wrong values, runs a mixed workload, and
+/// reports a server error with its protocol code and message.
+#[test]
+fn simplenative_client_against_a_real_node() {
+    let node = Node::start();
+    let out = tempfile::tempdir().expect("temp dir");
+    let port = format!("native={}", node.port);
+    let file = |name: &str| out.path().join(name).display().to_string();
+    let sn = ["-mode", "simplenative"];
+
+    let write = stress(&[&["write", "n=3000", "-rate", "threads=32", "-port", &port, "--json", &file("w.json")][..], &sn].concat());
+    assert_eq!(write.status.code(), Some(0), "write run");
+    let summary = json(&out.path().join("w.json"))["summary"].clone();
+    assert_eq!((summary["ops"].as_u64(), summary["errors"].as_u64()), (Some(3000), Some(0)));
+
+    // The driver reads every row the lean client wrote, and the lean client reads them too.
+    let by_driver = stress(&["verify", "n=3000", "-port", &port]);
+    assert_eq!(by_driver.status.code(), Some(0), "the driver verifies what simplenative wrote");
+    let by_native = stress(&[&["verify", "n=3000", "-port", &port, "--json", &file("v.json")][..], &sn].concat());
+    assert_eq!(by_native.status.code(), Some(0));
+    let summary = json(&out.path().join("v.json"))["summary"].clone();
+    assert_eq!((summary["ops"].as_u64(), summary["missing"].as_u64(), summary["mismatched"].as_u64()), (Some(3000), Some(0), Some(0)));
+    let wrong = stress(&[&["verify", "n=100", "seed=2", "-port", &port][..], &sn].concat());
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&wrong.stdout).contains("0 missing, 100 with wrong values"));
+    let missing = stress(&[&["verify", "n=100", "-pop", "seq=2951..3050", "-port", &port][..], &sn].concat());
+    assert!(String::from_utf8_lossy(&missing.stdout).contains("50 missing, 0 with wrong values"));
+
+    let mixed = stress(
+        &[&["mixed", "ratio(read=9,write=1)", "n=2000", "-pop", "dist=uniform(1..3000)", "-port", &port, "--json", &file("m.json")][..], &sn]
+            .concat(),
+    );
+    assert_eq!(mixed.status.code(), Some(0));
+    let summary = json(&out.path().join("m.json"))["summary"].clone();
+    assert_eq!((summary["ops"].as_u64(), summary["missing"].as_u64()), (Some(2000), Some(0)));
+    assert!(summary["reads"].as_u64().unwrap_or(0) > summary["writes"].as_u64().unwrap_or(0));
+
+    // A server error keeps Cassandra's code and message.
+    let fail = stress(&[&["write", "n=10", "cl=THREE", "no-warmup", "-port", &port][..], &sn].concat());
+    assert_eq!(fail.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&fail.stderr);
+    assert!(stderr.contains("error 0x1000: Cannot achieve consistency level THREE"), "{stderr}");
+
+    // Nothing listens on the port: a clear error, exit 1.
+    let closed = format!("native={}", common::free_port());
+    let refused = stress(&[&["write", "n=10", "-port", &closed][..], &sn].concat());
+    assert_eq!(refused.status.code(), Some(1));
+}
+
 #[test]
 fn bad_command_lines_exit_2_with_the_valid_options() {
     let bad = stress(&["write", "n=10", "-bogus"]);

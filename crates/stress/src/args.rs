@@ -45,7 +45,8 @@ usage: shoal stress write|read|mixed|verify [n=N | duration=30s] [cl=ONE] [no-wa
                | replication(strategy=NetworkTopologyStrategy,DC1=3,DC2=3)
                [compaction(strategy=LeveledCompactionStrategy[,k=v...])] [durable_writes=true|false]
        -pop seq=1..N | uniform(1..N) | gaussian(1..N) | dist=uniform(1..N)
-       -mode native cql3 prepared [user=U password=P] [connectionsPerHost=N]
+       -mode native cql3 prepared | simplenative [user=U password=P] [connectionsPerHost=N]
+                                   (simplenative: the stress tool's own lean client, not the driver)
        -log interval=1s
        -errors ignore [retries=N]
        -K N | --retries N          extra tries per operation
@@ -432,7 +433,8 @@ fn pop_option(settings: &mut Settings, words: &[String]) -> Result<(), UsageErro
 fn mode_option(settings: &mut Settings, words: &[String]) -> Result<(), UsageError> {
     for word in words {
         match word.split_once('=') {
-            None if matches!(word.as_str(), "native" | "cql3" | "prepared" | "simplenative") => {}
+            None if matches!(word.as_str(), "native" | "cql3" | "prepared") => {}
+            None if word == "simplenative" => settings.simple_native = true,
             None if word == "unprepared" => return err("-mode unprepared: shoal stress always prepares its statements"),
             Some(("user", v)) => settings.user = Some(v.to_string()),
             Some(("password", v)) => settings.password = Some(v.to_string()),

@@ -293,3 +293,12 @@ fn connections_per_host_is_honoured() {
         assert!(e.starts_with(&format!("-mode connectionsPerHost={bad}: expected a count")), "{e}");
     }
 }
+
+#[test]
+fn simplenative_selects_the_lean_client() {
+    assert!(!run("write n=10").unwrap().simple_native);
+    assert!(!run("write n=10 -mode native cql3 prepared").unwrap().simple_native);
+    let s = run("write n=10 -mode simplenative connectionsPerHost=2").unwrap();
+    assert!(s.simple_native);
+    assert_eq!(s.connections_per_host.map(|n| n.get()), Some(2));
+}

@@ -26,6 +26,7 @@ pub mod cpu;
 pub mod hdr;
 pub mod legacy;
 pub mod merge;
+pub mod native;
 pub mod plot;
 pub mod report;
 pub mod run;

@@ -1,6 +1,7 @@
 //! The runner: connects through the scylla driver, creates the schema,
-//! prepares the statements, runs the warmup and the measured phase, and
-//! reports every interval.
+//! prepares the statements (and, with `-mode simplenative`, opens the lean
+//! client of `native.rs`, which then carries every operation), runs the warmup
+//! and the measured phase, and reports every interval.
 //!
 //! A phase spawns `threads` tokio tasks. Each claims the next operation index
 //! from a shared counter, so the set of operations done is the same whatever
@@ -37,6 +38,7 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 
 use crate::cpu;
+use crate::native::Native;
 use crate::report::{IntervalRow, Reporter};
 use crate::settings::{Command, Population, Rate, RunLength, Settings, Truncate};
 use crate::stats::{OpType, Outcome, Recorder, Shards};
@@ -71,6 +73,8 @@ struct Engine {
     insert: Option<PreparedStatement>,
     select: Option<PreparedStatement>,
     population: Population,
+    /// `-mode simplenative`: the lean client the operations go through.
+    native: Option<Native>,
 }
 
 /// Hosts as `host:port` strings for the driver, from `-node` and `-node file=`.
@@ -167,7 +171,13 @@ pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measure
         Command::Read | Command::Mixed | Command::Verify => Some(prepare(workload::select_cql(keyspace, settings.columns)).await?),
         _ => None,
     };
-    let engine = Arc::new(Engine { settings: settings.clone(), session, insert, select, population: settings.effective_population() });
+    let native = if settings.simple_native {
+        let cql = |p: &Option<PreparedStatement>| p.as_ref().map(|p| p.get_statement().to_string());
+        Some(Native::connect(&session, settings, cql(&insert), cql(&select)).await.map_err(RunError)?)
+    } else {
+        None
+    };
+    let engine = Arc::new(Engine { settings: settings.clone(), session, insert, select, population: settings.effective_population(), native });
 
     if settings.truncate != Truncate::Never {
         truncate(&engine).await?;
@@ -445,9 +455,9 @@ async fn execute(engine: &Engine, state: &PhaseState, op: u64, buffer: &mut Vec<
     let mut attempt = 0;
     loop {
         let result = match kind {
-            OpKind::Write => write(engine, index, &key, buffer).await,
-            OpKind::Read => read(engine, &key, None).await,
-            OpKind::Verify => read(engine, &key, Some((index, &mut *buffer))).await,
+            OpKind::Write => write(engine, op, attempt, index, &key, buffer).await,
+            OpKind::Read => read(engine, op, attempt, &key, None).await,
+            OpKind::Verify => read(engine, op, attempt, &key, Some((index, &mut *buffer))).await,
         };
         let over = || state.stop.load(Ordering::Relaxed) || state.deadline.is_some_and(|d| Instant::now() >= d);
         match result {
@@ -469,10 +479,14 @@ async fn execute(engine: &Engine, state: &PhaseState, op: u64, buffer: &mut Vec<
     }
 }
 
-async fn write(engine: &Engine, index: u64, key: &[u8], buffer: &mut Vec<u8>) -> Result<Outcome, String> {
+async fn write(engine: &Engine, op: u64, attempt: u32, index: u64, key: &[u8], buffer: &mut Vec<u8>) -> Result<Outcome, String> {
     let settings = &engine.settings;
     let Some(insert) = &engine.insert else { return Err("no INSERT statement prepared".to_string()) };
     workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
+    if let Some(native) = &engine.native {
+        native.write(op, attempt, key, buffer, settings.column_size as usize).await?;
+        return Ok(Outcome::Written);
+    }
     let row = InsertRow { key, values: buffer, size: settings.column_size as usize };
     engine.session.execute_unpaged(insert, row).await.map_err(|e| e.to_string())?;
     Ok(Outcome::Written)
@@ -521,9 +535,23 @@ impl std::error::Error for BindMismatch {}
 
 /// A read; with `expect` (verify) the row's values are compared with the ones
 /// the write computed.
-async fn read(engine: &Engine, key: &[u8], expect: Option<(u64, &mut Vec<u8>)>) -> Result<Outcome, String> {
+async fn read(engine: &Engine, op: u64, attempt: u32, key: &[u8], expect: Option<(u64, &mut Vec<u8>)>) -> Result<Outcome, String> {
     let settings = &engine.settings;
     let Some(select) = &engine.select else { return Err("no SELECT statement prepared".to_string()) };
+    if let Some(native) = &engine.native {
+        let rows = native.read(op, attempt, key).await?;
+        let Some((index, buffer)) = expect else {
+            return Ok(if rows.rows_count == 0 { Outcome::Missing } else { Outcome::Read });
+        };
+        let Some(row) = rows.iter().next().transpose().map_err(|e| e.to_string())? else {
+            return Ok(Outcome::Missing);
+        };
+        workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
+        let expected = buffer.chunks(settings.column_size as usize);
+        let same = row.len() == settings.columns as usize
+            && row.iter().zip(expected).all(|(got, want)| got.as_deref() == Some(want));
+        return Ok(if same { Outcome::Verified } else { Outcome::Mismatched });
+    }
     let result = engine.session.execute_unpaged(select, (key,)).await.map_err(|e| e.to_string())?;
     let rows = result.into_rows_result().map_err(|e| e.to_string())?;
     let Some((index, buffer)) = expect else {

@@ -234,6 +234,9 @@ pub struct Settings {
     /// Connections the driver keeps to each node (`-mode connectionsPerHost=N`);
     /// `None`: the driver's default (one per node).
     pub connections_per_host: Option<std::num::NonZeroUsize>,
+    /// `-mode simplenative`: the operations go through the stress tool's own lean
+    /// client (`native.rs`) instead of the driver.
+    pub simple_native: bool,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub hdr_log: Option<PathBuf>,
@@ -286,6 +289,7 @@ impl Settings {
             ratio: Ratio { read: 1, write: 1 },
             user: None,
             connections_per_host: None,
+            simple_native: false,
             password: None,
             json: None,
             csv: None,

@@ -45,7 +45,7 @@ pub use frame::{
     FLAG_CUSTOM_PAYLOAD, FLAG_TRACING, FLAG_USE_BETA, FLAG_WARNING, HEADER_LEN, PROTOCOL_VERSION,
 };
 pub use request::{
-    decode_request, decode_request_frame, encode_request, encode_request_with, Batch, BatchKind,
+    decode_request, decode_request_frame, encode_execute, encode_request, encode_request_with, Batch, BatchKind,
     BatchStatement, BoundValue, BoundValues, QueryParams, Request, RequestFrame, StartupOptions,
 };
 pub use response::{

@@ -6,7 +6,8 @@
 //! statements, truncates, and reads the ring and the keyspace's replication.
 //! This client then opens its own connections (`connectionsPerHost`, default one
 //! per node), prepares the statements on each, and sends every EXECUTE itself,
-//! through the server's own codec (`cql-protocol`, its client half):
+//! through the server's own codec (`cql-protocol`, its client half, whose
+//! `encode_execute` writes an EXECUTE without building a `Request`):
 //! - a worker writes its frame straight into the connection's write buffer and
 //!   waits on a oneshot channel kept under the frame's stream id;
 //! - one writer task per connection sends whatever frames have gathered with one
@@ -43,9 +44,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use cql_protocol::frame::{parse_response_header, FrameHeader, Opcode, HEADER_LEN, PROTOCOL_VERSION};
-use cql_protocol::request::{encode_request, Request, StartupOptions};
+use bytes::{Bytes, BytesMut};
+use cql_protocol::frame::{parse_response_header, FrameHeader, Opcode, HEADER_LEN};
+use cql_protocol::request::{encode_execute, encode_request, Request, StartupOptions};
 use cql_protocol::response::{decode_response, ErrorBody, ErrorKind, Response, ResultBody, Rows};
 use scylla::client::session::Session;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -267,53 +268,18 @@ async fn read_loop(conn: Arc<Conn>, mut rd: OwnedReadHalf) {
     conn.fail(why);
 }
 
-/// Appends an EXECUTE frame (spec 4.1.6, protocol v4) for prepared statement `id`
-/// with `values` bound positionally; `skip_metadata` asks for rows without their
-/// column specs (the caller knows them).
-pub fn put_execute<'a>(
-    out: &mut BytesMut,
-    stream: i16,
-    id: &[u8],
-    consistency: u16,
-    skip_metadata: bool,
-    values: impl Iterator<Item = &'a [u8]>,
-) {
-    let start = out.len();
-    out.put_u8(PROTOCOL_VERSION);
-    out.put_u8(0);
-    out.put_i16(stream);
-    out.put_u8(Opcode::Execute as u8);
-    out.put_u32(0);
-    out.put_u16(id.len() as u16);
-    out.put_slice(id);
-    out.put_u16(consistency);
-    // 0x01: values; 0x02: skip metadata.
-    out.put_u8(0x01 | if skip_metadata { 0x02 } else { 0 });
-    let count_at = out.len();
-    out.put_u16(0);
-    let mut count = 0u16;
-    for value in values {
-        out.put_i32(value.len() as i32);
-        out.put_slice(value);
-        count += 1;
-    }
-    out[count_at..count_at + 2].copy_from_slice(&count.to_be_bytes());
-    let body_len = (out.len() - start - HEADER_LEN) as u32;
-    out[start + 5..start + HEADER_LEN].copy_from_slice(&body_len.to_be_bytes());
-}
-
-/// The protocol's code for a consistency level (spec 3, `[consistency]`).
-pub fn consistency_code(c: Consistency) -> u16 {
+/// The protocol's consistency level for the run's (its codes live in `types`).
+pub fn protocol_consistency(c: Consistency) -> types::Consistency {
     match c {
-        Consistency::Any => 0x0000,
-        Consistency::One => 0x0001,
-        Consistency::Two => 0x0002,
-        Consistency::Three => 0x0003,
-        Consistency::Quorum => 0x0004,
-        Consistency::All => 0x0005,
-        Consistency::LocalQuorum => 0x0006,
-        Consistency::EachQuorum => 0x0007,
-        Consistency::LocalOne => 0x000A,
+        Consistency::Any => types::Consistency::Any,
+        Consistency::One => types::Consistency::One,
+        Consistency::Two => types::Consistency::Two,
+        Consistency::Three => types::Consistency::Three,
+        Consistency::Quorum => types::Consistency::Quorum,
+        Consistency::All => types::Consistency::All,
+        Consistency::LocalQuorum => types::Consistency::LocalQuorum,
+        Consistency::EachQuorum => types::Consistency::EachQuorum,
+        Consistency::LocalOne => types::Consistency::LocalOne,
     }
 }
 
@@ -391,7 +357,7 @@ enum Stmt {
 pub struct Native {
     pools: Vec<Pool>,
     routes: Routes,
-    consistency: u16,
+    consistency: types::Consistency,
     insert_cql: Option<String>,
     select_cql: Option<String>,
 }
@@ -469,7 +435,7 @@ impl Native {
             let why: Vec<_> = pools.iter().filter_map(|p| p.down.clone()).collect();
             return Err(format!("simplenative: no node could be reached: {}", why.join("; ")));
         }
-        Ok(Native { pools, routes, consistency: consistency_code(settings.consistency), insert_cql, select_cql })
+        Ok(Native { pools, routes, consistency: protocol_consistency(settings.consistency), insert_cql, select_cql })
     }
 
     /// The connection for operation `op`'s `attempt` on the partition `key`.
@@ -525,7 +491,7 @@ impl Native {
         let mut id = id.clone();
         for attempt in 0..2 {
             let (header, body) =
-                link.conn.call(|out, stream| put_execute(out, stream, &id, self.consistency, skip_metadata, cells())).await?;
+                link.conn.call(|out, stream| encode_execute(out, stream, &id, self.consistency, skip_metadata, cells())).await?;
             if header.opcode == Opcode::Result && header.flags == 0 && body[..] == RESULT_VOID {
                 return Ok(None);
             }

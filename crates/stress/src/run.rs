@@ -546,11 +546,7 @@ async fn read(engine: &Engine, op: u64, attempt: u32, key: &[u8], expect: Option
         let Some(row) = rows.iter().next().transpose().map_err(|e| e.to_string())? else {
             return Ok(Outcome::Missing);
         };
-        workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
-        let expected = buffer.chunks(settings.column_size as usize);
-        let same = row.len() == settings.columns as usize
-            && row.iter().zip(expected).all(|(got, want)| got.as_deref() == Some(want));
-        return Ok(if same { Outcome::Verified } else { Outcome::Mismatched });
+        return Ok(check_row(settings, index, buffer, row.iter().map(Option::as_deref)));
     }
     let result = engine.session.execute_unpaged(select, (key,)).await.map_err(|e| e.to_string())?;
     let rows = result.into_rows_result().map_err(|e| e.to_string())?;
@@ -560,9 +556,23 @@ async fn read(engine: &Engine, op: u64, attempt: u32, key: &[u8], expect: Option
     let Some(row) = rows.maybe_first_row::<Row>().map_err(|e| e.to_string())? else {
         return Ok(Outcome::Missing);
     };
+    // A value of another type than blob is a wrong value.
+    let cells = row.columns.iter().map(|cell| match cell {
+        Some(CqlValue::Blob(b)) => Some(b.as_slice()),
+        _ => None,
+    });
+    Ok(check_row(settings, index, buffer, cells))
+}
+
+/// Verify: whether `cells` (null as `None`) are exactly the values the write of
+/// key `index` computed (recomputed into `buffer`).
+fn check_row<'a>(settings: &Settings, index: u64, buffer: &mut Vec<u8>, cells: impl ExactSizeIterator<Item = Option<&'a [u8]>>) -> Outcome {
     workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
     let expected = buffer.chunks(settings.column_size as usize);
-    let same = row.columns.len() == settings.columns as usize
-        && row.columns.iter().zip(expected).all(|(got, want)| matches!(got, Some(CqlValue::Blob(b)) if b.as_slice() == want));
-    Ok(if same { Outcome::Verified } else { Outcome::Mismatched })
+    let same = cells.len() == settings.columns as usize && cells.zip(expected).all(|(got, want)| got == Some(want));
+    if same {
+        Outcome::Verified
+    } else {
+        Outcome::Mismatched
+    }
 }

@@ -21,6 +21,7 @@ mod startup;
 use bytes::{Bytes, BytesMut};
 
 pub use batch::{Batch, BatchKind, BatchStatement};
+pub use execute::encode_execute;
 pub use query::{BoundValue, BoundValues, QueryParams};
 pub use startup::StartupOptions;
 

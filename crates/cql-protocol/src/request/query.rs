@@ -15,8 +15,8 @@ use crate::error::ProtocolError;
 use crate::request::Request;
 use crate::wire::{self, Reader};
 
-const VALUES: u8 = 0x01;
-const SKIP_METADATA: u8 = 0x02;
+pub(super) const VALUES: u8 = 0x01;
+pub(super) const SKIP_METADATA: u8 = 0x02;
 const PAGE_SIZE: u8 = 0x04;
 const PAGING_STATE: u8 = 0x08;
 const SERIAL_CONSISTENCY: u8 = 0x10;

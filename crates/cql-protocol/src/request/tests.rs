@@ -407,3 +407,28 @@ fn mutated_and_random_frames_never_panic() {
         let _ = decode_request(&h, Bytes::from(bytes), c);
     }
 }
+
+/// The allocation-free client encoder writes exactly what `encode_request` writes
+/// for the same EXECUTE (and what the server decodes back), with or without
+/// values, after earlier bytes in the buffer.
+#[test]
+fn encode_execute_matches_encode_request() {
+    let cases: [(&[&'static [u8]], bool, Consistency); 4] = [
+        (&[], false, Consistency::One),
+        (&[b"key0000001"], true, Consistency::LocalOne),
+        (&[b"key0000001", b"", &[0xff; 34]], false, Consistency::Quorum),
+        (&[b"k", b"v"], true, Consistency::EachQuorum),
+    ];
+    for (values, skip_metadata, consistency) in cases {
+        let mut params = QueryParams::new(consistency);
+        params.values = BoundValues::Positional(values.iter().map(|v| value(v)).collect());
+        params.skip_metadata = skip_metadata;
+        let request = Request::Execute { id: Bytes::from_static(b"0123456789abcdef"), params };
+        let want = encode(4321, None, &request);
+        let mut got = BytesMut::from(&b"an earlier frame"[..]);
+        encode_execute(&mut got, 4321, b"0123456789abcdef", consistency, skip_metadata, values.iter().copied());
+        assert_eq!(&got[16..], &want[..], "{values:?}");
+        let (header, body) = split(&got[16..]);
+        assert_eq!(decode_request(&header, body, None).unwrap(), request);
+    }
+}

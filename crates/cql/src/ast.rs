@@ -1020,9 +1020,6 @@ impl Statement {
         }
     }
 
-    /// The statement's bind markers ordered by index (0, 1, …), which is
-    /// their textual order; in a BATCH they are numbered across all inner
-    /// statements.
     /// How many bind markers the statement has: `bind_markers().len()`
     /// without collecting them (EXECUTE checks it on every execution).
     pub fn bind_marker_count(&self) -> usize {
@@ -1037,6 +1034,9 @@ impl Statement {
         count
     }
 
+    /// The statement's bind markers ordered by index (0, 1, …), which is
+    /// their textual order; in a BATCH they are numbered across all inner
+    /// statements.
     pub fn bind_markers(&self) -> Vec<BindMarker> {
         let mut markers = Vec::new();
         self.walk_terms(&mut |term| {

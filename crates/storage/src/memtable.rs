@@ -196,7 +196,7 @@ impl Default for ShardData {
     }
 }
 
-// SAFETY: the raw pointers in `map` point into `arena`, owned by the same
+// SAFETY: the raw pointers in `maps` point into `arena`, owned by the same
 // value and only read (never written again) once put; all access goes
 // through the shard's RwLock.
 unsafe impl Send for ShardData {}

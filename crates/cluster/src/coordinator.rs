@@ -145,17 +145,36 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
     }
 
+    /// The write this node completes by itself, without awaiting anything:
+    /// when it alone holds what is written (a local keyspace, no ring yet, or
+    /// the ring's only member), once the requirement can be met by this one
+    /// live replica, this node's ack meets it. None when other replicas take
+    /// part (then `mutate` does the whole write). Callers on the request path
+    /// try this first, so a single node's writes build no future.
+    pub fn mutate_here(&self, ks: &KeyspaceDef, mutations: &[Mutation], cl: Consistency) -> Option<Result<(), CoordError>> {
+        self.apply_here(&self.view.snapshot(), ks, mutations, cl)
+    }
+
+    fn apply_here(&self, view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation], cl: Consistency) -> Option<Result<(), CoordError>> {
+        if !(Self::local_only(view, ks) || Self::sole_replica(view, ks, mutations)) {
+            return None;
+        }
+        if !matches!(ks.replication, Replication::Local) {
+            let available = Requirement::of(&ks.replication, cl, view.local_dc(), true)
+                .and_then(|r| r.assure_available(std::iter::once(view.local_dc())));
+            if let Err(e) = available {
+                return Some(Err(e));
+            }
+        }
+        Some(self.storage.apply_grouped(mutations).map_err(storage_err))
+    }
+
     /// Applies `mutations` at `cl`. `write_type` is WriteTimeout's
     /// (`SIMPLE`, `BATCH`, `UNLOGGED_BATCH`).
     pub async fn mutate(self: &Arc<Self>, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), CoordError> {
         let view = self.view.snapshot();
-        // This node alone holds what is written: once the requirement can
-        // be met by this one live replica, this node's ack meets it.
-        if Self::local_only(&view, ks) || Self::sole_replica(&view, ks, &mutations) {
-            if !matches!(ks.replication, Replication::Local) {
-                Requirement::of(&ks.replication, cl, view.local_dc(), true)?.assure_available(std::iter::once(view.local_dc()))?;
-            }
-            return self.storage.apply_grouped(&mutations).map_err(storage_err);
+        if let Some(done) = self.apply_here(&view, ks, &mutations, cl) {
+            return done;
         }
         let mut counters = Vec::with_capacity(mutations.len());
         let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();

@@ -129,6 +129,11 @@ impl Processor {
     pub fn execute(&self, session: &mut Option<String>, id: &Bytes, params: &QueryParams) -> Result<ResultBody, QueryError> {
         let entry = self.lookup(id)?;
         // A prepared statement runs in the keyspace it was prepared in.
+        if let Some(modification) = Modification::of(&entry.statement) {
+            let keyspace = entry.keyspace.as_deref().or(session.as_deref());
+            let values = self.positional(&entry.statement, keyspace, &params.values)?;
+            return self.write_one(&modification, keyspace, &values, params);
+        }
         let mut keyspace = entry.keyspace.clone().or_else(|| session.clone());
         let values = self.positional(&entry.statement, keyspace.as_deref(), &params.values)?;
         let result = self.run(&entry.statement, &mut keyspace, &values, params)?;
@@ -164,6 +169,17 @@ impl Processor {
         }
         let write_type = if batch.kind == cql_protocol::BatchKind::Logged { "BATCH" } else { "UNLOGGED_BATCH" };
         self.apply_writes(planned, batch.consistency, write_type)
+    }
+
+    /// One INSERT, UPDATE or DELETE: planned and handed to the data plane
+    /// in one call (its mutations all belong to one keyspace).
+    fn write_one(&self, modification: &Modification<'_>, session: Option<&str>, values: &[BoundValue], params: &QueryParams) -> Result<ResultBody, QueryError> {
+        let schema = self.schema.snapshot();
+        let ctx = BindCtx { values, clock: &self.clock };
+        let opts = WriteOpts { default_timestamp: params.default_timestamp };
+        let planned = modification.plan(self, &schema, session, &ctx, &opts)?;
+        self.data.mutate(&planned.keyspace, planned.mutations, params.consistency, "SIMPLE")?;
+        Ok(ResultBody::Void)
     }
 
     /// Applies the mutations of each keyspace written at `cl` (one data-plane
@@ -229,8 +245,7 @@ impl Processor {
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
                 let modification = Modification::of(statement).ok_or_else(|| QueryError::Server("not a modification".into()))?;
-                let planned = modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?;
-                self.apply_writes(vec![planned], params.consistency, "SIMPLE")
+                self.write_one(&modification, session.as_deref(), values, params)
             }
             Statement::Batch(b) => {
                 if b.kind == cql::ast::BatchKind::Counter {

@@ -48,13 +48,17 @@ use storage::Storage;
 pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// At most this many requests run in one group (one write group, one
-/// commit): more ready requests make more groups, and the first group's
-/// answers leave while later ones still run, so the client works on them
-/// meanwhile. (When groups ran as tasks, 128 left one worker executing a
-/// client's whole burst while the other idled: `bench/ab.py`, 2 rounds of
-/// 1,000,000 writes at 64 in flight, 110–125 k op/s at 128 vs 137–142 k at
-/// 32, at the same CPU per write.)
-const GROUP_MAX: usize = 32;
+/// commit, one send of the answers): more ready requests make more groups.
+/// When groups ran as tasks, 128 left one worker executing a client's whole
+/// burst while the other idled (110–125 k op/s at 128 vs 137–142 k at 32).
+/// Since groups run on the reader task, fewer, larger groups cost less:
+/// each group is one commit log `pwrite` and one `sendto`, and each send
+/// wakes the client's reader (on the benchmark VM an inter-processor
+/// interrupt: 11% of the server's samples sat in `sock_def_readable`). 128
+/// takes a whole read of a 128-thread client in one group (2,000,000
+/// writes, 128 threads, 3 alternating rounds, fresh node each: 5.8–6.4
+/// server CPU-µs/op at 32 vs 5.4–6.1 at 128, client 2.9–3.1 vs 2.1–2.5).
+const GROUP_MAX: usize = 128;
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {

@@ -3,8 +3,10 @@
 //! `cluster::verbs::SchemaSync`.
 //!
 //! The statement executors are synchronous; the coordinator is async. A
-//! call first polls the coordinator's future once: requests served by this
-//! node alone (its own replica at ONE, RF=1 on its own range) finish there
+//! write this node completes alone (`Coordinator::mutate_here`: the ring's
+//! only member) runs synchronously, with no future built; otherwise a call
+//! first polls the coordinator's future once: requests served by this node
+//! alone (its own replica at ONE, RF=1 on its own range) finish there
 //! without leaving the thread. A write that must wait for replicas is handed
 //! to the server's request group (`cql_server::data::defer_write`), which
 //! awaits it before answering; anything else that must wait hands the
@@ -64,6 +66,9 @@ pub fn query_error(e: CoordError) -> QueryError {
 
 impl DataPlane for ClusterPlane {
     fn mutate(&self, ks: &Arc<KeyspaceDef>, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), QueryError> {
+        if let Some(done) = self.coordinator.mutate_here(ks, &mutations, cl) {
+            return done.map_err(query_error);
+        }
         let (coordinator, ks) = (Arc::clone(&self.coordinator), Arc::clone(ks));
         let mut write: DeferredWrite =
             Box::pin(async move { coordinator.mutate(&ks, mutations, cl, write_type).await.map_err(query_error) });

@@ -61,15 +61,13 @@ const MAGIC: &[u8; 8] = b"SHOALCL2";
 const MAGIC_V1: &[u8; 8] = b"SHOALCL1";
 /// Magic and id.
 const HEADER: u64 = 16;
-const RECORD_HEADER: usize = 16;
+pub(crate) const RECORD_HEADER: usize = 16;
 /// Spare segment files kept for reuse: 512 MiB of 32 MiB segments, about
 /// what two 256 MiB memtables' flushes discard, so in a steady stream of
 /// writes nearly every new segment takes a spare.
 const MAX_SPARES: usize = 16;
 const SPARE_PREFIX: &str = "CommitLog-spare-";
 const MAX_PAYLOAD: usize = 256 << 20;
-/// The append buffer is given back to the allocator after a record bigger than this.
-const KEEP_BUFFER: usize = 1 << 20;
 
 /// The commit log; see the module documentation.
 pub(crate) struct CommitLog {
@@ -102,7 +100,6 @@ struct State {
     next_spare: u64,
     /// Bytes of records appended by this process.
     position: u64,
-    buf: Vec<u8>,
 }
 
 struct Segment {
@@ -303,7 +300,6 @@ impl CommitLog {
                 spares: Vec::new(),
                 next_spare: 1,
                 position: 0,
-                buf: Vec::new(),
             }),
             sync: Mutex::new(SyncState { synced: 0, in_flight: false, failed: None }),
             sync_done: Condvar::new(),
@@ -316,45 +312,51 @@ impl CommitLog {
     }
 
     /// Appends one record to the current segment (not fsynced) and returns the
-    /// log's end position after it, for `sync`.
+    /// log's end position after it, for `sync`. (Tests; the engine frames
+    /// its records itself and calls `append_framed`.)
+    #[cfg(test)]
     pub(crate) fn append(&self, seq: u64, payload: &[u8]) -> Result<u64, StorageError> {
-        if payload.len() > MAX_PAYLOAD {
+        let mut record = Vec::with_capacity(RECORD_HEADER + payload.len());
+        record.resize(RECORD_HEADER, 0);
+        record.extend_from_slice(payload);
+        self.append_framed(seq, &mut record)
+    }
+
+    /// `append` of `record[RECORD_HEADER..]`, whose first
+    /// `RECORD_HEADER` bytes are room for the header: it is written there
+    /// and the record goes to the file as it is, without a copy.
+    pub(crate) fn append_framed(&self, seq: u64, record: &mut [u8]) -> Result<u64, StorageError> {
+        let payload_len = record.len().checked_sub(RECORD_HEADER).ok_or_else(|| StorageError::Invalid("commit log record without room for its header".into()))?;
+        if payload_len > MAX_PAYLOAD {
             return Err(StorageError::Invalid(format!(
-                "commit log record of {} bytes is over the 256 MiB limit",
-                payload.len()
+                "commit log record of {payload_len} bytes is over the 256 MiB limit"
             )));
         }
-        let record = (RECORD_HEADER + payload.len()) as u64;
+        let size = record.len() as u64;
         let mut guard = lock(&self.state);
         let st = &mut *guard;
         let current = st.segments.last().map_or(0, |s| s.bytes);
-        if st.broken || (current > HEADER && current + record > self.segment_bytes) {
+        if st.broken || (current > HEADER && current + size > self.segment_bytes) {
             self.rotate(st)?;
         }
         let (id, offset) = st.segments.last().map_or((0, HEADER), |s| (s.id, s.bytes));
 
-        st.buf.clear();
-        st.buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        st.buf.extend_from_slice(&[0; 4]);
-        st.buf.extend_from_slice(&seq.to_le_bytes());
-        st.buf.extend_from_slice(payload);
-        let crc = record_crc(Some(id), &st.buf[8..]);
-        st.buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        record[0..4].copy_from_slice(&(payload_len as u32).to_le_bytes());
+        record[8..16].copy_from_slice(&seq.to_le_bytes());
+        let crc = record_crc(Some(id), &record[8..]);
+        record[4..8].copy_from_slice(&crc.to_le_bytes());
         st.dirty = true;
-        let written = st.file.write_all_at(&st.buf, offset);
-        if st.buf.capacity() > KEEP_BUFFER {
-            st.buf = Vec::new();
-        }
+        let written = st.file.write_all_at(record, offset);
         if let Err(e) = written {
             st.broken = true;
             return Err(e.into());
         }
 
         if let Some(segment) = st.segments.last_mut() {
-            segment.bytes += record;
+            segment.bytes += size;
             segment.max_seq = segment.max_seq.max(seq);
         }
-        st.position += record;
+        st.position += size;
         self.appended.store(st.position, Ordering::Release);
         Ok(st.position)
     }

@@ -20,7 +20,7 @@ use types::mutation::Mutation;
 use types::schema::{KeyspaceDef, TableDef};
 use uuid::Uuid;
 
-use crate::commitlog::CommitLog;
+use crate::commitlog::{self, CommitLog};
 use crate::flush::{self, Flusher, Tables};
 use crate::keys::{self, Layout};
 use crate::memtable::{self, Memtables};
@@ -505,8 +505,12 @@ impl Storage {
         if let Some(seq) = seq {
             let appended = LOG_RECORD.with(|buf| {
                 let mut buf = buf.borrow_mut();
+                // Room for the record header first: the log fills it in
+                // place and writes the record as it is (no copy).
+                buf.clear();
+                buf.resize(commitlog::RECORD_HEADER, 0);
                 flush::encode_record(ops, &mut buf);
-                let appended = self.log.append(seq, &buf);
+                let appended = self.log.append_framed(seq, &mut buf);
                 if buf.capacity() > 4 << 20 {
                     *buf = Vec::new();
                 }

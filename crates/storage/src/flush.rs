@@ -252,7 +252,6 @@ fn writer_options() -> Options {
 /// Commit log records: the operands of one commit, each
 /// `table id (16 bytes) | varint key length | key | varint value length | value`.
 pub(crate) fn encode_record<'a>(ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])>, out: &mut Vec<u8>) {
-    out.clear();
     for (table, key, value) in ops {
         out.extend_from_slice(table.as_bytes());
         put_varint(key.len(), out);

@@ -145,17 +145,14 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
     }
 
-    /// The write this node completes by itself, without awaiting anything:
-    /// when it alone holds what is written (a local keyspace, no ring yet, or
-    /// the ring's only member), once the requirement can be met by this one
-    /// live replica, this node's ack meets it. None when other replicas take
-    /// part (then `mutate` does the whole write). Callers on the request path
-    /// try this first, so a single node's writes build no future.
-    pub fn mutate_here(&self, ks: &KeyspaceDef, mutations: &[Mutation], cl: Consistency) -> Option<Result<(), CoordError>> {
-        self.apply_here(&self.view.snapshot(), ks, mutations, cl)
-    }
-
-    fn apply_here(&self, view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation], cl: Consistency) -> Option<Result<(), CoordError>> {
+    /// The write this node completes by itself under `view`, without
+    /// awaiting anything: when it alone holds what is written (a local
+    /// keyspace, no ring yet, or the ring's only member), once the
+    /// requirement can be met by this one live replica, this node's ack
+    /// meets it. None when other replicas take part: then `mutate_across`
+    /// with the same view does the write. Callers on the request path try
+    /// this first, so a single node's writes build no future.
+    pub fn mutate_here(&self, view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation], cl: Consistency) -> Option<Result<(), CoordError>> {
         if !(Self::local_only(view, ks) || Self::sole_replica(view, ks, mutations)) {
             return None;
         }
@@ -173,9 +170,22 @@ impl<T: Transport + Clone> Coordinator<T> {
     /// (`SIMPLE`, `BATCH`, `UNLOGGED_BATCH`).
     pub async fn mutate(self: &Arc<Self>, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), CoordError> {
         let view = self.view.snapshot();
-        if let Some(done) = self.apply_here(&view, ks, &mutations, cl) {
-            return done;
+        match self.mutate_here(&view, ks, &mutations, cl) {
+            Some(done) => done,
+            None => self.mutate_across(view, ks, mutations, cl, write_type).await,
         }
+    }
+
+    /// The write `mutate_here` gave back (other replicas take part), under
+    /// the view it was given.
+    pub async fn mutate_across(
+        self: &Arc<Self>,
+        view: Arc<ClusterView>,
+        ks: &KeyspaceDef,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        write_type: &'static str,
+    ) -> Result<(), CoordError> {
         let mut counters = Vec::with_capacity(mutations.len());
         let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
         let mut down: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();

@@ -66,12 +66,14 @@ pub fn query_error(e: CoordError) -> QueryError {
 
 impl DataPlane for ClusterPlane {
     fn mutate(&self, ks: &Arc<KeyspaceDef>, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), QueryError> {
-        if let Some(done) = self.coordinator.mutate_here(ks, &mutations, cl) {
+        let view = self.coordinator.view.snapshot();
+        if let Some(done) = self.coordinator.mutate_here(&view, ks, &mutations, cl) {
             return done.map_err(query_error);
         }
         let (coordinator, ks) = (Arc::clone(&self.coordinator), Arc::clone(ks));
-        let mut write: DeferredWrite =
-            Box::pin(async move { coordinator.mutate(&ks, mutations, cl, write_type).await.map_err(query_error) });
+        let mut write: DeferredWrite = Box::pin(async move {
+            coordinator.mutate_across(view, &ks, mutations, cl, write_type).await.map_err(query_error)
+        });
         if let Poll::Ready(v) = write.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
             return v;
         }

@@ -217,6 +217,14 @@ impl Storage {
         db_opts.set_max_background_jobs(4);
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_keep_log_file_num(4);
+        // Compactions read and write with O_DIRECT where the file system
+        // takes it: in a long run of overwrites compaction was ~45% of the
+        // server's CPU, and a third of that was the kernel copying its files
+        // through the page cache. Reads by clients stay buffered.
+        if direct_io_works(&config.data_dir) {
+            db_opts.set_use_direct_io_for_flush_and_compaction(true);
+            db_opts.set_compaction_readahead_size(COMPACTION_READAHEAD);
+        }
         let db = Db::open_cf_descriptors(&db_opts, &db_path, descriptors)?;
         for orphan in &orphans {
             tracing::warn!(column_family = %orphan, "dropping column family not named in the manifest");
@@ -926,6 +934,29 @@ fn table_options(
     opts
 }
 
+/// What a compaction reads of each input at a time when it reads with
+/// O_DIRECT (there is no page cache readahead then).
+const COMPACTION_READAHEAD: usize = 2 << 20;
+
+/// Whether files under `dir` can be opened with O_DIRECT (tmpfs and some
+/// other file systems refuse it; RocksDB would then fail every compaction).
+fn direct_io_works(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join(".direct-io-probe");
+    let opened = std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&probe);
+    // Some file systems open with O_DIRECT and refuse the writes: write one
+    // aligned block (O_DIRECT needs the buffer aligned too).
+    let works = opened.is_ok_and(|file| {
+        use std::os::unix::fs::FileExt;
+        #[repr(align(4096))]
+        struct Block([u8; 4096]);
+        let block = Box::new(Block([0; 4096]));
+        file.write_all_at(&block.0, 0).is_ok()
+    });
+    let _ = std::fs::remove_file(&probe);
+    works
+}
+
 fn format_one() -> u32 {
     1
 }
@@ -1061,5 +1092,19 @@ impl GroupCommit {
             }
             self.cond.notify_all();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The probe answers for the directory and leaves nothing behind.
+    #[test]
+    fn direct_io_probe_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let _ = direct_io_works(dir.path());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(!direct_io_works(&dir.path().join("missing")));
     }
 }

@@ -34,7 +34,7 @@ use uuid::Uuid;
 
 use crate::commitlog::CommitLog;
 use crate::engine::{lock, read_lock, write_lock, Db, TableStore};
-use crate::memtable::Memtable;
+use crate::memtable::{self, Memtable};
 use crate::StorageError;
 
 /// Frozen memtables a table may have waiting before its writers wait.
@@ -69,7 +69,14 @@ pub(crate) struct Flusher {
     one_at_a_time: Mutex<()>,
     pub stop: AtomicBool,
     files: AtomicU64,
+    /// When a memtable was last flushed (the spare arena chunks go once
+    /// none has been for `SPARE_CHUNKS_IDLE`).
+    last_flush: Mutex<Instant>,
 }
+
+/// How long after the last flush the flush thread frees the spare arena
+/// chunks (`memtable::release_spare_chunks`).
+const SPARE_CHUNKS_IDLE: Duration = Duration::from_secs(10);
 
 impl Flusher {
     pub fn new(db: Arc<Db>, tables: Tables, log: Arc<CommitLog>, dir: PathBuf, memtable_bytes: usize, space: usize) -> Flusher {
@@ -85,6 +92,7 @@ impl Flusher {
             one_at_a_time: Mutex::new(()),
             stop: AtomicBool::new(false),
             files: AtomicU64::new(0),
+            last_flush: Mutex::new(Instant::now()),
         }
     }
 
@@ -137,6 +145,9 @@ impl Flusher {
             self.enforce_space();
             if self.log.disk_bytes() > MAX_LOG_BYTES {
                 self.flush_oldest();
+            }
+            if lock(&self.last_flush).elapsed() > SPARE_CHUNKS_IDLE && memtable::has_spare_chunks() {
+                memtable::release_spare_chunks();
             }
         }
     }
@@ -195,6 +206,7 @@ impl Flusher {
                 self.write_and_ingest(store, &mem)?;
             }
             write_lock(&store.mem).frozen.retain(|m| !Arc::ptr_eq(m, &mem));
+            *lock(&self.last_flush) = Instant::now();
             self.cond.notify_all();
         }
         let lowest_live = self.stores().iter().filter_map(|s| read_lock(&s.mem).min_seq()).min().unwrap_or(u64::MAX);

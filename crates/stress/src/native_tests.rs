@@ -1,5 +1,5 @@
-//! Unit tests of the lean client's pure parts: consistency levels and token
-//! routing.
+//! Unit tests of the lean client: consistency levels, token routing, and a
+//! request's timeout against a server that never answers it.
 
 use super::*;
 
@@ -55,4 +55,49 @@ fn an_unknown_ring_routes_nowhere() {
     assert_eq!(Routes::new(Vec::new()).node(5, 0), None);
     // A range whose replicas are unknown (no node the driver knows).
     assert_eq!(Routes::new(vec![(0, Vec::new())]).node(5, 0), None);
+}
+
+/// A server that answers STARTUP and then nothing: the request times out
+/// (within its timeout and one sweep), its stream id stays taken, and the
+/// late answer gives the id back.
+#[tokio::test]
+async fn a_request_without_answer_times_out_and_keeps_its_stream_until_the_late_answer() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (late_tx, late_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let frame = async |socket: &mut TcpStream| {
+            let mut header = [0u8; HEADER_LEN];
+            socket.read_exact(&mut header).await.unwrap();
+            let len = u32::from_be_bytes(header[5..9].try_into().unwrap()) as usize;
+            let mut body = vec![0u8; len];
+            socket.read_exact(&mut body).await.unwrap();
+            [header[2], header[3]]
+        };
+        // STARTUP -> READY (version 4 response, same stream, opcode 0x02, empty body).
+        let stream = frame(&mut socket).await;
+        socket.write_all(&[0x84, 0, stream[0], stream[1], 0x02, 0, 0, 0, 0]).await.unwrap();
+        // OPTIONS: answered only when the test says so.
+        let stream = frame(&mut socket).await;
+        late_rx.await.unwrap();
+        socket.write_all(&[0x84, 0, stream[0], stream[1], 0x02, 0, 0, 0, 0]).await.unwrap();
+        let mut rest = Vec::new();
+        let _ = socket.read_to_end(&mut rest).await;
+    });
+    let conn = Conn::open_with(addr, None, Duration::from_secs(1)).await.unwrap();
+    let started = std::time::Instant::now();
+    let err = conn.request(&Request::Options).await.unwrap_err();
+    assert!(err.contains("no response") && err.contains("within 1 s"), "{err}");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(5), "{waited:?}");
+    assert_eq!(conn.lock().free.len(), STREAMS - 1, "the timed-out request keeps its stream id");
+    late_tx.send(()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while conn.lock().free.len() != STREAMS && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(conn.lock().free.len(), STREAMS, "the late answer frees the stream id");
+    server.abort();
 }

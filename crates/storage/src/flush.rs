@@ -146,7 +146,7 @@ impl Flusher {
             if self.log.disk_bytes() > MAX_LOG_BYTES {
                 self.flush_oldest();
             }
-            if lock(&self.last_flush).elapsed() > SPARE_CHUNKS_IDLE && memtable::has_spare_chunks() {
+            if lock(&self.last_flush).elapsed() > SPARE_CHUNKS_IDLE {
                 memtable::release_spare_chunks();
             }
         }

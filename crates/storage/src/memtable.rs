@@ -36,8 +36,8 @@
 //!   write lock.
 //! - Every key and value pointer in a shard's map points into that shard's
 //!   arena, whose chunks never grow past their capacity (so never move) and
-//!   are freed or emptied for reuse only with the shard; probe keys for lookups point into the
-//!   caller's bytes and never enter a map.
+//!   are freed or emptied for reuse only with the shard; probe keys for
+//!   lookups point into the caller's bytes and never enter a map.
 //! - Readers take the memtables before they open the RocksDB iterator, so a
 //!   flush that ends between the two is seen twice (harmless), never missed.
 
@@ -172,15 +172,10 @@ const ARENA_CHUNK: usize = 1 << 20;
 static SPARE_CHUNKS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 const MAX_SPARE_CHUNKS: usize = 256;
 
-/// Frees the spare arena chunks.
+/// Frees the spare arena chunks (outside the lock).
 pub(crate) fn release_spare_chunks() {
     let spare = std::mem::take(&mut *lock(&SPARE_CHUNKS));
     drop(spare);
-}
-
-/// Whether spare arena chunks are held.
-pub(crate) fn has_spare_chunks() -> bool {
-    !lock(&SPARE_CHUNKS).is_empty()
 }
 
 /// An empty chunk for at least `len` bytes: a spare one when it is big

@@ -205,11 +205,13 @@ impl Conn {
             if s.failed.is_none() {
                 s.failed = Some(why.clone());
             }
-            s.waiting.iter_mut().filter_map(|w| match w.take() {
-                Some(Waiting::Request(tx, _)) => Some(tx),
-                _ => None,
-            })
-            .collect()
+            s.waiting
+                .iter_mut()
+                .filter_map(|w| match w.take() {
+                    Some(Waiting::Request(tx, _)) => Some(tx),
+                    _ => None,
+                })
+                .collect()
         };
         for tx in waiting {
             let _ = tx.send(Err(format!("connection to {} failed: {why}", self.addr)));

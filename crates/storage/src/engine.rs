@@ -66,6 +66,9 @@ pub(crate) struct TableStore {
     pub shape: tuning::Shape,
     /// Whether the column family now writes compressed files (`tuning`).
     pub compressing: Arc<AtomicBool>,
+    /// Whether the column family is merged whole (`tuning::full_merge`; set
+    /// by `Flusher::tune_merges`).
+    pub full_merge: Arc<AtomicBool>,
     /// Writes not yet flushed into the column family; shared by the
     /// successive `TableStore`s of one table across schema changes, new on
     /// TRUNCATE.
@@ -77,7 +80,8 @@ impl TableStore {
         let shape = tuning::shape(&def.options);
         let compressing = Arc::new(AtomicBool::new(shape.compress));
         let mem = mem.unwrap_or_default();
-        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace, shape, compressing, mem }
+        let full_merge = Arc::new(AtomicBool::new(false));
+        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace, shape, compressing, full_merge, mem }
     }
 }
 
@@ -213,8 +217,10 @@ impl Storage {
         db_opts.create_missing_column_families(true);
         // One flush and three compactions: a long merge of big runs must not
         // hold back the merges of the small new ones behind it (their number
-        // is what stalls writes).
-        db_opts.set_max_background_jobs(4);
+        // is what stalls writes). `Flusher::tune_merges` shrinks the
+        // compaction pool to one thread while every table is merged whole
+        // (`tuning`).
+        db_opts.set_max_background_jobs(tuning::MAX_COMPACTION_THREADS + 1);
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_keep_log_file_num(4);
         // Compactions write with O_DIRECT where the file system takes it: in
@@ -261,6 +267,7 @@ impl Storage {
         let ingest_dir = config.data_dir.join("ingest");
         let _ = std::fs::remove_dir_all(&ingest_dir);
         let flusher = Arc::new(Flusher::new(Arc::clone(&db), Arc::clone(&tables), Arc::clone(&log), ingest_dir, config.memtable_bytes, config.memtable_space));
+        flusher.tune_merges();
         if replayed > 0 {
             tracing::info!(operands = replayed, "replayed the commit log; flushing it");
         }
@@ -598,6 +605,8 @@ impl Storage {
     /// once; the compression check decides again from the table's options.
     fn retune(&self, old: &TableStore, new: &TableStore) -> Result<(), StorageError> {
         let (was, now) = (old.shape, new.shape);
+        let full_merge = old.full_merge.load(Ordering::Relaxed);
+        new.full_merge.store(full_merge, Ordering::Relaxed);
         if was == now {
             new.compressing.store(old.compressing.load(Ordering::Relaxed), Ordering::Relaxed);
             return Ok(());
@@ -609,7 +618,7 @@ impl Storage {
             );
         }
         let shape = tuning::Shape { leveled: was.leveled, ..now };
-        self.set_cf_options(new, &tuning::mutable_options(&shape, now.compress))
+        self.set_cf_options(new, &tuning::mutable_options(&shape, now.compress, full_merge))
     }
 
     fn set_cf_options(&self, store: &TableStore, options: &[(&'static str, String)]) -> Result<(), StorageError> {
@@ -774,6 +783,22 @@ impl Storage {
         let sst = self.db.property_int_value_cf(&cf, "rocksdb.total-sst-files-size").ok().flatten().unwrap_or(0);
         let mem = read_lock(&store.mem).bytes() as u64;
         sst + mem
+    }
+
+    /// The table's sorted runs on disk: each level-0 file, and each other
+    /// level that holds files (size-tiered tables are universal compaction).
+    pub fn sorted_runs(&self, table: &Uuid) -> u64 {
+        let Ok(store) = self.table(table) else { return 0 };
+        let Ok(cf) = self.cf(&store) else { return 0 };
+        let files = |level: usize| {
+            self.db.property_int_value_cf(&cf, &format!("rocksdb.num-files-at-level{level}")).ok().flatten().unwrap_or(0)
+        };
+        files(0) + (1..7).filter(|&level| files(level) > 0).count() as u64
+    }
+
+    /// Whether a size-tiered table is merged whole now (`tuning::full_merge`).
+    pub fn merged_whole(&self, table: &Uuid) -> Option<bool> {
+        self.table(table).ok().map(|store| store.full_merge.load(Ordering::Relaxed))
     }
 
     /// Bytes held by a table's memtables (active and frozen), as nodetool

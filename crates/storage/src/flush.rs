@@ -14,8 +14,9 @@
 //! Back-pressure instead of collapse: a writer whose table already has
 //! `MAX_FROZEN` memtables waiting waits for a flush, and the flush waits
 //! while the column family has more than `MAX_SORTED_RUNS` level-0 files
-//! (RocksDB's own slowdown trigger), so writes slow down to what flushing
-//! and compaction sustain and memory stays bounded.
+//! (RocksDB's own slowdown trigger; `MAX_SORTED_RUNS_MERGED_WHOLE` for a
+//! table merged whole), so writes slow down to what flushing and compaction
+//! sustain and memory stays bounded.
 //!
 //! Invariants:
 //! - A frozen memtable leaves its table's list only after its file is
@@ -35,6 +36,7 @@ use uuid::Uuid;
 use crate::commitlog::CommitLog;
 use crate::engine::{lock, read_lock, write_lock, Db, TableStore};
 use crate::memtable::{self, Memtable};
+use crate::tuning;
 use crate::StorageError;
 
 /// Frozen memtables a table may have waiting before its writers wait.
@@ -42,7 +44,13 @@ const MAX_FROZEN: usize = 3;
 
 /// Level-0 files above which a flush waits for compaction (RocksDB's
 /// `level0_slowdown_writes_trigger` default).
-const MAX_SORTED_RUNS: u64 = 20;
+pub(crate) const MAX_SORTED_RUNS: u64 = 20;
+
+/// The same for a table merged whole (`tuning::full_merge`; RocksDB's
+/// `level0_stop_writes_trigger` default): its next merge takes every run
+/// flushed while the last one ran, about 15 of them at 2.35 GB live, and
+/// more runs only make that merge larger, not the table's backlog longer.
+pub(crate) const MAX_SORTED_RUNS_MERGED_WHOLE: u64 = 36;
 
 /// How long a flush waits for compaction before it ingests anyway.
 const MAX_COMPACTION_WAIT: Duration = Duration::from_secs(30);
@@ -204,6 +212,7 @@ impl Flusher {
             let gone = !read_lock(&self.tables).get(&store.def.id).is_some_and(|s| s.cf_name == store.cf_name);
             if !gone {
                 self.write_and_ingest(store, &mem)?;
+                self.tune_merges();
             }
             write_lock(&store.mem).frozen.retain(|m| !Arc::ptr_eq(m, &mem));
             *lock(&self.last_flush) = Instant::now();
@@ -222,7 +231,8 @@ impl Flusher {
             .db
             .cf_handle(&store.cf_name)
             .ok_or_else(|| StorageError::Engine(format!("column family {} is missing", store.cf_name)))?;
-        self.wait_for_compaction(&cf);
+        let max_runs = if store.full_merge.load(Ordering::Relaxed) { MAX_SORTED_RUNS_MERGED_WHOLE } else { MAX_SORTED_RUNS };
+        self.wait_for_compaction(&cf, max_runs);
         std::fs::create_dir_all(&self.dir)?;
         let n = self.files.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!("{}-{n}.sst", store.cf_name));
@@ -240,10 +250,51 @@ impl Flusher {
         Ok(())
     }
 
-    fn wait_for_compaction(&self, cf: &impl rocksdb::AsColumnFamilyRef) {
+    /// Merges each size-tiered table whole or in tiers as its live size
+    /// says, and sizes RocksDB's compaction pool (`tuning::full_merge`,
+    /// `tuning::compaction_threads`). Runs after every flush (a table grows
+    /// only then) and when storage opens. The pool is the process's (RocksDB's
+    /// default environment): storages opened side by side in one process
+    /// (tests) share it, and each sets it after its own flushes.
+    pub fn tune_merges(&self) {
+        let mut all_full = true;
+        for store in self.stores() {
+            let Some(cf) = self.db.cf_handle(&store.cf_name) else { continue };
+            let live = self.db.property_int_value_cf(&cf, "rocksdb.estimate-live-data-size").ok().flatten().unwrap_or(0);
+            if store.shape.leveled {
+                all_full &= live == 0;
+                continue;
+            }
+            let was = store.full_merge.load(Ordering::Relaxed);
+            let now = tuning::full_merge(live, self.memtable_bytes as u64, was);
+            if now != was {
+                let Some(option) = tuning::merge_options(&store.shape, now) else { continue };
+                if let Err(e) = self.db.set_options_cf(&cf, &[(option.0, option.1.as_str())]) {
+                    tracing::warn!(table = %store.cf_name, "cannot change how the table is merged: {e}");
+                    all_full = false;
+                    continue;
+                }
+                store.full_merge.store(now, Ordering::Relaxed);
+                tracing::info!(
+                    table = %format!("{}.{}", store.def.keyspace, store.def.name),
+                    live_bytes = live,
+                    "the table is now {}",
+                    if now { "merged whole (it is small)" } else { "merged in size tiers (it outgrew merging whole)" }
+                );
+            }
+            all_full &= now;
+        }
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        match rocksdb::Env::new() {
+            Ok(mut env) => env.set_low_priority_background_threads(tuning::compaction_threads(all_full, cores)),
+            Err(e) => tracing::warn!("cannot size the compaction pool: {e}"),
+        }
+    }
+
+    fn wait_for_compaction(&self, cf: &impl rocksdb::AsColumnFamilyRef, max_runs: u64) {
         let start = Instant::now();
         let runs = || self.db.property_int_value_cf(cf, "rocksdb.num-files-at-level0").ok().flatten().unwrap_or(0);
-        while runs() > MAX_SORTED_RUNS && start.elapsed() < MAX_COMPACTION_WAIT && !self.stop.load(Ordering::Relaxed) {
+        while runs() > max_runs && start.elapsed() < MAX_COMPACTION_WAIT && !self.stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -2,7 +2,8 @@
 //! a table written with random bytes stops compressing its new files, one
 //! written with text starts again, a table whose options turn compression
 //! off is never switched on, and every row reads back the same whatever
-//! mix of compressed and uncompressed files holds it.
+//! mix of compressed and uncompressed files holds it; a small table is
+//! merged whole and a large one in size tiers (`Flusher::tune_merges`).
 
 mod common;
 
@@ -124,4 +125,76 @@ fn a_table_without_compression_stays_without_and_alter_changes_it_at_once() {
     for pk in (0..2000).step_by(97) {
         assert_eq!(read(&storage, t, pk).as_deref(), Some(&text_value(pk)[..]));
     }
+}
+
+/// Rows `from..to`, about 230 bytes each, then a flush: one new sorted run.
+fn flush_rows(storage: &Storage, t: Uuid, from: i32, to: i32) {
+    for pk in from..to {
+        write(storage, t, pk, text_value(pk));
+    }
+    storage.flush(Some(&t)).unwrap();
+}
+
+fn wait_for_runs(storage: &Storage, t: Uuid, runs: u64) -> u64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let now = storage.sorted_runs(&t);
+        if now == runs || std::time::Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_small_table_is_merged_whole_and_a_large_one_in_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), periodic());
+    let (storage, _) = open(&cfg);
+    let t = Uuid::new_v4();
+    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+    // A new table opens tiered; its first flush shows it is small.
+    assert_eq!(storage.merged_whole(&t), Some(false));
+
+    // One big run and three small ones. Tiered, size amplification would be
+    // under 200% and three small runs are fewer than min_threshold (4), so
+    // they would stay apart; merged whole, the four become one.
+    flush_rows(&storage, t, 0, 8000);
+    assert_eq!(storage.merged_whole(&t), Some(true));
+    flush_rows(&storage, t, 8000, 8100);
+    flush_rows(&storage, t, 8100, 8200);
+    flush_rows(&storage, t, 8200, 8300);
+    assert_eq!(wait_for_runs(&storage, t, 1), 1, "a table merged whole ends as one sorted run");
+    for pk in (0..8300).step_by(97) {
+        assert_eq!(read(&storage, t, pk).as_deref(), Some(&text_value(pk)[..]), "pk {pk}");
+    }
+
+    // Past 12 memtables (4 MiB each here) of live data a table is tiered
+    // (this one uncompressed, so its size on disk is its live size).
+    let big = Uuid::new_v4();
+    let mut big_table = kv_table("ks", "big", big);
+    big_table.options.compression.insert("enabled".into(), "false".into());
+    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t), big_table.clone()])]).unwrap();
+    let memtable = cfg.memtable_bytes as u64;
+    let mut pk = 0;
+    while storage.table_size_bytes(&big) <= 13 * memtable {
+        flush_rows(&storage, big, pk, pk + 20_000);
+        pk += 20_000;
+        assert!(pk < 1_000_000, "the table never grew past 13 memtables");
+    }
+    storage.compact(Some(&big)).unwrap();
+    flush_rows(&storage, big, pk, pk + 10);
+    assert_eq!(storage.merged_whole(&big), Some(false));
+    assert_eq!(storage.merged_whole(&t), Some(true), "the small table is still merged whole");
+    for k in (0..pk + 10).step_by(997) {
+        assert_eq!(read(&storage, big, k).as_deref(), Some(&text_value(k)[..]), "pk {k}");
+    }
+
+    // ALTER TABLE keeps the mode it found.
+    let mut table = kv_table("ks", "kv", t);
+    table.options.compaction.insert("min_threshold".into(), "6".into());
+    big_table.options.compaction.insert("min_threshold".into(), "6".into());
+    storage.set_schema(&[keyspace("ks", true, vec![table, big_table])]).unwrap();
+    assert_eq!(storage.merged_whole(&t), Some(true));
+    assert_eq!(storage.merged_whole(&big), Some(false));
 }

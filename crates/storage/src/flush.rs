@@ -44,13 +44,13 @@ const MAX_FROZEN: usize = 3;
 
 /// Level-0 files above which a flush waits for compaction (RocksDB's
 /// `level0_slowdown_writes_trigger` default).
-pub(crate) const MAX_SORTED_RUNS: u64 = 20;
+const MAX_SORTED_RUNS: u64 = 20;
 
 /// The same for a table merged whole (`tuning::full_merge`; RocksDB's
 /// `level0_stop_writes_trigger` default): its next merge takes every run
 /// flushed while the last one ran, about 15 of them at 2.35 GB live, and
 /// more runs only make that merge larger, not the table's backlog longer.
-pub(crate) const MAX_SORTED_RUNS_MERGED_WHOLE: u64 = 36;
+const MAX_SORTED_RUNS_MERGED_WHOLE: u64 = 36;
 
 /// How long a flush waits for compaction before it ingests anyway.
 const MAX_COMPACTION_WAIT: Duration = Duration::from_secs(30);

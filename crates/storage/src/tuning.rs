@@ -16,12 +16,12 @@
 //!   8 cores).
 //!   Runs flushed while a merge runs wait for the next one, so each merge
 //!   takes what arrived during the last and each row is rewritten about
-//!   once per merge instead of once per tier. In a 10-minute run of
-//!   overwrites of 10 M keys (2.35 GB live) compaction took a steady ~0.78
-//!   of a core against 0.5-1.3 and the write rate rose from 154 k/s to
-//!   204 k/s; the same trigger with three merges at a time was worse than
-//!   tiering (153 k/s), as merges of the newest runs raced the whole-table
-//!   merge. Larger tables are tiered as before (size amplification 200%,
+//!   once per merge instead of once per tier. In overwrites of 10 M keys
+//!   (2.35 GB live), compaction threads' CPU per 10 s went from 0.66-1.03
+//!   cores (10th-90th percentile) to 0.73-0.83, and the write rate from
+//!   153.7 k/s (10 minutes) to 193.9 k/s (8 minutes); the same trigger with
+//!   three merges at a time was no better than tiering (153.4 k/s), as
+//!   merges of the newest runs raced the whole-table merge. Larger tables are tiered as before (size amplification 200%,
 //!   up to three merges at a time): merging them whole would take long
 //!   enough for new runs to pile up behind it.
 //! - `compression`: `{'enabled': 'false'}` or an empty class (the old
@@ -66,13 +66,13 @@ pub(crate) struct Shape {
 
 /// A tiered table whose live data is at most this many memtables starts
 /// being merged whole.
-pub(crate) const FULL_MERGE_ENTER: u64 = 10;
+const FULL_MERGE_ENTER: u64 = 10;
 /// A table merged whole goes back to tiers above this many memtables of live
 /// data. Merged whole, a table gathers about 1.5 times its live size in new
 /// runs while one merge runs (15 runs at 2.35 GB live, under a 2-core
 /// machine's full write load): 12 memtables keep that well under the 36
 /// runs at which its flushes wait (`flush::MAX_SORTED_RUNS_MERGED_WHOLE`).
-pub(crate) const FULL_MERGE_LEAVE: u64 = 12;
+const FULL_MERGE_LEAVE: u64 = 12;
 /// Universal compaction's size-amplification trigger, in percent, of a
 /// tiered table (RocksDB's default) and of one merged whole.
 const TIERED_SIZE_AMPLIFICATION: u32 = 200;

@@ -5,6 +5,7 @@ Each test states the "Done when" line of the cluster issue it shows. The
 3-node RF=3 cluster is shared by the tests of one module-scoped fixture, in
 file order (they restart nodes, so each leaves the cluster whole again)."""
 
+import json
 import re
 import socket
 import struct
@@ -204,11 +205,14 @@ def stress(cluster, *args, timeout=180):
     return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
 
-def test_simplenative_stress_sends_each_key_to_its_replica(three):
+def test_simplenative_stress_sends_each_key_to_its_replica(three, tmp_path):
     """`shoal stress -mode simplenative` (the stress tool's own client, ADR 0004) on 3 nodes: RF=3
     QUORUM writes verify through it. With node 3 down at RF=1 and one thread writing keys in order,
     the first key to fail is the first key node 3 owns, and it fails on the connection to node 3
-    (the client routed it there: token-aware), not with a coordinator's Unavailable."""
+    (the client routed it there: token-aware), not with a coordinator's Unavailable, after its
+    ten tries. At RF=3 CL ONE the dead node costs only retries: a write routed to node 3 is tried
+    again on the next replica (cassandra-stress's default, `-errors retries=9`), and with
+    `-errors retries=0` the first such write ends the run."""
     sn = ["-mode", "simplenative"]
     rf3 = ["-schema", "keyspace=sn3", "replication(factor=3)"]
     w = stress(three, "write", "n=3000", "cl=QUORUM", *rf3, "-rate", "threads=16", *sn)
@@ -225,7 +229,7 @@ def test_simplenative_stress_sends_each_key_to_its_replica(three):
     try:
         r = stress(three, "write", "n=3000", "no-warmup", *rf1, "-rate", "threads=1", *sn)
         assert r.returncode == 1, r.stdout + r.stderr
-        m = re.search(r"write of key (\d+): (.*)", r.stderr)
+        m = re.search(r"write of key (\d+) after 10 tries: (.*)", r.stderr)
         assert m, r.stderr
         key, why = m.group(1), m.group(2)
         assert f"cannot connect to {down}:" in why, why
@@ -238,6 +242,16 @@ def test_simplenative_stress_sends_each_key_to_its_replica(three):
             assert all(replicas(k) != [down] for k in earlier), "an earlier key of node 3 was written"
         finally:
             cluster.shutdown()
+
+        report = tmp_path / "retried.json"
+        cl1 = ["write", "n=3000", "cl=ONE", "no-warmup", *rf3, "-rate", "threads=4", *sn]
+        r = stress(three, *cl1, "--json", str(report))
+        assert r.returncode == 0, r.stdout + r.stderr
+        summary = json.loads(report.read_text())["summary"]
+        assert summary["ops"] == 3000 and summary["errors"] == 0, summary
+        assert 0 < summary["retries"] < 3000, summary
+        r = stress(three, *cl1, "-errors", "retries=0")
+        assert r.returncode == 1 and f"cannot connect to {down}:" in r.stderr, r.stdout + r.stderr
     finally:
         three.start(3)
         wait_state(three, down, "UN", observer=1)

@@ -107,8 +107,14 @@ fn write_then_verify_against_a_real_node() {
     assert_eq!(fail.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&fail.stderr).contains("stopped at the first error"));
     let counted = stress(&["write", "n=50", "cl=THREE", "no-warmup", "keep-going", "-port", &port, "--json", &file("errors.json")]);
-    assert_eq!(json(&out.path().join("errors.json"))["summary"]["errors"], 50);
+    let summary = json(&out.path().join("errors.json"))["summary"].clone();
+    // Each operation had cassandra-stress's ten tries: the first and 9 retries.
+    assert_eq!((summary["errors"].as_u64(), summary["retries"].as_u64()), (Some(50), Some(450)));
     assert_eq!(counted.status.code(), Some(1), "every operation failed");
+    let once = stress(&["write", "n=50", "cl=THREE", "no-warmup", "-errors", "ignore", "retries=0", "-port", &port, "--json", &file("once.json")]);
+    assert_eq!(once.status.code(), Some(1));
+    let summary = json(&out.path().join("once.json"))["summary"].clone();
+    assert_eq!((summary["errors"].as_u64(), summary["retries"].as_u64()), (Some(50), Some(0)));
 }
 
 /// `-mode simplenative`: the stress tool's own client writes what the driver then

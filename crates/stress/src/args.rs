@@ -48,8 +48,8 @@ usage: shoal stress write|read|mixed|verify [n=N | duration=30s] [cl=ONE] [no-wa
        -mode native cql3 prepared | simplenative [user=U password=P] [connectionsPerHost=N]
                                    (simplenative: the stress tool's own lean client, not the driver)
        -log interval=1s
-       -errors ignore [retries=N]
-       -K N | --retries N          extra tries per operation
+       -errors ignore [retries=N]  (ignore: as --keep-going; retries: as --retries)
+       -K N | --retries N          extra tries per operation (default 9, as cassandra-stress)
        --keep-going                count errors and go on (default: stop at the first)
        --json FILE  --csv FILE  --hdr-log FILE  --plot FILE.png
        --server-pid PID[,PID...]   report server CPU-us per op from /proc/PID/stat

@@ -63,31 +63,31 @@ fn describe(s: &Settings) -> String {
 const CASES: &[(&str, &str)] = &[
     (
         "write n=1000",
-        "write n=1000 cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=seq(1..1000) retries=0 keep_going=false warmup=true interval=1s",
+        "write n=1000 cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=seq(1..1000) retries=9 keep_going=false warmup=true interval=1s",
     ),
     (
         "write n=1M cl=QUORUM no-warmup -rate threads=200 -node 10.0.0.1,10.0.0.2:9043 -port native=9044 -col n=20 size=FIXED(100)",
-        "write n=1000000 cl=QUORUM threads=200 nodes=10.0.0.1,10.0.0.2:9043 port=9044 cols=20x100 SimpleStrategy RF 1 pop=seq(1..1000000) retries=0 keep_going=false warmup=false interval=1s",
+        "write n=1000000 cl=QUORUM threads=200 nodes=10.0.0.1,10.0.0.2:9043 port=9044 cols=20x100 SimpleStrategy RF 1 pop=seq(1..1000000) retries=9 keep_going=false warmup=false interval=1s",
     ),
     (
         "read duration=30s -rate fixed=5000/s -pop gaussian(1..1000)",
-        "read duration=30s cl=LOCAL_ONE fixed=5000/s max=1024 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=gaussian(1..1000) retries=0 keep_going=false warmup=true interval=1s",
+        "read duration=30s cl=LOCAL_ONE fixed=5000/s max=1024 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=gaussian(1..1000) retries=9 keep_going=false warmup=true interval=1s",
     ),
     (
         "read duration=2m -rate throttle=1k/s threads=8 -pop dist=uniform(1..1m)",
-        "read duration=120s cl=LOCAL_ONE throttle=1000/s threads=8 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=uniform(1..1000000) retries=0 keep_going=false warmup=true interval=1s",
+        "read duration=120s cl=LOCAL_ONE throttle=1000/s threads=8 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=uniform(1..1000000) retries=9 keep_going=false warmup=true interval=1s",
     ),
     (
         "mixed ratio(read=9,write=1) n=100 -rate fixed=100/s threads=4",
-        "mixed n=100 cl=LOCAL_ONE fixed=100/s max=4 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=uniform(1..100) retries=0 keep_going=false warmup=true interval=1s ratio=9:1",
+        "mixed n=100 cl=LOCAL_ONE fixed=100/s max=4 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=uniform(1..100) retries=9 keep_going=false warmup=true interval=1s ratio=9:1",
     ),
     (
         "mixed read=9 write=1 duration=10s interval=500ms seed=7",
-        "mixed duration=10s cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=uniform(1..1000000) retries=0 keep_going=false warmup=true interval=0.5s ratio=9:1",
+        "mixed duration=10s cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=uniform(1..1000000) retries=9 keep_going=false warmup=true interval=0.5s ratio=9:1",
     ),
     (
         "write n=10 -schema replication(strategy=NetworkTopologyStrategy,DC1=3,DC2=3) compaction(strategy=LeveledCompactionStrategy) durable_writes=false",
-        "write n=10 cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 NetworkTopologyStrategy DC1:3,DC2:3 pop=seq(1..10) retries=0 keep_going=false warmup=true interval=1s",
+        "write n=10 cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 NetworkTopologyStrategy DC1:3,DC2:3 pop=seq(1..10) retries=9 keep_going=false warmup=true interval=1s",
     ),
     (
         "write n=10 keep-going -schema replication(factor=3) -pop seq=5..9 -K 3",
@@ -99,11 +99,11 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "write n=5 --keep-going --no-warmup -log interval=10s file=out.csv",
-        "write n=5 cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=seq(1..5) retries=0 keep_going=true warmup=false interval=10s csv=out.csv",
+        "write n=5 cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=seq(1..5) retries=9 keep_going=true warmup=false interval=10s csv=out.csv",
     ),
     (
         "cassandra-stress write n=5",
-        "write n=5 cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=seq(1..5) retries=0 keep_going=false warmup=true interval=1s",
+        "write n=5 cl=LOCAL_ONE threads=50 nodes=127.0.0.1 port=9042 cols=5x34 SimpleStrategy RF 1 pop=seq(1..5) retries=9 keep_going=false warmup=true interval=1s",
     ),
     // The classic runs (shared/classic-runs.md), verbatim but for placeholders.
     (

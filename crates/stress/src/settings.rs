@@ -216,7 +216,8 @@ pub struct Settings {
     pub seed: u64,
     /// Count failed operations and go on instead of stopping at the first one.
     pub keep_going: bool,
-    /// Extra tries per operation before it counts as failed.
+    /// Extra tries per operation before it counts as failed (`DEFAULT_RETRIES`
+    /// unless given).
     pub retries: u32,
     pub rate: Rate,
     /// Maximum requests in flight (closed loop: exactly this many).
@@ -257,6 +258,12 @@ pub fn default_client_threads(cores: usize) -> usize {
     (cores / 4).max(1)
 }
 
+/// Extra tries per operation when not given: cassandra-stress's `-errors
+/// retries=9` (ten tries in all), so a timeout the server answers under load
+/// (a coordinator's WriteTimeout, an overloaded replica) is tried again, as the
+/// tool users compare with would, instead of ending the run.
+pub const DEFAULT_RETRIES: u32 = 9;
+
 /// Key count used for default populations of duration runs (cassandra-stress's default).
 pub const DEFAULT_KEY_COUNT: u64 = 1_000_000;
 
@@ -272,7 +279,7 @@ impl Settings {
             interval: Duration::from_secs(1),
             seed: 1,
             keep_going: false,
-            retries: 0,
+            retries: DEFAULT_RETRIES,
             rate: Rate::Closed,
             threads: 50,
             nodes: Nodes { hosts: vec!["127.0.0.1".to_string()], file: None, dc: None },

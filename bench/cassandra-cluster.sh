@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A local N-node Apache Cassandra cluster on 127.0.0.1..N for bench/compare --rf3 (ccm's job for
-# the reference), from the jars and config template of /work/shared/cassandra (install.sh).
+# the reference), from the jars and config template of scripts/cassandra (install.sh).
 #   bench/cassandra-cluster.sh up [N]     start N nodes (default 3), one at a time, empty data
 #   bench/cassandra-cluster.sh status     pids, and nodetool status as node 1 sees it
 #   bench/cassandra-cluster.sh pids       the running nodes' pids, comma-separated
@@ -8,11 +8,11 @@
 # Node i: listen/rpc address 127.0.0.i, storage 7000, CQL 9042, JMX 7099+100*i (7199, 7299, ...),
 # seeds 127.0.0.1, heap CASSANDRA_HEAP (default 1G), everything under CLUSTER_DIR/node<i>.
 # Env: CASS_HOME (the install, default $HOME/.cache/cassandra-ref), CASS_REF (the scripts,
-#      default /work/shared/cassandra), CLUSTER_DIR (default $HOME/.cache/shoal/bench/cassandra-cluster),
+#      default scripts/cassandra of this repository), CLUSTER_DIR (default $HOME/.cache/shoal/bench/cassandra-cluster),
 #      CASSANDRA_HEAP, UP_TIMEOUT (seconds per node, default 240).
 set -euo pipefail
 CASS_HOME="${CASS_HOME:-$HOME/.cache/cassandra-ref}"
-CASS_REF="${CASS_REF:-/work/shared/cassandra}"
+CASS_REF="${CASS_REF:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../scripts/cassandra" && pwd)}"
 CLUSTER_DIR="${CLUSTER_DIR:-$HOME/.cache/shoal/bench/cassandra-cluster}"
 HEAP="${CASSANDRA_HEAP:-1G}"
 UP_TIMEOUT="${UP_TIMEOUT:-240}"
@@ -54,7 +54,7 @@ up() {
   for i in $(seq 1 "$n"); do
     local d="$CLUSTER_DIR/node$i" jmx=$((7099 + 100 * i))
     mkdir -p "$d"/{conf,logs,data/data,data/commitlog,data/saved_caches,data/hints,data/cdc_raw}
-    sed -e "s|@CASS_HOME@|$d|g" \
+    sed -e "s|@CASS_HOME@|$d|g" -e "s|@PORT@|9042|g" -e "s|@STORAGE_PORT@|7000|g" \
         -e "s|^cluster_name: .*|cluster_name: bench3|" \
         -e "s|^allocate_tokens_for_local_replication_factor: .*|allocate_tokens_for_local_replication_factor: 3|" \
         -e "s|^listen_address: .*|listen_address: 127.0.0.$i|" \

@@ -3,4 +3,4 @@
 export SHOAL_CACHE="${SHOAL_CACHE:-$HOME/.cache/shoal}"
 export SHOAL_VENV="${SHOAL_VENV:-$SHOAL_CACHE/venv}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SHOAL_CACHE/target}"
-export SHOAL_BIN="$CARGO_TARGET_DIR/release/shoal"
+export SHOAL_BIN="${SHOAL_BIN:-$CARGO_TARGET_DIR/release/shoal}"

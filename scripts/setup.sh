@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Shoal's build and tests need on a fresh Debian machine:
-#   - apt: clang + libclang-dev (RocksDB's bindgen), python3-venv
+#   - apt: clang + libclang-dev (RocksDB's bindgen), python3-venv, and for the
+#     driver suites of other languages (scripts/driver-tests.sh) Go, Maven and a
+#     JDK when they are missing
 #   - a Python venv under $SHOAL_VENV (default $HOME/.cache/shoal/venv) with the
 #     DataStax Python driver, cqlsh and pytest, pinned.
 # Idempotent: each step is skipped when already done.
@@ -14,6 +16,9 @@ need_apt=()
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 [ -n "$(ls /usr/lib/llvm-*/lib/libclang.so* 2>/dev/null | head -1)" ] || need_apt+=(libclang-dev)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+command -v javac >/dev/null 2>&1 || need_apt+=(default-jdk-headless)
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo (Rust) is required; install rustup first" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"

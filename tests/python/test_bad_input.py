@@ -298,6 +298,61 @@ def test_protocol_v5_options(bad_node):
             assert code == PROTOCOL_ERROR and "unsupported protocol version" in msg, f"v5 OPTIONS: {code:#06x} {msg!r}"
 
 
+def _supported_versions(node):
+    """The server's PROTOCOL_VERSIONS from SUPPORTED, e.g. ['3/v3', '4/v4', '5/v5', '6/v6-beta']."""
+    with connect(node) as s:
+        s.sendall(frame(OP_OPTIONS, stream=1))
+        kind, header, body = read_frame(s)
+        assert kind == "frame" and header[3] == OP_SUPPORTED, f"OPTIONS: {kind} {header}"
+    (n,) = struct.unpack(">H", body[:2])
+    pos = 2
+    for _ in range(n):
+        (kl,) = struct.unpack(">H", body[pos : pos + 2])
+        key = body[pos + 2 : pos + 2 + kl].decode()
+        pos += 2 + kl
+        (vn,) = struct.unpack(">H", body[pos : pos + 2])
+        pos += 2
+        values = []
+        for _ in range(vn):
+            (vl,) = struct.unpack(">H", body[pos : pos + 2])
+            values.append(body[pos + 2 : pos + 2 + vl].decode())
+            pos += 2 + vl
+        if key == "PROTOCOL_VERSIONS":
+            return values
+    pytest.fail("SUPPORTED has no PROTOCOL_VERSIONS")
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 5, 6])
+def test_version_negotiation_as_cassandra(bad_node, version):
+    # Cassandra 5.0.9 (checked with these raw frames): a version it does not
+    # speak gets ProtocolError "Invalid or unsupported protocol version (N);
+    # supported versions are (...)"; a version older than its oldest in that
+    # version (1 and 2 in their 8-byte header, on stream 0), any other in its
+    # highest version; and the connection stays open. Shoal answers every
+    # refusal on stream 0: gocql v2 steps down to v4 only then (Cassandra, which
+    # speaks v5, never refuses gocql's first version).
+    listed = _supported_versions(bad_node)
+    speaks = sorted(int(v.split("/")[0]) for v in listed if not v.endswith("beta"))
+    if version in speaks or any(v.startswith(f"{version}/") for v in listed):
+        pytest.skip(f"the server speaks v{version} ({listed})")
+    with connect(bad_node) as s:
+        s.sendall(frame(OP_OPTIONS, version=version, stream=9))
+        kind, header, body = read_frame(s)
+        assert kind == "frame", f"v{version} OPTIONS: the server closed without answering"
+        reply_version, _flags, stream, opcode = header
+        expected_version = version if version < speaks[0] else speaks[-1]
+        assert reply_version == 0x80 | expected_version, f"v{version}: reply version byte {reply_version:#x}, expected {0x80 | expected_version:#x}"
+        assert stream == 0, f"v{version}: reply on stream {stream}"
+        assert opcode == OP_ERROR, f"v{version}: opcode {opcode:#x}"
+        code, msg = parse_error(body)
+        expected = f"Invalid or unsupported protocol version ({version}); supported versions are ({', '.join(listed)})"
+        assert (code, msg) == (PROTOCOL_ERROR, expected), f"v{version}: {code:#06x} {msg!r}"
+        # The connection is still there and still speaks v4.
+        s.sendall(frame(OP_OPTIONS, stream=10))
+        kind, header, _ = read_frame(s)
+        assert kind == "frame" and header[2:] == (10, OP_SUPPORTED), f"v4 OPTIONS after the refusal: {kind} {header}"
+
+
 @pytest.mark.parametrize("version", [0x00, 0x01, 0x02, 0x7F, 0xFF])
 def test_other_bad_versions(bad_node, version):
     with connect(bad_node) as s:

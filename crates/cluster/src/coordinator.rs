@@ -135,14 +135,15 @@ impl<T: Transport + Clone> Coordinator<T> {
             tracing::debug!(%target, "not hinting: down longer than max_hint_window");
             return false;
         }
-        let payload = message::encode_mutations(mutations.iter().copied());
-        match self.hints.store(target, now_ms(), &payload) {
-            Ok(()) => true,
-            Err(e) => {
+        let mut stored = true;
+        for chunk in message_chunks(mutations) {
+            let payload = message::encode_mutations(chunk.iter().copied());
+            if let Err(e) = self.hints.store(target, now_ms(), &payload) {
                 tracing::warn!(%target, "hint not stored: {e}");
-                false
+                stored = false;
             }
         }
+        stored
     }
 
     /// The write this node completes by itself under `view`, without
@@ -218,9 +219,11 @@ impl<T: Transport + Clone> Coordinator<T> {
                 return Self::write_outcome(&counters, cl, write_type);
             }
         }
-        // Remote sends first (queued now), then the local apply.
+        // Remote sends first (queued now), then the local apply. A replica's
+        // share goes in as many messages as `message_chunks` makes of it; each
+        // message is acknowledged (or hinted) on its own, keyed by its number.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut pending: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
+        let mut pending: BTreeMap<usize, (Uuid, String, Vec<usize>)> = BTreeMap::new();
         let mut local: Option<(String, Vec<usize>)> = None;
         for (target, (dc, idx)) in targets {
             if target == view.local {
@@ -228,15 +231,22 @@ impl<T: Transport + Clone> Coordinator<T> {
                 continue;
             }
             let Some(addr) = Self::address(&view, target) else { continue };
-            let batch: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
-            let payload = message::encode_mutations(batch.iter().copied());
-            let fut = self.transport.send_request(addr, Verb::MutationReq, payload, self.config.write_timeout);
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let r = fut.await;
-                let _ = tx.send((target, r.is_ok()));
-            });
-            pending.insert(target, (dc, idx));
+            let share: Vec<(usize, &Mutation)> = idx.iter().filter_map(|i| mutations.get(*i).map(|m| (*i, m))).collect();
+            let refs: Vec<&Mutation> = share.iter().map(|(_, m)| *m).collect();
+            let mut at = 0;
+            for chunk in message_chunks(&refs) {
+                let chunk_idx: Vec<usize> = share.get(at..at + chunk.len()).unwrap_or_default().iter().map(|(i, _)| *i).collect();
+                at += chunk.len();
+                let payload = message::encode_mutations(chunk.iter().copied());
+                let fut = self.transport.send_request(addr, Verb::MutationReq, payload, self.config.write_timeout);
+                let tx = tx.clone();
+                let id = pending.len();
+                tokio::spawn(async move {
+                    let r = fut.await;
+                    let _ = tx.send((id, r.is_ok()));
+                });
+                pending.insert(id, (target, dc.clone(), chunk_idx));
+            }
         }
         drop(tx);
         if let Some((dc, idx)) = local {
@@ -245,8 +255,8 @@ impl<T: Transport + Clone> Coordinator<T> {
         let deadline = tokio::time::Instant::now() + self.config.write_timeout;
         while !counters.iter().all(|c| c.satisfied()) && !pending.is_empty() {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some((target, ok))) => {
-                    let Some((dc, idx)) = pending.remove(&target) else { continue };
+                Ok(Some((id, ok))) => {
+                    let Some((target, dc, idx)) = pending.remove(&id) else { continue };
                     if ok {
                         for i in idx {
                             if let Some(c) = counters.get_mut(i) {
@@ -269,8 +279,8 @@ impl<T: Transport + Clone> Coordinator<T> {
             let finish = async move {
                 while !pending.is_empty() {
                     match tokio::time::timeout_at(deadline, rx.recv()).await {
-                        Ok(Some((target, ok))) => {
-                            if let Some((_, idx)) = pending.remove(&target) {
+                        Ok(Some((id, ok))) => {
+                            if let Some((target, _, idx)) = pending.remove(&id) {
                                 if !ok {
                                     let muts: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
                                     this.hint(target, &muts);
@@ -280,7 +290,7 @@ impl<T: Transport + Clone> Coordinator<T> {
                         Ok(None) | Err(_) => break,
                     }
                 }
-                for (target, (_, idx)) in std::mem::take(&mut pending) {
+                for (_, (target, _, idx)) in std::mem::take(&mut pending) {
                     let muts: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
                     this.hint(target, &muts);
                 }
@@ -566,6 +576,30 @@ impl<T: Transport + Clone> Coordinator<T> {
     }
 }
 
+/// Payload bytes (estimated) a mutation message is filled up to, well below
+/// the transport's 16 MiB frame limit.
+const MESSAGE_BYTES_TARGET: u64 = 4 << 20;
+
+/// Splits mutations into the messages (or hints) that carry them: each at
+/// most `MUTATIONS_PER_MESSAGE_MAX` mutations and, past its first mutation,
+/// about `MESSAGE_BYTES_TARGET` bytes. In order; never an empty message.
+fn message_chunks<'a, 'm>(mutations: &'a [&'m Mutation]) -> Vec<&'a [&'m Mutation]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, m) in mutations.iter().enumerate() {
+        let size = m.data_size() + m.partition_key.len() as u64 + 64;
+        if i > start && (i - start >= message::MUTATIONS_PER_MESSAGE_MAX || bytes + size > MESSAGE_BYTES_TARGET) {
+            out.extend(mutations.get(start..i));
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < mutations.len() {
+        out.extend(mutations.get(start..));
+    }
+    out
+}
+
 /// Splits `[start, end]` into inclusive sub-intervals that each lie in one
 /// ring range, in token order.
 pub fn split_by_ring(view: &ClusterView, start: i64, end: i64) -> Vec<(i64, i64)> {
@@ -592,6 +626,21 @@ pub fn split_by_ring(view: &ClusterView, start: i64, end: i64) -> Vec<(i64, i64)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn message_chunks_bound_count_and_bytes() {
+        let small: Vec<Mutation> = (0..10_000).map(|i| Mutation::new(Uuid::nil(), i, Bytes::from(vec![1u8; 4]))).collect();
+        let refs: Vec<&Mutation> = small.iter().collect();
+        let chunks = message_chunks(&refs);
+        assert_eq!(chunks.iter().map(|c| c.len()).collect::<Vec<_>>(), vec![4096, 4096, 1808]);
+        assert!(message_chunks(&[]).is_empty());
+        // Big partitions go a few to a message; one over the target still goes alone.
+        let big: Vec<Mutation> = (0..5).map(|i| Mutation::new(Uuid::nil(), i, Bytes::from(vec![0u8; 3 << 20]))).collect();
+        let refs: Vec<&Mutation> = big.iter().collect();
+        assert!(message_chunks(&refs).iter().all(|c| c.len() == 1));
+        let flat: Vec<i64> = message_chunks(&refs).iter().flat_map(|c| c.iter().map(|m| m.token)).collect();
+        assert_eq!(flat, vec![0, 1, 2, 3, 4]);
+    }
     use crate::view::{Endpoint, Status};
     use std::collections::BTreeMap;
 

@@ -9,8 +9,13 @@
 //! Connection policy (mirrors Cassandra 4/5's pre-v5 pipeline, which closes the
 //! channel after a bare `ProtocolException` from header decoding and keeps it
 //! open for errors tied to a stream):
-//! - unsupported version, unknown opcode, wrong direction: answer, then close;
-//!   the client does not speak our framing, so nothing after it can be trusted;
+//! - unsupported version: answer on stream 0 (see [`FrameError::reply_version`]
+//!   and [`crate::frame`]), skip the frame, keep the connection: Cassandra
+//!   5.0.9 keeps it too, and a driver that reads the refusal then closes it
+//!   itself (gocql v2 reads its answers on one goroutine and its handshake on
+//!   another: a server that closes at once can make it see the close first);
+//! - unknown opcode, wrong direction: answer, then close; the client does not
+//!   speak our framing, so nothing after it can be trusted;
 //! - frame too big: answer with Invalid (0x2200), skip the body, keep going;
 //! - a body that fails to decode ([`ProtocolError`]): answer ProtocolError on
 //!   its stream and keep going; the frame boundary is known.
@@ -27,9 +32,11 @@ pub const SUPPORTED_VERSIONS_DESCRIPTION: &str = "4/v4";
 /// A frame header the server cannot accept.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
-    /// The version byte (direction bit removed) is not 4.
+    /// The version byte (direction bit removed) is not 4. `stream` is always 0
+    /// (see [`crate::frame`]); `body_len` is read from the header layout of
+    /// that version.
     #[error("Invalid or unsupported protocol version ({version}); supported versions are ({SUPPORTED_VERSIONS_DESCRIPTION})")]
-    UnsupportedVersion { version: u8, stream: i16 },
+    UnsupportedVersion { version: u8, stream: i16, body_len: u32 },
     /// The opcode byte names no message.
     #[error("Unknown opcode {opcode}")]
     UnknownOpcode { opcode: u8, stream: i16 },
@@ -70,14 +77,18 @@ impl FrameError {
 
     /// True when the connection must be closed once the answer is flushed.
     pub fn closes_connection(&self) -> bool {
-        !matches!(self, FrameError::TooBig { .. })
+        !matches!(self, FrameError::TooBig { .. } | FrameError::UnsupportedVersion { .. })
     }
 
-    /// For an error that keeps the connection: how many body bytes follow the
-    /// 9-byte header and must be discarded before the next frame.
-    pub fn body_to_skip(&self) -> Option<u32> {
+    /// For an error that keeps the connection: how many bytes (header and
+    /// body) the refused frame spans and must be discarded before the next one.
+    pub fn bytes_to_skip(&self) -> Option<usize> {
         match *self {
-            FrameError::TooBig { body_len, .. } => Some(body_len),
+            FrameError::TooBig { body_len, .. } => Some(crate::frame::HEADER_LEN + body_len as usize),
+            FrameError::UnsupportedVersion { version: 1 | 2, body_len, .. } => {
+                Some(crate::frame::LEGACY_HEADER_LEN + body_len as usize)
+            }
+            FrameError::UnsupportedVersion { body_len, .. } => Some(crate::frame::HEADER_LEN + body_len as usize),
             _ => None,
         }
     }
@@ -91,19 +102,18 @@ impl FrameError {
         ErrorBody::new(kind, self.to_string())
     }
 
-    /// The protocol version to put in the answer's header.
-    ///
-    /// Always 4 (so the byte is 0x84), except for versions 1 and 2, which are
-    /// answered in their own 8-byte header layout as Cassandra does
-    /// (CASSANDRA-11464), so that an old client can read the refusal. Drivers
-    /// accept a 0x84 refusal to a newer version: the python driver reads any
-    /// version it knows (it decodes the body with the header's version), and the
-    /// scylla Rust driver accepts nothing but 0x84 (it only ever sends v4).
+    /// The protocol version to put in the answer's header, as Cassandra 5.0.9
+    /// picks it (`ProtocolVersion.decode`, checked against a running 5.0.9):
+    /// a version older than ours (1, 2, 3) is answered in that version, so an
+    /// old client can read the refusal (versions 1 and 2 in their own 8-byte
+    /// layout, CASSANDRA-11464); any other version in our highest, 4 (0x84).
+    /// Drivers accept a 0x84 refusal to a newer version: the python driver reads
+    /// any version it knows, gocql v2 any of 3..5, and the scylla Rust driver
+    /// only ever sends v4.
     pub fn reply_version(&self) -> u8 {
         match *self {
             FrameError::UnsupportedVersion {
-                version: v @ (1 | 2),
-                ..
+                version: v @ 1..=3, ..
             } => v,
             _ => PROTOCOL_VERSION,
         }
@@ -111,19 +121,7 @@ impl FrameError {
 
     /// Writes the complete ERROR frame that answers this error.
     pub fn encode_reply(&self, out: &mut BytesMut) {
-        let body = self.error_body();
-        let version = self.reply_version();
-        if version == PROTOCOL_VERSION {
-            crate::response::encode_response(
-                out,
-                self.stream(),
-                None,
-                &[],
-                &crate::Response::Error(body),
-            );
-        } else {
-            crate::frame::write_legacy_error_frame(out, version, self.stream(), &body);
-        }
+        crate::frame::write_error_frame(out, self.reply_version(), self.stream(), &self.error_body());
     }
 }
 
@@ -204,6 +202,7 @@ mod tests {
         let e = FrameError::UnsupportedVersion {
             version: 66,
             stream: 3,
+            body_len: 0,
         };
         assert_eq!(
             e.to_string(),

@@ -35,16 +35,28 @@
 //!   version byte is not exactly 0x84. gocql starts at v4 too (it would parse
 //!   Scylla's "the lowest supported version is N and the greatest is M" if
 //!   refused; it never is).
-//! - Cassandra 4/5 answers an unknown version with
+//! - gocql v2 opens at v5 and steps down to v4 only when it can read the
+//!   refusal as a protocol error: a ProtocolError (or ServerError) frame on
+//!   stream 0, which it reserves and reads as "the server could not read the
+//!   stream id". The same error on the request's stream (its first request is
+//!   never on stream 0) reaches its handshake wrapped in a type its check does
+//!   not unwrap, and it gives up on the host. A close right after the refusal
+//!   can also reach it before the refusal.
+//! - The python driver and the Java driver 4 send their first request on
+//!   stream 0, so any answer on stream 0 is the answer to it.
+//! - Cassandra 5.0.9 (checked with raw frames against a running node) answers
+//!   an unknown version with
 //!   `Invalid or unsupported protocol version (66); supported versions are (3/v3, 4/v4, 5/v5, 6/v6-beta)`
 //!   (`ProtocolVersion.invalidVersionMessage`), in a header carrying its own
-//!   highest version, except for the retired versions 1 and 2, which it answers
-//!   in their own version and 8-byte header so old clients can read it. It then
-//!   closes the connection.
+//!   highest version, and keeps the connection open. Versions older than its
+//!   oldest (1 and 2) it answers in their own version and 8-byte header, on
+//!   stream 0, so old clients can read it. It answers an unknown newer version
+//!   on the request's stream, which gocql never meets (Cassandra speaks v5).
 //!
-//! We send the same message listing only `4/v4`, on the request's stream id,
-//! with a 0x84 header (or the legacy 8-byte header for versions 1 and 2), and
-//! close. See [`crate::FrameError`].
+//! We answer with `4/v4` as the only version: older versions (1, 2, 3) in
+//! their own version (1 and 2 with the legacy 8-byte header), newer ones in a
+//! 0x84 header; always on stream 0, so gocql v2 steps down; the refused frame
+//! is skipped and the connection kept. See [`crate::FrameError`].
 
 use bytes::{BufMut, BytesMut};
 
@@ -54,6 +66,8 @@ use crate::response::ErrorBody;
 
 /// Length of the frame header in protocol v3 and later.
 pub const HEADER_LEN: usize = 9;
+/// Length of the frame header of the retired versions 1 and 2.
+pub const LEGACY_HEADER_LEN: usize = 8;
 /// The only protocol version we speak.
 pub const PROTOCOL_VERSION: u8 = 4;
 /// Direction bit of the version byte: set on responses.
@@ -193,21 +207,29 @@ pub fn parse_header(buf: &[u8], max_frame_len: u32) -> Result<Option<FrameHeader
     };
     let version = first & !RESPONSE_BIT;
     if version == 1 || version == 2 {
-        // v1/v2 header: version, flags, stream (1 byte), opcode, length.
-        return match buf.get(2) {
-            Some(&stream) => Err(FrameError::UnsupportedVersion {
-                version,
-                stream: i16::from(stream as i8),
-            }),
-            None => Ok(None),
+        // v1/v2 header: version, flags, stream (1 byte), opcode, length (4).
+        let Some(len) = buf.get(4..LEGACY_HEADER_LEN) else {
+            return Ok(None);
         };
+        let body_len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+        // Cassandra answers these on stream 0, in their own version and layout.
+        return Err(FrameError::UnsupportedVersion {
+            version,
+            stream: 0,
+            body_len,
+        });
     }
     let Some(raw) = header_bytes(buf) else {
         return Ok(None);
     };
     let (flags, stream, opcode_byte, body_len) = split_header(&raw);
     if version != PROTOCOL_VERSION {
-        return Err(FrameError::UnsupportedVersion { version, stream });
+        // On stream 0, whatever the request's: see the module comment (gocql v2).
+        return Err(FrameError::UnsupportedVersion {
+            version,
+            stream: 0,
+            body_len,
+        });
     }
     let Some(opcode) = Opcode::from_u8(opcode_byte) else {
         return Err(FrameError::UnknownOpcode {
@@ -251,7 +273,11 @@ pub fn parse_response_header(
     let (flags, stream, opcode_byte, body_len) = split_header(&raw);
     let version = raw[0] & !RESPONSE_BIT;
     if version != PROTOCOL_VERSION {
-        return Err(FrameError::UnsupportedVersion { version, stream });
+        return Err(FrameError::UnsupportedVersion {
+            version,
+            stream,
+            body_len,
+        });
     }
     let Some(opcode) = Opcode::from_u8(opcode_byte) else {
         return Err(FrameError::UnknownOpcode {
@@ -333,19 +359,21 @@ pub(crate) fn write_frame(
 
 /// An ERROR frame in the 8-byte header layout of protocol v1/v2 (stream is one
 /// byte), used only to refuse those versions readably.
-pub(crate) fn write_legacy_error_frame(
-    out: &mut BytesMut,
-    version: u8,
-    stream: i16,
-    body: &ErrorBody,
-) {
+/// Writes an uncompressed ERROR frame in the header layout of `version`: the
+/// 8-byte header (one-byte stream) of versions 1 and 2, the 9-byte one otherwise.
+pub(crate) fn write_error_frame(out: &mut BytesMut, version: u8, stream: i16, body: &ErrorBody) {
     let mut encoded = BytesMut::new();
     body.encode(&mut encoded);
     out.put_u8(version | RESPONSE_BIT);
     out.put_u8(0);
-    out.put_i8(stream as i8);
+    if version == 1 || version == 2 {
+        out.put_i8(stream as i8);
+    } else {
+        out.put_i16(stream);
+    }
     out.put_u8(Opcode::Error as u8);
-    out.put_u32(u32::try_from(encoded.len()).expect("error body longer than 4 GiB"));
+    // An error body is a code and a short string: far below 4 GiB.
+    out.put_u32(encoded.len() as u32);
     out.extend_from_slice(&encoded);
 }
 
@@ -375,21 +403,25 @@ mod tests {
     }
 
     #[test]
-    fn refuses_other_versions_on_their_stream() {
-        for v in [0x42u8, 0x41, 0x05, 0x03, 0x06, 0x16] {
-            let h = [v, 0x00, 0x00, 0x07, 0x05, 0, 0, 0, 0];
+    fn refuses_newer_versions_in_v4_on_stream_0() {
+        // Answered in our highest version, on stream 0 (gocql v2 steps down only
+        // then), and the connection is kept, as Cassandra 5.0.9 keeps it.
+        for v in [0x42u8, 0x41, 0x05, 0x06, 0x16, 0x00] {
+            let h = [v, 0x00, 0x00, 0x07, 0x05, 0, 0, 0, 3];
             let err = parse_header(&h, MAX).unwrap_err();
             assert_eq!(
                 err,
                 FrameError::UnsupportedVersion {
                     version: v,
-                    stream: 7
+                    stream: 0,
+                    body_len: 3
                 }
             );
-            assert!(err.closes_connection());
+            assert!(!err.closes_connection());
+            assert_eq!(err.bytes_to_skip(), Some(HEADER_LEN + 3));
             let mut out = BytesMut::new();
             err.encode_reply(&mut out);
-            assert_eq!(&out[..5], &[0x84, 0x00, 0x00, 0x07, 0x00]);
+            assert_eq!(&out[..5], &[0x84, 0x00, 0x00, 0x00, 0x00]);
             let body = &out[HEADER_LEN..];
             assert_eq!(&body[..4], &[0, 0, 0, 0x0A]);
             let msg = String::from_utf8_lossy(&body[6..]);
@@ -398,21 +430,38 @@ mod tests {
     }
 
     #[test]
+    fn refuses_v3_in_v3() {
+        // An older version than ours is answered in its own version, so a
+        // client that knows only that version can read the refusal.
+        let h = [0x03, 0x00, 0x00, 0x09, 0x05, 0, 0, 0, 0];
+        let err = parse_header(&h, MAX).unwrap_err();
+        let mut out = BytesMut::new();
+        err.encode_reply(&mut out);
+        assert_eq!(&out[..5], &[0x83, 0x00, 0x00, 0x00, 0x00]);
+        let len = u32::from_be_bytes([out[5], out[6], out[7], out[8]]) as usize;
+        assert_eq!(out.len(), HEADER_LEN + len);
+    }
+
+    #[test]
     fn refuses_v2_in_its_own_layout() {
-        // v2 OPTIONS: 8-byte header with a one-byte stream.
-        let h = [0x02, 0x00, 0x05, 0x05, 0, 0, 0, 0];
+        // v2 OPTIONS: 8-byte header with a one-byte stream, answered on stream 0
+        // as Cassandra 5.0.9 does.
+        let h = [0x02, 0x00, 0x05, 0x05, 0, 0, 0, 2];
         assert_eq!(parse_header(&h[..2], MAX), Ok(None));
+        assert_eq!(parse_header(&h[..7], MAX), Ok(None));
         let err = parse_header(&h, MAX).unwrap_err();
         assert_eq!(
             err,
             FrameError::UnsupportedVersion {
                 version: 2,
-                stream: 5
+                stream: 0,
+                body_len: 2
             }
         );
+        assert_eq!(err.bytes_to_skip(), Some(LEGACY_HEADER_LEN + 2));
         let mut out = BytesMut::new();
         err.encode_reply(&mut out);
-        assert_eq!(&out[..4], &[0x82, 0x00, 0x05, 0x00]);
+        assert_eq!(&out[..4], &[0x82, 0x00, 0x00, 0x00]);
         let len = u32::from_be_bytes([out[4], out[5], out[6], out[7]]) as usize;
         assert_eq!(out.len(), 8 + len);
     }
@@ -445,7 +494,7 @@ mod tests {
         ));
         let h = [0x04, 0, 0, 2, 0x07, 0xFF, 0xFF, 0xFF, 0xFF];
         let err = parse_header(&h, MAX).unwrap_err();
-        assert_eq!(err.body_to_skip(), Some(u32::MAX));
+        assert_eq!(err.bytes_to_skip(), Some(HEADER_LEN + u32::MAX as usize));
         assert_eq!(err.stream(), 2);
         // Exactly at the limit is fine.
         let h = [0x04, 0, 0, 2, 0x07, 0, 0, 0, 91];

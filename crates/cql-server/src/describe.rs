@@ -162,10 +162,25 @@ impl Element<'_> {
     }
 
     fn create_statement(&self, internals: bool) -> String {
+        if crate::system::is_cassandra_virtual(self.keyspace()) {
+            // As Cassandra: a virtual element cannot be recreated, so its
+            // structure is shown for reference inside a comment.
+            let (what, name, cql) = match self {
+                Element::Keyspace(k) => ("Keyspace", maybe_quote(&k.name), format!("VIRTUAL KEYSPACE {};", maybe_quote(&k.name))),
+                Element::Type(t) => ("Type", format!("{}.{}", maybe_quote(&t.keyspace), maybe_quote(&t.name)), create_type_cql(t)),
+                Element::Table(t) => {
+                    ("Table", format!("{}.{}", maybe_quote(&t.keyspace), maybe_quote(&t.name)), table_cql(t, TableCql::Virtual))
+                }
+            };
+            return format!(
+                "/*\nWarning: {what} {name} is a virtual {} and cannot be recreated with CQL.\nStructure, for reference:\n{cql}\n*/",
+                what.to_ascii_lowercase()
+            );
+        }
         match self {
             Element::Keyspace(k) => create_keyspace_cql(k),
             Element::Type(t) => create_type_cql(t),
-            Element::Table(t) => table_cql(t, internals),
+            Element::Table(t) => table_cql(t, if internals { TableCql::WithInternals } else { TableCql::Create }),
         }
     }
 }
@@ -535,13 +550,24 @@ pub fn create_type_cql(udt: &UdtDef) -> String {
 /// `CREATE TABLE ks.t (...) WITH ...;` as `DESCRIBE TABLE` prints it
 /// (`TableMetadata.toCqlString` without internals).
 pub fn create_table_cql(t: &TableDef) -> String {
-    table_cql(t, false)
+    table_cql(t, TableCql::Create)
 }
 
-/// With `internals`, the options start with `ID = <table id>` (Cassandra
-/// would also re-create dropped columns, whose types Shoal does not keep).
-fn table_cql(t: &TableDef, internals: bool) -> String {
-    let mut out = format!("CREATE TABLE {}.{} (\n", maybe_quote(&t.keyspace), maybe_quote(&t.name));
+/// What a table's CQL is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TableCql {
+    Create,
+    /// The options start with `ID = <table id>` (Cassandra would also
+    /// re-create dropped columns, whose types Shoal does not keep).
+    WithInternals,
+    /// `VIRTUAL TABLE`: its clustering order and comment only, as Cassandra
+    /// shows a virtual table.
+    Virtual,
+}
+
+fn table_cql(t: &TableDef, how: TableCql) -> String {
+    let head = if how == TableCql::Virtual { "VIRTUAL TABLE" } else { "CREATE TABLE" };
+    let mut out = format!("{head} {}.{} (\n", maybe_quote(&t.keyspace), maybe_quote(&t.name));
     let partition_key = ordered(t, ColumnKind::PartitionKey);
     let clustering = ordered(t, ColumnKind::Clustering);
     let single_key = partition_key.len() == 1 && clustering.is_empty();
@@ -576,7 +602,7 @@ fn table_cql(t: &TableDef, internals: bool) -> String {
     out.push_str(") WITH ");
 
     let mut options = Vec::new();
-    if internals {
+    if how == TableCql::WithInternals {
         options.push(format!("ID = {}", t.id));
     }
     if !clustering.is_empty() {
@@ -589,7 +615,11 @@ fn table_cql(t: &TableDef, internals: bool) -> String {
             .collect();
         options.push(format!("CLUSTERING ORDER BY ({})", order.join(", ")));
     }
-    options.extend(table_options(t));
+    if how == TableCql::Virtual {
+        options.push(format!("comment = {}", single_quoted(&t.options.comment)));
+    } else {
+        options.extend(table_options(t));
+    }
     out.push_str(&options.join("\n    AND "));
     out.push(';');
     out
@@ -1063,7 +1093,16 @@ mod tests {
         let got: Vec<String> = text_rows(&rows).into_iter().map(|r| r[2].clone()).collect();
         assert_eq!(
             got,
-            ["\"Archive\"", "shop", "system", "system_auth", "system_distributed", "system_schema", "system_traces"]
+            [
+                "\"Archive\"",
+                "shop",
+                "system",
+                "system_auth",
+                "system_distributed",
+                "system_schema",
+                "system_traces",
+                "system_virtual_schema"
+            ]
         );
         assert_eq!(text_rows(&rows)[1], ["shop", "keyspace", "shop"]);
     }
@@ -1124,6 +1163,34 @@ mod tests {
     }
 
     #[test]
+    fn describe_virtual_keyspace_as_cassandra() {
+        // Cassandra 5.0.9's cqlsh `DESCRIBE KEYSPACE system_virtual_schema`.
+        let rows = run(None, DescribeTarget::Keyspace { keyspace: Some("system_virtual_schema".into()), only: false }).unwrap();
+        let rows = text_rows(&rows);
+        assert_eq!(
+            rows[0][3],
+            "/*\nWarning: Keyspace system_virtual_schema is a virtual keyspace and cannot be recreated with CQL.\n\
+             Structure, for reference:\nVIRTUAL KEYSPACE system_virtual_schema;\n*/"
+        );
+        let keyspaces = rows.iter().find(|r| r[2] == "keyspaces").unwrap();
+        assert_eq!(
+            keyspaces[3],
+            "/*\nWarning: Table system_virtual_schema.keyspaces is a virtual table and cannot be recreated with CQL.\n\
+             Structure, for reference:\nVIRTUAL TABLE system_virtual_schema.keyspaces (\n    keyspace_name text PRIMARY KEY\n\
+             ) WITH comment = 'virtual keyspace definitions';\n*/"
+        );
+        let columns = rows.iter().find(|r| r[2] == "columns").unwrap();
+        assert!(
+            columns[3].ends_with(
+                "    PRIMARY KEY (keyspace_name, table_name, column_name)\n\
+                 ) WITH CLUSTERING ORDER BY (table_name ASC, column_name ASC)\n    AND comment = 'virtual column definitions';\n*/"
+            ),
+            "{}",
+            columns[3]
+        );
+    }
+
+    #[test]
     fn describe_schema_skips_system_keyspaces_unless_full() {
         let rows = run(None, DescribeTarget::Schema { full: false }).unwrap();
         let keyspaces: Vec<String> =
@@ -1131,7 +1198,7 @@ mod tests {
         assert_eq!(keyspaces, ["\"Archive\"", "shop"]);
         let rows = run(None, DescribeTarget::Schema { full: true }).unwrap();
         let keyspaces = text_rows(&rows).into_iter().filter(|r| r[1] == "keyspace").count();
-        assert_eq!(keyspaces, 7);
+        assert_eq!(keyspaces, 8);
     }
 
     #[test]

@@ -26,5 +26,5 @@ pub mod select;
 pub mod server;
 pub mod system;
 
-pub use processor::Processor;
+pub use processor::{BatchLimits, Processor};
 pub use server::{serve, ServerConfig};

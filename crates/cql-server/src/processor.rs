@@ -48,6 +48,27 @@ pub struct Processor {
     pub events: tokio::sync::broadcast::Sender<Event>,
     /// Where reads and writes go (this node alone, or the cluster).
     pub data: Arc<dyn DataPlane>,
+    pub batch_limits: BatchLimits,
+}
+
+/// The size checks of a batch, with cassandra.yaml's names and defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchLimits {
+    /// `batch_size_warn_threshold` (5KiB): a batch over more than one
+    /// partition writing more data than this is logged and the client warned.
+    pub warn_bytes: u64,
+    /// `batch_size_fail_threshold` (50KiB): such a batch is refused
+    /// (InvalidRequest "Batch too large").
+    pub fail_bytes: u64,
+    /// `unlogged_batch_across_partitions_warn_threshold` (10): an unlogged
+    /// batch over more partitions than this warns the client.
+    pub unlogged_partitions_warn: u32,
+}
+
+impl Default for BatchLimits {
+    fn default() -> BatchLimits {
+        BatchLimits { warn_bytes: 5 << 10, fail_bytes: 50 << 10, unlogged_partitions_warn: 10 }
+    }
 }
 
 /// Cassandra caps the prepared statement cache by memory; Shoal by count.
@@ -58,7 +79,21 @@ impl Processor {
         let seed = u64::from_be_bytes(node.host_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
         let (events, _) = tokio::sync::broadcast::channel(1024);
         let data: Arc<dyn DataPlane> = Arc::new(LocalPlane { storage: Arc::clone(&storage), local_dc: node.data_center.clone() });
-        Processor { schema, storage, node, clock: Clock::new(seed), prepared: RwLock::new(HashMap::new()), events, data }
+        Processor {
+            schema,
+            storage,
+            node,
+            clock: Clock::new(seed),
+            prepared: RwLock::new(HashMap::new()),
+            events,
+            data,
+            batch_limits: BatchLimits::default(),
+        }
+    }
+
+    pub fn with_batch_limits(mut self, limits: BatchLimits) -> Processor {
+        self.batch_limits = limits;
+        self
     }
 
     /// Sends reads and writes through `data` instead of this node's storage alone.
@@ -67,11 +102,12 @@ impl Processor {
         self
     }
 
-    /// QUERY: parse and run a statement with the session's keyspace.
-    pub fn query(&self, session: &mut Option<String>, text: &str, params: &QueryParams) -> Result<ResultBody, QueryError> {
+    /// QUERY: parse and run a statement with the session's keyspace. Client
+    /// warnings (Cassandra's `ClientWarn`) are added to `warnings`.
+    pub fn query(&self, session: &mut Option<String>, text: &str, params: &QueryParams, warnings: &mut Vec<String>) -> Result<ResultBody, QueryError> {
         let statement = cql::parse(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         let values = self.positional(&statement, session.as_deref(), &params.values)?;
-        self.run(&statement, session, &values, params)
+        self.run(&statement, session, &values, params, warnings)
     }
 
     /// PREPARE: parse, check against the schema, cache, and describe the bind
@@ -126,7 +162,7 @@ impl Processor {
     }
 
     /// EXECUTE of a prepared statement.
-    pub fn execute(&self, session: &mut Option<String>, id: &Bytes, params: &QueryParams) -> Result<ResultBody, QueryError> {
+    pub fn execute(&self, session: &mut Option<String>, id: &Bytes, params: &QueryParams, warnings: &mut Vec<String>) -> Result<ResultBody, QueryError> {
         let entry = self.lookup(id)?;
         // A prepared statement runs in the keyspace it was prepared in.
         if let Some(modification) = Modification::of(&entry.statement) {
@@ -136,7 +172,7 @@ impl Processor {
         }
         let mut keyspace = entry.keyspace.clone().or_else(|| session.clone());
         let values = self.positional(&entry.statement, keyspace.as_deref(), &params.values)?;
-        let result = self.run(&entry.statement, &mut keyspace, &values, params)?;
+        let result = self.run(&entry.statement, &mut keyspace, &values, params, warnings)?;
         if let ResultBody::SetKeyspace(k) = &result {
             *session = Some(k.clone());
         }
@@ -144,7 +180,7 @@ impl Processor {
     }
 
     /// BATCH: every statement's mutations applied together.
-    pub fn batch(&self, session: Option<&str>, batch: &Batch) -> Result<ResultBody, QueryError> {
+    pub fn batch(&self, session: Option<&str>, batch: &Batch, warnings: &mut Vec<String>) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let mut planned = Vec::with_capacity(batch.statements.len());
         let opts = WriteOpts { default_timestamp: batch.default_timestamp };
@@ -168,7 +204,7 @@ impl Processor {
             planned.push(modification.plan(self, &schema, keyspace.as_deref(), &ctx, &opts)?);
         }
         let write_type = if batch.kind == cql_protocol::BatchKind::Logged { "BATCH" } else { "UNLOGGED_BATCH" };
-        self.apply_writes(planned, batch.consistency, write_type)
+        self.apply_batch(planned, batch.consistency, write_type, warnings)
     }
 
     /// One INSERT, UPDATE or DELETE: planned and handed to the data plane
@@ -182,9 +218,15 @@ impl Processor {
         Ok(ResultBody::Void)
     }
 
-    /// Applies the mutations of each keyspace written at `cl` (one data-plane
-    /// call per keyspace; each is atomic on every replica).
-    fn apply_writes(&self, planned: Vec<Planned>, cl: Consistency, write_type: &'static str) -> Result<ResultBody, QueryError> {
+    /// Applies a batch's mutations at `cl`, one data-plane call per keyspace
+    /// (each atomic on every replica), after Cassandra's checks of its size
+    /// (`BatchStatement.verifyBatchSize` / `verifyBatchType`): a batch over
+    /// more than one partition that writes more than `batch_size_fail_threshold`
+    /// is refused, over `batch_size_warn_threshold` it warns, and an unlogged
+    /// one over more than `unlogged_batch_across_partitions_warn_threshold`
+    /// partitions warns. Whatever is accepted is applied whole: the data plane
+    /// splits it into as many internode messages and hints as it needs.
+    fn apply_batch(&self, planned: Vec<Planned>, cl: Consistency, write_type: &'static str, warnings: &mut Vec<String>) -> Result<ResultBody, QueryError> {
         let mut by_keyspace: Vec<(Arc<KeyspaceDef>, Vec<Mutation>)> = Vec::new();
         for p in planned {
             match by_keyspace.iter_mut().find(|(k, _)| k.name == p.keyspace.name) {
@@ -192,10 +234,58 @@ impl Processor {
                 None => by_keyspace.push((p.keyspace, p.mutations)),
             }
         }
+        self.check_batch(&by_keyspace, write_type == "UNLOGGED_BATCH", warnings)?;
         for (ks, mutations) in by_keyspace {
             self.data.mutate(&ks, mutations, cl, write_type)?;
         }
         Ok(ResultBody::Void)
+    }
+
+    fn check_batch(&self, by_keyspace: &[(Arc<KeyspaceDef>, Vec<Mutation>)], unlogged: bool, warnings: &mut Vec<String>) -> Result<(), QueryError> {
+        use std::collections::{BTreeSet, HashSet};
+        let mut partitions: HashSet<(&str, &[u8])> = HashSet::new();
+        let mut tables: BTreeSet<String> = BTreeSet::new();
+        let mut size = 0u64;
+        for (ks, mutations) in by_keyspace {
+            for m in mutations {
+                partitions.insert((ks.name.as_str(), m.partition_key.as_ref()));
+                size += m.data_size();
+                if let Some(t) = ks.tables.values().find(|t| t.id == m.table) {
+                    tables.insert(format!("{}.{}", ks.name, t.name));
+                }
+            }
+        }
+        // Cassandra checks sizes only for batches over several partitions (CASSANDRA-10876).
+        if partitions.len() <= 1 {
+            return Ok(());
+        }
+        let names = format!("[{}]", tables.iter().cloned().collect::<Vec<_>>().join(", "));
+        let limits = &self.batch_limits;
+        if size > limits.fail_bytes {
+            tracing::error!(
+                "Batch for {names} is of size {size}, exceeding specified threshold of {} by {}. (see batch_size_fail_threshold)",
+                limits.fail_bytes,
+                size - limits.fail_bytes
+            );
+            return Err(QueryError::invalid("Batch too large"));
+        }
+        if size > limits.warn_bytes {
+            let message = format!(
+                "Batch for {names} is of size {size}, exceeding specified threshold of {} by {}.",
+                limits.warn_bytes,
+                size - limits.warn_bytes
+            );
+            tracing::warn!("{message}");
+            warnings.push(message);
+        }
+        if unlogged && partitions.len() > limits.unlogged_partitions_warn as usize {
+            warnings.push(format!(
+                "Unlogged batch covering {} partitions detected against table{} {names}. You should use a logged batch for atomicity, or asynchronous writes for performance.",
+                partitions.len(),
+                if tables.len() == 1 { "" } else { "s" }
+            ));
+        }
+        Ok(())
     }
 
     /// Turns named values into positional ones by the statement's marker names.
@@ -228,7 +318,14 @@ impl Processor {
         }
     }
 
-    fn run(&self, statement: &Statement, session: &mut Option<String>, values: &[BoundValue], params: &QueryParams) -> Result<ResultBody, QueryError> {
+    fn run(
+        &self,
+        statement: &Statement,
+        session: &mut Option<String>,
+        values: &[BoundValue],
+        params: &QueryParams,
+        warnings: &mut Vec<String>,
+    ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
         let opts = WriteOpts { default_timestamp: params.default_timestamp };
@@ -270,7 +367,7 @@ impl Processor {
                     planned.push(modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?);
                 }
                 let write_type = if b.kind == cql::ast::BatchKind::Logged { "BATCH" } else { "UNLOGGED_BATCH" };
-                self.apply_writes(planned, params.consistency, write_type)
+                self.apply_batch(planned, params.consistency, write_type, warnings)
             }
             Statement::Use { keyspace } => {
                 if schema.keyspace(keyspace).is_none() {

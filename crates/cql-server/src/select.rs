@@ -656,6 +656,25 @@ fn contains(ty: &CqlType, collection: &[u8], needle: &[u8], key: bool) -> bool {
     }
 }
 
+/// Partition keys asked of the data plane at a time by a range scan.
+const SCAN_BATCH: usize = 64;
+
+/// The inclusive token interval of a Range plan's bounds (`(token, inclusive)`),
+/// or `None` when it is empty.
+fn token_bounds(start: &Option<(i64, bool)>, end: &Option<(i64, bool)>) -> Option<(i64, i64)> {
+    let lo = match *start {
+        Some((t, true)) => t,
+        Some((t, false)) => t.checked_add(1)?,
+        None => i64::MIN,
+    };
+    let hi = match *end {
+        Some((t, true)) => t,
+        Some((t, false)) => t.checked_sub(1)?,
+        None => i64::MAX,
+    };
+    (lo <= hi).then_some((lo, hi))
+}
+
 /// Where a paged read resumes.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Position {
@@ -671,12 +690,28 @@ struct Position {
     remaining: u32,
     /// The static-only row of that partition was returned.
     started: bool,
+    /// Every row of that partition was returned: a Range plan resumes at the
+    /// next partition, never inside this one again.
+    done: bool,
 }
 
 impl Position {
+    /// The first byte of an encoded state; states of another format are refused.
+    const FORMAT: u8 = 2;
+
+    /// Moves to the start of the partition `key` at `token`.
+    fn enter(&mut self, token: i64, key: Vec<u8>) {
+        self.token = token;
+        self.partition_key = key;
+        self.after = None;
+        self.in_partition = 0;
+        self.started = false;
+        self.done = false;
+    }
+
     fn encode(&self) -> Bytes {
         let mut b = BytesMut::new();
-        b.put_u8(1);
+        b.put_u8(Self::FORMAT);
         b.put_u32(self.index);
         b.put_i64(self.token);
         b.put_u32(self.partition_key.len() as u32);
@@ -694,7 +729,7 @@ impl Position {
         }
         b.put_u32(self.in_partition);
         b.put_u32(self.remaining);
-        b.put_u8(self.started as u8);
+        b.put_u8(self.started as u8 | (self.done as u8) << 1);
         b.freeze()
     }
 
@@ -707,7 +742,7 @@ impl Position {
             *b = rest;
             Some(x)
         }
-        if take(&mut b, 1)? != [1] {
+        if take(&mut b, 1)? != [Self::FORMAT] {
             return None;
         }
         let index = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?);
@@ -728,11 +763,12 @@ impl Position {
         };
         let in_partition = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?);
         let remaining = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?);
-        let started = take(&mut b, 1)?[0] != 0;
-        if b.has_remaining() {
+        let flags = take(&mut b, 1)?[0];
+        if b.has_remaining() || flags > 3 {
             return None;
         }
-        Some(Position { index, token, partition_key, after, in_partition, remaining, started })
+        let (started, done) = (flags & 1 != 0, flags & 2 != 0);
+        Some(Position { index, token, partition_key, after, in_partition, remaining, started, done })
     }
 }
 
@@ -937,13 +973,8 @@ impl Reader<'_> {
                         return Ok((out, Some(pos.clone())));
                     }
                     let key = common::compose_partition_key(&keys[pos.index as usize])?;
-                    let token = ring::token_of(&key);
                     if pos.partition_key != key.as_ref() {
-                        pos.partition_key = key.to_vec();
-                        pos.token = token;
-                        pos.after = None;
-                        pos.in_partition = 0;
-                        pos.started = false;
+                        pos.enter(ring::token_of(&key), key.to_vec());
                     }
                     let done = self.read_partition(pos, &mut out, max_rows)?;
                     if !done {
@@ -955,54 +986,34 @@ impl Reader<'_> {
                 Ok((out, None))
             }
             PartitionPlan::Range { start, end } => {
-                // Finish a partition left half-read by the previous page.
-                if !pos.partition_key.is_empty() && (pos.after.is_some() || pos.started) {
-                    let done = self.read_partition(pos, &mut out, max_rows)?;
-                    if !done {
+                // Finish the partition the previous page stopped inside.
+                if !pos.partition_key.is_empty() && !pos.done {
+                    if !self.read_partition(pos, &mut out, max_rows)? {
                         return Ok((out, Some(pos.clone())));
                     }
-                    pos.after = None;
-                    pos.started = true;
+                    pos.done = true;
                 }
-                let (mut start_token, mut after_key) = match start {
-                    Some((t, true)) => (*t, None),
-                    Some((t, false)) => {
-                        if *t == i64::MAX {
-                            return Ok((out, None));
-                        }
-                        (*t + 1, None)
-                    }
-                    None => (i64::MIN, None),
-                };
+                let Some((mut start_token, end_token)) = token_bounds(start, end) else { return Ok((out, None)) };
+                // Resume strictly after the last partition of the previous page.
+                let mut after_key = None;
                 if !pos.partition_key.is_empty() {
+                    debug_assert!(pos.done, "a Range position resumes only after a finished partition");
                     start_token = pos.token;
                     after_key = Some(pos.partition_key.clone());
                 }
-                let end_token = match end {
-                    Some((t, true)) => *t,
-                    Some((t, false)) => {
-                        if *t == i64::MIN {
-                            return Ok((out, None));
-                        }
-                        *t - 1
-                    }
-                    None => i64::MAX,
-                };
                 if start_token > end_token {
                     return Ok((out, None));
                 }
                 loop {
-                    let need = want(&out, pos);
-                    if need == 0 {
+                    if want(&out, pos) == 0 {
                         return Ok((out, Some(pos.clone())));
                     }
-                    // Scan partition by partition boundaries so paging can resume precisely.
                     let scan = ScanRange {
                         table: self.table.id,
                         start_token,
                         after_key: after_key.clone(),
                         end_token,
-                        partition_limit: 64,
+                        partition_limit: SCAN_BATCH,
                         per_partition: self.partition_read(pos, 0, 0),
                         row_limit: usize::MAX,
                     };
@@ -1014,18 +1025,13 @@ impl Reader<'_> {
                         if want(&out, pos) == 0 {
                             return Ok((out, Some(pos.clone())));
                         }
-                        pos.token = token;
-                        pos.partition_key = key.clone();
-                        pos.after = None;
-                        pos.in_partition = 0;
-                        pos.started = false;
-                        let done = self.read_partition(pos, &mut out, max_rows)?;
-                        if !done {
+                        pos.enter(token, key);
+                        if !self.read_partition(pos, &mut out, max_rows)? {
                             return Ok((out, Some(pos.clone())));
                         }
-                        pos.started = true;
+                        pos.done = true;
                         start_token = token;
-                        after_key = Some(key);
+                        after_key = Some(pos.partition_key.clone());
                     }
                 }
             }
@@ -1034,7 +1040,10 @@ impl Reader<'_> {
 
     fn partition_read(&self, pos: &Position, token: i64, limit: usize) -> PartitionRead {
         let mut ranges = self.plan.ranges.clone();
-        if let Some(after) = &pos.after {
+        if pos.after.is_some() && self.table.clustering().next().is_none() {
+            // A partition without clustering columns holds one row: nothing follows it.
+            ranges.clear();
+        } else if let Some(after) = &pos.after {
             // Resume strictly after the last returned row, in iteration order.
             let resume = ClusteringBound { prefix: after.iter().map(|v| Bytes::from(v.clone())).collect(), inclusive: false };
             ranges = if ranges.is_empty() {

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use cql_protocol::{
     decode_request_frame, encode_event, encode_response, parse_header, supported_options, Compression, ErrorBody, ErrorKind,
-    EventType, FrameHeader, Opcode, Request, Response, ResultBody, WriteType, HEADER_LEN,
+    EventType, FrameError, FrameHeader, Opcode, Request, Response, ResultBody, WriteType, HEADER_LEN,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -110,24 +110,24 @@ impl Conn {
         let _ = self.tx.send(out.freeze()).await;
     }
 
-    fn encode_all(&self, responses: &[(i16, Response)]) -> BytesMut {
+    fn encode_all(&self, responses: &[Reply]) -> BytesMut {
         let mut out = BytesMut::with_capacity(64 * responses.len());
         let compression = self.compression();
-        for (stream, response) in responses {
-            encode_response(&mut out, *stream, compression, &[], response);
+        for r in responses {
+            encode_response(&mut out, r.stream, compression, &r.warnings, &r.response);
         }
         out
     }
 
     /// The responses of a request group, as one message to the writer.
-    async fn send_all(&self, responses: Vec<(i16, Response)>) {
+    async fn send_all(&self, responses: Vec<Reply>) {
         let _ = self.tx.send(self.encode_all(&responses).freeze()).await;
     }
 
     /// The responses of a request group, written on the socket by the
     /// caller when the writer task is not writing (else handed to it).
     /// Whole buffers under the socket's lock: frames never interleave.
-    async fn send_now(&self, responses: Vec<(i16, Response)>) {
+    async fn send_now(&self, responses: Vec<Reply>) {
         let out = self.encode_all(&responses);
         match self.socket.try_lock() {
             // A failed write closes the connection; the reader sees it.
@@ -198,7 +198,12 @@ async fn connection(
                     if e.closes_connection() {
                         break 'read;
                     }
-                    skip = HEADER_LEN + e.body_to_skip().unwrap_or(0) as usize;
+                    skip = e.bytes_to_skip().unwrap_or(HEADER_LEN);
+                    if matches!(e, FrameError::UnsupportedVersion { .. }) {
+                        // As Cassandra: drop what was read with it, and no more (the
+                        // length of a frame in a foreign version may mean nothing).
+                        skip = skip.min(buf.len());
+                    }
                     continue;
                 }
             };
@@ -332,7 +337,7 @@ async fn spawn_group(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, group: Vec<(F
 
 /// A task that sends `responses` through the writer task once they are
 /// ready, holding the requests' in-flight `permit` until then.
-fn answer_later(conn: &Arc<Conn>, permit: OwnedSemaphorePermit, responses: impl Future<Output = Vec<(i16, Response)>> + Send + 'static) {
+fn answer_later(conn: &Arc<Conn>, permit: OwnedSemaphorePermit, responses: impl Future<Output = Vec<Reply>> + Send + 'static) {
     let conn = Arc::clone(conn);
     tokio::spawn(async move {
         let responses = responses.await;
@@ -371,7 +376,7 @@ fn spawn_event_forwarder(conn: Arc<Conn>, wanted: HashSet<EventType>) {
 /// appends one log record); in `batch`/`group` mode the whole group runs on
 /// the blocking pool and commits there (`run_blocking`), since its commit
 /// waits for an fsync (concurrent groups share it: `CommitLog::sync`).
-async fn run_group(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response)> {
+async fn run_group(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<Reply> {
     match run_now(conn, group) {
         Ok(ran) => ran.finish().await,
         Err(group) => run_blocking(conn, group).await,
@@ -393,15 +398,15 @@ impl Ran {
     }
 
     /// Waits for the deferred writes: each request is answered after its own.
-    async fn finish(self) -> Vec<(i16, Response)> {
+    async fn finish(self) -> Vec<Reply> {
         let Ran { mut answers, committed, deferred } = self;
         let mut outcomes = Vec::with_capacity(deferred.len());
         for write in deferred {
             outcomes.push(write.await);
         }
-        for (_, response, _, waits) in &mut answers {
-            if let Some(Err(e)) = waits.clone().filter_map(|i| outcomes.get(i)).find(|o| o.is_err()) {
-                *response = Response::Error(error_body(e.clone()));
+        for a in &mut answers {
+            if let Some(Err(e)) = a.waits.clone().filter_map(|i| outcomes.get(i)).find(|o| o.is_err()) {
+                a.reply.response = Response::Error(error_body(e.clone()));
             }
         }
         answer(answers, committed)
@@ -422,7 +427,7 @@ fn run_now(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Result<Ran, Vec<(
 }
 
 /// Runs a group whose commit waits for an fsync on the blocking pool.
-async fn run_blocking(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<(i16, Response)> {
+async fn run_blocking(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<Reply> {
     let streams: Vec<i16> = group.iter().map(|(h, _)| h.stream).collect();
     let owned = Arc::clone(conn);
     let work = move || {
@@ -433,14 +438,32 @@ async fn run_blocking(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> V
         Ok(responses) => responses,
         Err(e) => {
             let body = error_body(QueryError::Server(format!("request failed: {e}")));
-            streams.into_iter().map(|s| (s, Response::Error(body.clone()))).collect()
+            streams.into_iter().map(|s| Reply::new(s, Response::Error(body.clone()))).collect()
         }
     }
 }
 
-/// A request's answer, whether its writes joined the write group, and which
+/// What goes back for one request: its response on its stream, with the
+/// client warnings (Cassandra's `ClientWarn`) its execution raised.
+struct Reply {
+    stream: i16,
+    response: Response,
+    warnings: Vec<String>,
+}
+
+impl Reply {
+    fn new(stream: i16, response: Response) -> Reply {
+        Reply { stream, response, warnings: Vec::new() }
+    }
+}
+
+/// A request's reply, whether its writes joined the write group, and which
 /// of the deferred writes (`data::collect_deferred`) are its.
-type Answer = (i16, Response, bool, std::ops::Range<usize>);
+struct Answer {
+    reply: Reply,
+    grouped: bool,
+    waits: std::ops::Range<usize>,
+}
 
 /// Runs requests in order (inside the caller's write group and deferral
 /// scope, if any).
@@ -449,30 +472,35 @@ fn run_requests(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Vec<Answer> 
         .into_iter()
         .map(|(header, request)| {
             let (before, waits_from) = (Storage::grouped_mutations(), data::deferred_writes());
-            let response = run_one(conn, &request);
-            (header.stream, response, Storage::grouped_mutations() > before, waits_from..data::deferred_writes())
+            let (response, warnings) = run_one(conn, &request);
+            Answer {
+                reply: Reply { stream: header.stream, response, warnings },
+                grouped: Storage::grouped_mutations() > before,
+                waits: waits_from..data::deferred_writes(),
+            }
         })
         .collect()
 }
 
 /// The answers once the group's writes were committed: a request whose
 /// writes joined the group gets the commit's error when it failed.
-fn answer(answers: Vec<Answer>, committed: Result<(), QueryError>) -> Vec<(i16, Response)> {
+fn answer(answers: Vec<Answer>, committed: Result<(), QueryError>) -> Vec<Reply> {
     let failed = committed.err().map(error_body);
     answers
         .into_iter()
-        .map(|(stream, response, grouped, _)| match (&failed, grouped) {
-            (Some(body), true) => (stream, Response::Error(body.clone())),
-            _ => (stream, response),
+        .map(|a| match (&failed, a.grouped) {
+            (Some(body), true) => Reply::new(a.reply.stream, Response::Error(body.clone())),
+            _ => a.reply,
         })
         .collect()
 }
 
-fn run_one(conn: &Conn, request: &Request) -> Response {
+fn run_one(conn: &Conn, request: &Request) -> (Response, Vec<String>) {
     let processor = &conn.processor;
     let keyspace = conn.keyspace.lock().unwrap_or_else(|p| p.into_inner()).clone();
     // A bug must cost one request, not the connection: answer ServerError.
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || execute(processor, keyspace, request)));
+    let mut warnings = Vec::new();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(processor, keyspace, request, &mut warnings)));
     let (result, keyspace) = match outcome {
         Ok(r) => r,
         Err(panic) => {
@@ -485,7 +513,7 @@ fn run_one(conn: &Conn, request: &Request) -> Response {
             (Err(QueryError::Server(format!("internal error while executing the request: {what}"))), None)
         }
     };
-    match result {
+    let response = match result {
         Ok(body) => {
             if let ResultBody::SetKeyspace(_) = &body {
                 *conn.keyspace.lock().unwrap_or_else(|p| p.into_inner()) = keyspace;
@@ -493,16 +521,22 @@ fn run_one(conn: &Conn, request: &Request) -> Response {
             Response::Result(body)
         }
         Err(e) => Response::Error(error_body(e)),
-    }
+    };
+    (response, warnings)
 }
 
-fn execute(processor: &Processor, keyspace: Option<String>, request: &Request) -> (Result<ResultBody, QueryError>, Option<String>) {
+fn execute(
+    processor: &Processor,
+    keyspace: Option<String>,
+    request: &Request,
+    warnings: &mut Vec<String>,
+) -> (Result<ResultBody, QueryError>, Option<String>) {
     let mut ks = keyspace;
     let result = match request {
-        Request::Query { query, params } => processor.query(&mut ks, query, params),
+        Request::Query { query, params } => processor.query(&mut ks, query, params, warnings),
         Request::Prepare { query } => processor.prepare(ks.as_deref(), query),
-        Request::Execute { id, params } => processor.execute(&mut ks, id, params),
-        Request::Batch(batch) => processor.batch(ks.as_deref(), batch),
+        Request::Execute { id, params } => processor.execute(&mut ks, id, params, warnings),
+        Request::Batch(batch) => processor.batch(ks.as_deref(), batch, warnings),
         _ => Err(QueryError::Protocol("unexpected request".into())),
     };
     (result, ks)

@@ -1,7 +1,15 @@
-//! Built-in virtual keyspaces: `system` (local, peers, peers_v2) and
+//! Built-in virtual keyspaces: `system` (local, peers, peers_v2),
 //! `system_schema` (keyspaces, tables, columns, types, functions, aggregates,
 //! views, indexes, triggers, dropped_columns), with the columns the DataStax
-//! Python driver and the scylla Rust driver read at connect time.
+//! Python driver and the scylla Rust driver read at connect time, and
+//! `system_virtual_schema` (keyspaces, tables, columns), which Cassandra 4.0+
+//! has and the Java driver 4 and the Python driver read for a server of release
+//! 4.0 or later: without it the Java driver's whole schema refresh fails.
+//!
+//! Cassandra models `system` and `system_schema` as ordinary local tables and
+//! only `system_views` and `system_virtual_schema` as virtual keyspaces; Shoal
+//! answers the same way: `system_virtual_schema` describes itself, and
+//! `system_schema` does not list it.
 //!
 //! Invariants:
 //! - Rows are generated from the current schema snapshot and the node's
@@ -19,7 +27,22 @@ use uuid::Uuid;
 
 use crate::schema::Schema;
 
-pub const SYSTEM_KEYSPACES: &[&str] = &["system", "system_schema", "system_auth", "system_distributed", "system_traces"];
+pub const SYSTEM_KEYSPACES: &[&str] =
+    &["system", "system_schema", "system_virtual_schema", "system_auth", "system_distributed", "system_traces"];
+
+/// The keyspaces Cassandra itself calls virtual: described in
+/// `system_virtual_schema`, absent from `system_schema`.
+const CASSANDRA_VIRTUAL_KEYSPACES: &[&str] = &["system_virtual_schema"];
+
+/// Whether Cassandra calls `keyspace` virtual (DESCRIBE shows it as a
+/// `VIRTUAL KEYSPACE` in a comment, not as CQL that recreates it).
+pub fn is_cassandra_virtual(keyspace: &str) -> bool {
+    CASSANDRA_VIRTUAL_KEYSPACES.contains(&keyspace)
+}
+
+fn in_system_schema(ks: &KeyspaceDef) -> bool {
+    !is_cassandra_virtual(&ks.name)
+}
 
 /// The release version drivers see. Drivers pick their schema parser from it
 /// (>= 4.0 means `system_schema` with Cassandra 4's columns).
@@ -179,6 +202,15 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
 
     let mut schema = BTreeMap::new();
     let ks_col = ("keyspace_name", text());
+    // `system_schema.columns` and `system_virtual_schema.columns` have the same columns.
+    let column_rest = [
+        ("clustering_order", text()),
+        ("column_name_bytes", CqlType::Blob),
+        ("kind", text()),
+        ("position", CqlType::Int),
+        ("type", text()),
+    ];
+
     let mut tables_rest = option_columns();
     tables_rest.push(("flags", CqlType::Set { elem: Box::new(text()), frozen: true }));
     let mut views_rest = option_columns();
@@ -192,42 +224,36 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
         table_def(
             "system_schema",
             "keyspaces",
-            &[ks_col.clone()],
+            std::slice::from_ref(&ks_col),
             &[],
             &[("durable_writes", CqlType::Boolean), ("replication", frozen_map_text())],
         ),
-        table_def("system_schema", "tables", &[ks_col.clone()], &[("table_name", text())], &tables_rest),
+        table_def("system_schema", "tables", std::slice::from_ref(&ks_col), &[("table_name", text())], &tables_rest),
         table_def(
             "system_schema",
             "columns",
-            &[ks_col.clone()],
+            std::slice::from_ref(&ks_col),
             &[("table_name", text()), ("column_name", text())],
-            &[
-                ("clustering_order", text()),
-                ("column_name_bytes", CqlType::Blob),
-                ("kind", text()),
-                ("position", CqlType::Int),
-                ("type", text()),
-            ],
+            &column_rest,
         ),
         table_def(
             "system_schema",
             "dropped_columns",
-            &[ks_col.clone()],
+            std::slice::from_ref(&ks_col),
             &[("table_name", text()), ("column_name", text())],
             &[("dropped_time", CqlType::Timestamp), ("kind", text()), ("type", text())],
         ),
         table_def(
             "system_schema",
             "types",
-            &[ks_col.clone()],
+            std::slice::from_ref(&ks_col),
             &[("type_name", text())],
             &[("field_names", frozen_list_text()), ("field_types", frozen_list_text())],
         ),
         table_def(
             "system_schema",
             "functions",
-            &[ks_col.clone()],
+            std::slice::from_ref(&ks_col),
             &[("function_name", text()), ("argument_types", frozen_list_text())],
             &[
                 ("argument_names", frozen_list_text()),
@@ -240,7 +266,7 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
         table_def(
             "system_schema",
             "aggregates",
-            &[ks_col.clone()],
+            std::slice::from_ref(&ks_col),
             &[("aggregate_name", text()), ("argument_types", frozen_list_text())],
             &[
                 ("final_func", text()),
@@ -250,18 +276,18 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
                 ("state_type", text()),
             ],
         ),
-        table_def("system_schema", "views", &[ks_col.clone()], &[("view_name", text())], &views_rest),
+        table_def("system_schema", "views", std::slice::from_ref(&ks_col), &[("view_name", text())], &views_rest),
         table_def(
             "system_schema",
             "indexes",
-            &[ks_col.clone()],
+            std::slice::from_ref(&ks_col),
             &[("table_name", text()), ("index_name", text())],
             &[("kind", text()), ("options", frozen_map_text())],
         ),
         table_def(
             "system_schema",
             "triggers",
-            &[ks_col.clone()],
+            std::slice::from_ref(&ks_col),
             &[("table_name", text()), ("trigger_name", text())],
             &[("options", frozen_map_text())],
         ),
@@ -269,7 +295,36 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
     for t in defs {
         schema.insert(t.name.clone(), t);
     }
+    let mut virtual_schema = BTreeMap::new();
+    for (t, comment) in [
+        (table_def("system_virtual_schema", "keyspaces", std::slice::from_ref(&ks_col), &[], &[]), "virtual keyspace definitions"),
+        (
+            table_def("system_virtual_schema", "tables", std::slice::from_ref(&ks_col), &[("table_name", text())], &[("comment", text())]),
+            "virtual table definitions",
+        ),
+        (
+            table_def(
+                "system_virtual_schema",
+                "columns",
+                std::slice::from_ref(&ks_col),
+                &[("table_name", text()), ("column_name", text())],
+                &column_rest,
+            ),
+            "virtual column definitions",
+        ),
+    ] {
+        let mut t = t;
+        t.options.comment = comment.to_string();
+        virtual_schema.insert(t.name.clone(), t);
+    }
     let mut out = vec![
+        KeyspaceDef {
+            name: "system_virtual_schema".into(),
+            replication: Replication::Local,
+            durable_writes: true,
+            tables: virtual_schema,
+            types: BTreeMap::new(),
+        },
         KeyspaceDef {
             name: "system".into(),
             replication: Replication::Local,
@@ -382,6 +437,7 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
         ("system_schema", "keyspaces") => schema
             .keyspaces
             .values()
+            .filter(|ks| in_system_schema(ks))
             .map(|ks| {
                 row(
                     table,
@@ -396,6 +452,7 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
         ("system_schema", "tables") => schema
             .keyspaces
             .values()
+            .filter(|ks| in_system_schema(ks))
             .flat_map(|ks| ks.tables.values())
             .map(|tbl| {
                 let o = &tbl.options;
@@ -427,36 +484,20 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
                 row(table, values)
             })
             .collect(),
-        ("system_schema", "columns") => schema
-            .keyspaces
-            .values()
+        ("system_schema", "columns") => column_rows(table, schema.keyspaces.values().filter(|ks| in_system_schema(ks))),
+        ("system_virtual_schema", "keyspaces") => virtual_keyspaces(schema)
+            .map(|ks| row(table, vec![("keyspace_name", t(&ks.name))]))
+            .collect(),
+        ("system_virtual_schema", "tables") => virtual_keyspaces(schema)
             .flat_map(|ks| ks.tables.values())
-            .flat_map(|tbl| tbl.columns.iter().map(move |c| (tbl, c)))
-            .map(|(tbl, c)| {
-                let order = match (c.kind, c.order) {
-                    (ColumnKind::Clustering, ClusteringOrder::Asc) => "asc",
-                    (ColumnKind::Clustering, ClusteringOrder::Desc) => "desc",
-                    _ => "none",
-                };
-                let position = match c.kind {
-                    ColumnKind::PartitionKey | ColumnKind::Clustering => c.position as i32,
-                    _ => -1,
-                };
+            .map(|tbl| {
                 row(
                     table,
-                    vec![
-                        ("keyspace_name", t(&tbl.keyspace)),
-                        ("table_name", t(&tbl.name)),
-                        ("column_name", t(&c.name)),
-                        ("clustering_order", t(order)),
-                        ("column_name_bytes", Some(c.name.as_bytes().to_vec())),
-                        ("kind", t(c.kind.schema_name())),
-                        ("position", v(Value::Int(position))),
-                        ("type", t(&c.ty.to_cql())),
-                    ],
+                    vec![("keyspace_name", t(&tbl.keyspace)), ("table_name", t(&tbl.name)), ("comment", t(&tbl.options.comment))],
                 )
             })
             .collect(),
+        ("system_virtual_schema", "columns") => column_rows(table, virtual_keyspaces(schema)),
         ("system_schema", "dropped_columns") => schema
             .keyspaces
             .values()
@@ -497,5 +538,43 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
 }
 
 pub fn is_virtual(keyspace: &str) -> bool {
-    keyspace == "system" || keyspace == "system_schema"
+    keyspace == "system" || keyspace == "system_schema" || keyspace == "system_virtual_schema"
 }
+
+fn virtual_keyspaces(schema: &Schema) -> impl Iterator<Item = &std::sync::Arc<KeyspaceDef>> {
+    schema.keyspaces.values().filter(|ks| !in_system_schema(ks))
+}
+
+/// The rows of `system_schema.columns` / `system_virtual_schema.columns`
+/// (the same columns) for the tables of `keyspaces`.
+fn column_rows<'a>(table: &TableDef, keyspaces: impl Iterator<Item = &'a std::sync::Arc<KeyspaceDef>>) -> Vec<VirtualRow> {
+    keyspaces
+        .flat_map(|ks| ks.tables.values())
+        .flat_map(|tbl| tbl.columns.iter().map(move |c| (tbl, c)))
+        .map(|(tbl, c)| {
+            let order = match (c.kind, c.order) {
+                (ColumnKind::Clustering, ClusteringOrder::Asc) => "asc",
+                (ColumnKind::Clustering, ClusteringOrder::Desc) => "desc",
+                _ => "none",
+            };
+            let position = match c.kind {
+                ColumnKind::PartitionKey | ColumnKind::Clustering => c.position as i32,
+                _ => -1,
+            };
+            row(
+                table,
+                vec![
+                    ("keyspace_name", t(&tbl.keyspace)),
+                    ("table_name", t(&tbl.name)),
+                    ("column_name", t(&c.name)),
+                    ("clustering_order", t(order)),
+                    ("column_name_bytes", Some(c.name.as_bytes().to_vec())),
+                    ("kind", t(c.kind.schema_name())),
+                    ("position", v(Value::Int(position))),
+                    ("type", t(&c.ty.to_cql())),
+                ],
+            )
+        })
+        .collect()
+}
+

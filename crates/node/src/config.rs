@@ -58,6 +58,11 @@ pub struct ConfigFile {
     /// quarter of the heap).
     pub memtable_heap_space: Option<Size>,
     pub block_cache_size: Option<Size>,
+    pub batch_size_warn_threshold: Option<Size>,
+    pub batch_size_warn_threshold_in_kb: Option<u64>,
+    pub batch_size_fail_threshold: Option<Size>,
+    pub batch_size_fail_threshold_in_kb: Option<u64>,
+    pub unlogged_batch_across_partitions_warn_threshold: Option<u32>,
     /// Shoal-only (no cassandra.yaml equivalent): the port of the HTTP/JSON
     /// admin API that `shoal tool` speaks, on `listen_address`. Default 7199,
     /// the port Cassandra's JMX (nodetool) listens on.
@@ -139,6 +144,7 @@ pub struct NodeConfig {
     pub block_cache_bytes: usize,
     /// The admin API's port (Shoal-only; default 7199), bound on `listen_address`.
     pub admin_port: u16,
+    pub batch_limits: cql_server::BatchLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +167,7 @@ impl ConfigFile {
 
     /// Applies overrides and defaults and validates everything once.
     pub fn build(self, o: Overrides) -> Result<NodeConfig, ConfigError> {
+        let batch_limits = self.batch_limits()?;
         let cluster_name = o.cluster_name.or(self.cluster_name).unwrap_or_else(|| "Test Cluster".to_string());
         let num_tokens = o.num_tokens.or(self.num_tokens).unwrap_or(16);
         if num_tokens == 0 || num_tokens > 1536 {
@@ -309,6 +316,28 @@ impl ConfigFile {
                 None => 256 << 20,
             },
             admin_port,
+            batch_limits,
+        })
+    }
+
+    /// `batch_size_warn_threshold` (5KiB), `batch_size_fail_threshold`
+    /// (50KiB), `unlogged_batch_across_partitions_warn_threshold` (10), each
+    /// size also as Cassandra's legacy `_in_kb` key.
+    fn batch_limits(&self) -> Result<cql_server::BatchLimits, ConfigError> {
+        let kib = |key: &str, size: &Option<Size>, legacy: Option<u64>, default: u64| -> Result<u64, ConfigError> {
+            match (size, legacy) {
+                (Some(s), _) => size_bytes(key, s),
+                (None, Some(kb)) => Ok(kb.saturating_mul(1024)),
+                (None, None) => Ok(default),
+            }
+        };
+        let defaults = cql_server::BatchLimits::default();
+        let warn_bytes = kib("batch_size_warn_threshold", &self.batch_size_warn_threshold, self.batch_size_warn_threshold_in_kb, defaults.warn_bytes)?;
+        let fail_bytes = kib("batch_size_fail_threshold", &self.batch_size_fail_threshold, self.batch_size_fail_threshold_in_kb, defaults.fail_bytes)?;
+        Ok(cql_server::BatchLimits {
+            warn_bytes,
+            fail_bytes,
+            unlogged_partitions_warn: self.unlogged_batch_across_partitions_warn_threshold.unwrap_or(defaults.unlogged_partitions_warn),
         })
     }
 }

@@ -90,7 +90,11 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let schema = Arc::new(SchemaService::new(Arc::clone(&storage), keyspaces));
         let (schema_tx, schema_rx) = tokio::sync::mpsc::unbounded_channel();
         let data_plane = Arc::new(plane::ClusterPlane { coordinator: Arc::clone(&joined.coordinator), schema_changed: schema_tx });
-        let processor = Arc::new(Processor::new(Arc::clone(&schema), Arc::clone(&storage), node).with_data_plane(data_plane));
+        let processor = Arc::new(
+            Processor::new(Arc::clone(&schema), Arc::clone(&storage), node)
+                .with_data_plane(data_plane)
+                .with_batch_limits(config.batch_limits),
+        );
         let (load_schema, load_storage) = (Arc::clone(&schema), Arc::clone(&storage));
         let load = Arc::new(move || admin::local_load(&load_schema.snapshot(), &load_storage));
         joined.spawn_tasks(Arc::new(plane::SchemaAdapter(Arc::clone(&schema))), processor.events.clone(), schema_rx, load);

@@ -34,9 +34,9 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => {
                 let mut out = BytesMut::new();
                 e.encode_reply(&mut out);
-                match e.body_to_skip() {
+                match e.bytes_to_skip() {
                     Some(n) if !e.closes_connection() => {
-                        let Some(next) = rest.get(HEADER_LEN + n as usize..) else {
+                        let Some(next) = rest.get(n..) else {
                             return;
                         };
                         rest = next;

@@ -313,6 +313,7 @@ fn frame_error_replies_decode() {
     let err = crate::FrameError::UnsupportedVersion {
         version: 0x42,
         stream: 0,
+        body_len: 0,
     };
     let mut out = BytesMut::new();
     err.encode_reply(&mut out);

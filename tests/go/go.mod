@@ -1,0 +1,7 @@
+module shoal/tests/go
+
+go 1.22
+
+require github.com/apache/cassandra-gocql-driver/v2 v2.1.2
+
+require gopkg.in/inf.v0 v0.9.1

@@ -29,23 +29,26 @@ const MAX_RESPONSE_BYTES: u64 = 64 << 20;
 
 #[derive(clap::Args)]
 pub struct ToolArgs {
-    /// Node to ask (its listen_address).
-    #[arg(short = 'h', long = "host", default_value = "127.0.0.1")]
+    /// Node to ask (its listen_address). Before or after the command, as nodetool takes it.
+    #[arg(short = 'h', long = "host", default_value = "127.0.0.1", global = true)]
     host: String,
-    /// The node's admin port (admin_port).
-    #[arg(short = 'p', long = "port", default_value_t = 7199)]
+    /// The node's admin port (admin_port). Before or after the command.
+    #[arg(short = 'p', long = "port", default_value_t = 7199, global = true)]
     port: u16,
     /// Print the admin API's JSON instead of a table.
     #[arg(long, global = true)]
     json: bool,
     /// Print help.
-    #[arg(long, action = clap::ArgAction::Help)]
+    #[arg(long, action = clap::ArgAction::Help, global = true)]
     help: Option<bool>,
     #[command(subcommand)]
     command: ToolCommand,
 }
 
+/// `-h` is the host (nodetool's flag), so no command has a `-h` help flag:
+/// `--help` prints help.
 #[derive(clap::Subcommand)]
+#[command(disable_help_flag = true)]
 enum ToolCommand {
     /// Cluster status: state, load, tokens, ownership, host id, rack per node.
     Status {

@@ -204,6 +204,12 @@ async fn tool_commands_against_a_real_node() {
     assert_eq!(hints["total_bytes"], 0);
     let text = stdout(&tokio::task::block_in_place(|| tool(&node, &["listpendinghints"])));
     assert_eq!(text, "This node does not have any pending hints\n");
+    // nodetool users put the connection options after the command too.
+    let port = node.admin_port.to_string();
+    let after = tokio::task::block_in_place(|| shoal(&["tool", "status", "-h", "127.0.0.1", "-p", &port, "--json"]));
+    assert_eq!(after.status.code(), Some(0), "{}", stderr(&after));
+    let after: Json = serde_json::from_slice(&after.stdout).expect("JSON output");
+    assert_eq!(after["cluster_name"], "Test Cluster");
 }
 
 #[test]

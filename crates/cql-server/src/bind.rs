@@ -216,9 +216,7 @@ pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Op
                 match eval_value(item, &er, ctx)? {
                     Some(v) => out.push(v),
                     None => {
-                        return Err(QueryError::Invalid(format!(
-                            "null is not supported inside collections"
-                        )))
+                        return Err(QueryError::invalid("null is not supported inside collections"))
                     }
                 }
             }

@@ -12,6 +12,12 @@ use types::CqlType;
 use crate::error::QueryError;
 use crate::schema::Schema;
 
+/// One end of a slice on a single column: its value and whether it is
+/// inclusive (`None`: unbounded).
+pub type ValueBound = Option<(Bytes, bool)>;
+/// One end of a slice on a prefix of columns (`(c1, c2) > (x, y)`).
+pub type PrefixBound = Option<(Vec<Bytes>, bool)>;
+
 pub const NO_KEYSPACE: &str = "No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename";
 
 pub fn keyspace_name<'a>(q: &'a QualifiedName, session: Option<&'a str>) -> Result<&'a str, QueryError> {

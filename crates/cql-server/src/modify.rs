@@ -18,7 +18,7 @@ use types::schema::{ColumnDef, ColumnKind, KeyspaceDef, TableDef};
 use types::{CqlType, Value};
 
 use crate::bind::{eval, eval_value, BindCtx, Bound, Receiver};
-use crate::common;
+use crate::common::{self, ValueBound};
 use crate::error::QueryError;
 use crate::processor::Processor;
 use crate::schema::Schema;
@@ -78,12 +78,12 @@ fn using_values(using: &ast::Using, table: &TableDef, ctx: &BindCtx<'_>, proc: &
 struct KeyRestrictions {
     values: Vec<Option<Vec<Bytes>>>,
     /// A clustering slice (for range deletions): column position, lower, upper.
-    slice: Option<(usize, Option<(Bytes, bool)>, Option<(Bytes, bool)>)>,
+    slice: Option<(usize, ValueBound, ValueBound)>,
 }
 
 fn key_restrictions(table: &TableDef, where_clause: &[ast::Relation], ctx: &BindCtx<'_>, allow_slice: bool) -> Result<KeyRestrictions, QueryError> {
     let mut values: Vec<Option<Vec<Bytes>>> = vec![None; table.columns.len()];
-    let mut slice: Option<(usize, Option<(Bytes, bool)>, Option<(Bytes, bool)>)> = None;
+    let mut slice: Option<(usize, ValueBound, ValueBound)> = None;
     for rel in where_clause {
         let name = match &rel.lhs {
             RelationLhs::Column(n) => n,
@@ -448,7 +448,7 @@ pub fn update(proc: &Processor, schema: &Schema, session: Option<&str>, upd: &as
         }
     }
     let only_static = assigned.iter().all(|c| c.kind == ColumnKind::Static);
-    if !missing_ck.is_empty() && !(only_static && ck_lists.is_empty()) {
+    if !missing_ck.is_empty() && (!only_static || !ck_lists.is_empty()) {
         return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
     }
     let clusterings = if ck_lists.is_empty() && table.clustering_len() > 0 { Vec::new() } else { cartesian(&ck_lists) };
@@ -576,7 +576,10 @@ fn apply_assignment(
 
 /// The live elements (path, value) of a list column, read before a
 /// read-modify-write list operation (as Cassandra does).
-fn read_list(proc: &Processor, table: &TableDef, key: &Bytes, clustering: &[Bytes], col: &ColumnDef, now: i32) -> Result<Vec<(Vec<u8>, Vec<u8>)>, QueryError> {
+/// A list element as stored: its path (a time UUID) and its value.
+type ListElement = (Vec<u8>, Vec<u8>);
+
+fn read_list(proc: &Processor, table: &TableDef, key: &Bytes, clustering: &[Bytes], col: &ColumnDef, now: i32) -> Result<Vec<ListElement>, QueryError> {
     let bound = ClusteringBound { prefix: clustering.to_vec(), inclusive: true };
     let read = PartitionRead {
         table: table.id,
@@ -676,7 +679,7 @@ pub fn delete(proc: &Processor, schema: &Schema, session: Option<&str>, del: &as
                 }
             }
             let only_static = cols.iter().all(|(_, c)| c.kind == ColumnKind::Static);
-            if !missing_ck.is_empty() && !(only_static && ck_lists.is_empty()) {
+            if !missing_ck.is_empty() && (!only_static || !ck_lists.is_empty()) {
                 return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
             }
             let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };

@@ -22,7 +22,7 @@ use types::schema::{ClusteringOrder, ColumnKind, TableDef};
 use types::{CqlType, Value};
 
 use crate::bind::{eval, eval_value, BindCtx, Bound, Receiver};
-use crate::common::{self, CellOut};
+use crate::common::{self, CellOut, PrefixBound, ValueBound};
 use crate::error::QueryError;
 use crate::processor::Processor;
 use crate::schema::Schema;
@@ -285,8 +285,8 @@ fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_>) -> Resul
     let mut token_start: Option<(i64, bool)> = None;
     let mut token_end: Option<(i64, bool)> = None;
     let mut ck_eq: Vec<Option<Vec<Bytes>>> = vec![None; ck_cols.len()];
-    let mut ck_slice: Vec<(Option<(Bytes, bool)>, Option<(Bytes, bool)>)> = vec![(None, None); ck_cols.len()];
-    let mut multi: Option<(Option<(Vec<Bytes>, bool)>, Option<(Vec<Bytes>, bool)>)> = None;
+    let mut ck_slice: Vec<(ValueBound, ValueBound)> = vec![(None, None); ck_cols.len()];
+    let mut multi: Option<(PrefixBound, PrefixBound)> = None;
     let mut multi_eq: Option<Vec<Vec<Bytes>>> = None;
     let mut filters = Vec::new();
 
@@ -483,7 +483,7 @@ fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_>) -> Resul
         ranges.push(if desc { (e, s) } else { (s, e) });
     } else {
         let mut prefixes: Vec<Vec<Bytes>> = vec![Vec::new()];
-        let mut slice: Option<(usize, (Option<(Bytes, bool)>, Option<(Bytes, bool)>))> = None;
+        let mut slice: Option<(usize, (ValueBound, ValueBound))> = None;
         let mut unrestricted_at: Option<usize> = None;
         for (pos, (_, c)) in ck_cols.iter().enumerate() {
             let has_eq = ck_eq[pos].is_some();
@@ -596,7 +596,7 @@ fn dedup_keep_order(vals: &mut Vec<Bytes>) {
     });
 }
 
-fn push_ck_filters(filters: &mut Vec<Filter>, column: usize, eq: Option<Vec<Bytes>>, slice: (Option<(Bytes, bool)>, Option<(Bytes, bool)>)) {
+fn push_ck_filters(filters: &mut Vec<Filter>, column: usize, eq: Option<Vec<Bytes>>, slice: (ValueBound, ValueBound)) {
     if let Some(vals) = eq {
         filters.push(Filter { column, op: Operator::In, values: vals.into_iter().map(|b| b.to_vec()).collect() });
     }
@@ -1192,7 +1192,6 @@ impl Reader<'_> {
         }
         let ck_cols: Vec<usize> = (0..self.table.columns.len()).filter(|i| self.table.columns[*i].kind == ColumnKind::Clustering).collect();
         let mut out = Vec::new();
-        let mut index = pos.index as usize;
         let rows: Vec<RowData> = all
             .into_iter()
             .map(|values| RowData {
@@ -1206,13 +1205,13 @@ impl Reader<'_> {
                     || self.plan.ranges.iter().any(|(s, e)| in_range(self.table, &r.clustering, s, e))
             })
             .collect();
-        for row in rows.into_iter().skip(index) {
+        let first = pos.index as usize;
+        for (index, row) in rows.into_iter().enumerate().skip(first) {
             if out.len() >= max_rows || pos.remaining == 0 {
                 pos.index = index as u32;
                 return Ok((out, Some(pos.clone())));
             }
             out.push(row);
-            index += 1;
             pos.remaining = pos.remaining.saturating_sub(1);
         }
         Ok((out, None))

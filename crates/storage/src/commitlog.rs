@@ -621,7 +621,7 @@ mod tests {
         // 26-byte records, 38 to a segment: the reused files end their new
         // records long before the old ones' bytes end.
         let mut written: Records = (last - 1..=last).map(|seq| (seq, vec![144u8; 400])).collect();
-        written.extend(write(&log, std::iter::repeat(10).take(40 * (MAX_SPARES + 1))));
+        written.extend(write(&log, std::iter::repeat_n(10, 40 * (MAX_SPARES + 1))));
         assert_eq!(all_files(dir.path()).iter().filter(|p| is_spare(p)).count(), 0);
         drop(log);
         let (log, seen) = reopen(dir.path(), 1024);

@@ -209,7 +209,7 @@ impl Flusher {
         let _one = lock(&self.one_at_a_time);
         loop {
             let Some(mem) = read_lock(&store.mem).frozen.first().cloned() else { break };
-            let gone = !read_lock(&self.tables).get(&store.def.id).is_some_and(|s| s.cf_name == store.cf_name);
+            let gone = read_lock(&self.tables).get(&store.def.id).is_none_or(|s| s.cf_name != store.cf_name);
             if !gone {
                 self.write_and_ingest(store, &mem)?;
                 self.tune_merges();
@@ -324,8 +324,11 @@ pub(crate) fn encode_record<'a>(ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [
     }
 }
 
+/// One operand of a commit log record: table id, key, value.
+pub(crate) type RecordOperand<'a> = (Uuid, &'a [u8], &'a [u8]);
+
 /// The operands of a record, or an error naming what is malformed.
-pub(crate) fn decode_record(mut input: &[u8]) -> Result<Vec<(Uuid, &[u8], &[u8])>, StorageError> {
+pub(crate) fn decode_record(mut input: &[u8]) -> Result<Vec<RecordOperand<'_>>, StorageError> {
     let bad = || StorageError::Invalid("malformed commit log record".into());
     let mut out = Vec::new();
     while !input.is_empty() {

@@ -86,6 +86,7 @@ impl Raw {
     /// shard's arena, which lives as long as the map and never moves or
     /// changes written bytes; a probe `Raw` is used only while its slice is
     /// borrowed and never enters a map.
+    #[allow(unsafe_code)]
     fn bytes(&self) -> &[u8] {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
@@ -104,7 +105,7 @@ fn prefetch(raw: Raw) {
         // SAFETY: prefetching is a hint that never faults, whatever the
         // address; `wrapping_add` keeps the second line's address
         // computation free of any in-bounds requirement.
-        #[allow(unused_unsafe)]
+        #[allow(unused_unsafe, unsafe_code)]
         unsafe {
             _mm_prefetch::<_MM_HINT_T0>(p);
             if raw.len > 64 {
@@ -239,7 +240,9 @@ impl Default for ShardData {
 // SAFETY: the raw pointers in `maps` point into `arena`, owned by the same
 // value and only read (never written again) once put; all access goes
 // through the shard's RwLock.
+#[allow(unsafe_code)]
 unsafe impl Send for ShardData {}
+#[allow(unsafe_code)]
 unsafe impl Sync for ShardData {}
 
 /// Shards of a memtable: by the key's top 4 bits (its token's), so the

@@ -309,7 +309,8 @@ impl Storage {
         }
         // Cells of one row become one packed row (cells arrive in any order).
         let mut ops: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut rows: BTreeMap<&[u8], Vec<(&[u8], &[u8])>> = BTreeMap::new();
+        type Cells<'c> = Vec<(&'c [u8], &'c [u8])>;
+        let mut rows: BTreeMap<&[u8], Cells<'_>> = BTreeMap::new();
         for (key, value) in cells {
             match packed::row_key_len(&store.layout, key) {
                 Some(n) => rows.entry(&key[..n]).or_default().push((&key[n..], value)),

@@ -20,6 +20,11 @@ command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 command -v javac >/dev/null 2>&1 || need_apt+=(default-jdk-headless)
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo (Rust) is required; install rustup first" >&2; exit 1; }
+# rustfmt and clippy run in scripts/test.sh.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  echo "setup: rustup component add rustfmt clippy"
+  rustup component add rustfmt clippy
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

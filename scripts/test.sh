@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: Rust unit and integration tests (incl. the scylla Rust
+# The whole test suite: formatting and clippy (warnings are errors), Rust unit and integration tests (incl. the scylla Rust
 # driver against a real `shoal` process), then the Python driver and cqlsh
 # conformance tests against a real `shoal` process, then the Java driver 4 and
 # gocql v2 suites against a real `shoal` process and, with the same
@@ -9,8 +9,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/env.sh"
 "$ROOT/scripts/setup.sh"
 cd "$ROOT"
+echo "== cargo fmt --check (rustfmt.toml)"
+cargo fmt --all -- --check
 echo "== build (release; target dir $CARGO_TARGET_DIR)"
 cargo build --release --workspace --bins
+echo "== cargo clippy -D warnings"
+cargo clippy --release --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --release --workspace
 echo "== python driver + cqlsh tests"

@@ -82,7 +82,13 @@ enum ReadAnswer {
 }
 
 impl<T: Transport + Clone> Coordinator<T> {
-    pub fn new(view: Arc<ViewHandle>, storage: Arc<Storage>, transport: T, hints: Arc<hints::HintStore>, config: CoordinatorConfig) -> Self {
+    pub fn new(
+        view: Arc<ViewHandle>,
+        storage: Arc<Storage>,
+        transport: T,
+        hints: Arc<hints::HintStore>,
+        config: CoordinatorConfig,
+    ) -> Self {
         Coordinator { view, storage, transport, hints, config, down_since: Mutex::new(HashMap::new()) }
     }
 
@@ -153,7 +159,13 @@ impl<T: Transport + Clone> Coordinator<T> {
     /// meets it. None when other replicas take part: then `mutate_across`
     /// with the same view does the write. Callers on the request path try
     /// this first, so a single node's writes build no future.
-    pub fn mutate_here(&self, view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation], cl: Consistency) -> Option<Result<(), CoordError>> {
+    pub fn mutate_here(
+        &self,
+        view: &ClusterView,
+        ks: &KeyspaceDef,
+        mutations: &[Mutation],
+        cl: Consistency,
+    ) -> Option<Result<(), CoordError>> {
         if !(Self::local_only(view, ks) || Self::sole_replica(view, ks, mutations)) {
             return None;
         }
@@ -169,7 +181,13 @@ impl<T: Transport + Clone> Coordinator<T> {
 
     /// Applies `mutations` at `cl`. `write_type` is WriteTimeout's
     /// (`SIMPLE`, `BATCH`, `UNLOGGED_BATCH`).
-    pub async fn mutate(self: &Arc<Self>, ks: &KeyspaceDef, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), CoordError> {
+    pub async fn mutate(
+        self: &Arc<Self>,
+        ks: &KeyspaceDef,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        write_type: &'static str,
+    ) -> Result<(), CoordError> {
         let view = self.view.snapshot();
         match self.mutate_here(&view, ks, &mutations, cl) {
             Some(done) => done,
@@ -231,11 +249,13 @@ impl<T: Transport + Clone> Coordinator<T> {
                 continue;
             }
             let Some(addr) = Self::address(&view, target) else { continue };
-            let share: Vec<(usize, &Mutation)> = idx.iter().filter_map(|i| mutations.get(*i).map(|m| (*i, m))).collect();
+            let share: Vec<(usize, &Mutation)> =
+                idx.iter().filter_map(|i| mutations.get(*i).map(|m| (*i, m))).collect();
             let refs: Vec<&Mutation> = share.iter().map(|(_, m)| *m).collect();
             let mut at = 0;
             for chunk in message_chunks(&refs) {
-                let chunk_idx: Vec<usize> = share.get(at..at + chunk.len()).unwrap_or_default().iter().map(|(i, _)| *i).collect();
+                let chunk_idx: Vec<usize> =
+                    share.get(at..at + chunk.len()).unwrap_or_default().iter().map(|(i, _)| *i).collect();
                 at += chunk.len();
                 let payload = message::encode_mutations(chunk.iter().copied());
                 let fut = self.transport.send_request(addr, Verb::MutationReq, payload, self.config.write_timeout);
@@ -309,7 +329,13 @@ impl<T: Transport + Clone> Coordinator<T> {
     /// (`Storage::apply_grouped`; outside one it is made now): every group's
     /// answers wait for its commit, so counting this ack before that commit
     /// never lets an answer out early.
-    fn apply_local(&self, mutations: &[Mutation], dc: &str, idx: &[usize], counters: &mut [AckCounter]) -> Result<(), CoordError> {
+    fn apply_local(
+        &self,
+        mutations: &[Mutation],
+        dc: &str,
+        idx: &[usize],
+        counters: &mut [AckCounter],
+    ) -> Result<(), CoordError> {
         if idx.len() == mutations.len() {
             // This node replicates every partition written (RF=1 on its range, or a small cluster).
             self.storage.apply_grouped(mutations).map_err(storage_err)?;
@@ -329,15 +355,26 @@ impl<T: Transport + Clone> Coordinator<T> {
     /// with the first unmet partition's counts.
     fn write_outcome(counters: &[AckCounter], cl: Consistency, write_type: &'static str) -> Result<(), CoordError> {
         let Some(worst) = counters.iter().find(|c| !c.satisfied()) else { return Ok(()) };
-        Err(CoordError::WriteTimeout { consistency: cl, received: worst.received(), block_for: worst.block_for(), write_type })
+        Err(CoordError::WriteTimeout {
+            consistency: cl,
+            received: worst.received(),
+            block_for: worst.block_for(),
+            write_type,
+        })
     }
 
     /// Reads one partition at `cl`.
-    pub async fn read(self: &Arc<Self>, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, CoordError> {
+    pub async fn read(
+        self: &Arc<Self>,
+        ks: &KeyspaceDef,
+        read: PartitionRead,
+        cl: Consistency,
+    ) -> Result<Option<Partition>, CoordError> {
         let view = self.view.snapshot();
         if Self::local_only(&view, ks) {
             if !matches!(ks.replication, Replication::Local) {
-                Requirement::of(&ks.replication, cl, view.local_dc(), false)?.assure_available(std::iter::once(view.local_dc()))?;
+                Requirement::of(&ks.replication, cl, view.local_dc(), false)?
+                    .assure_available(std::iter::once(view.local_dc()))?;
             }
             return self.storage.read_partition(&read).map_err(storage_err);
         }
@@ -363,7 +400,13 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
     }
 
-    async fn ask(&self, view: &ClusterView, replica: Uuid, read: &PartitionRead, digest: bool) -> Result<ReadAnswer, String> {
+    async fn ask(
+        &self,
+        view: &ClusterView,
+        replica: Uuid,
+        read: &PartitionRead,
+        digest: bool,
+    ) -> Result<ReadAnswer, String> {
         if replica == view.local {
             let raw = self.storage.read_raw(read).map_err(|e| e.to_string())?;
             return Ok(if digest { ReadAnswer::Digest(raw.digest()) } else { ReadAnswer::Data(raw) });
@@ -376,7 +419,11 @@ impl<T: Transport + Clone> Coordinator<T> {
             command: wire::encode_command(read),
         };
         let verb = if digest { Verb::DigestReq } else { Verb::ReadReq };
-        let (_, payload) = self.transport.send_request(addr, verb, req.encode(), self.config.read_timeout).await.map_err(|e| e.to_string())?;
+        let (_, payload) = self
+            .transport
+            .send_request(addr, verb, req.encode(), self.config.read_timeout)
+            .await
+            .map_err(|e| e.to_string())?;
         let body = ReadResponse::decode(&payload).map_err(|e| e.to_string())?.body;
         if digest {
             let d: [u8; 16] = body.as_ref().try_into().map_err(|_| "bad digest".to_string())?;
@@ -389,7 +436,12 @@ impl<T: Transport + Clone> Coordinator<T> {
     /// One data request and digests; on mismatch, full data from every
     /// contacted replica, reconciliation and blocking repair. Returns the
     /// reconciled raw partition.
-    async fn read_round(self: &Arc<Self>, view: &Arc<ClusterView>, plan: &ReadPlan, read: &PartitionRead) -> Result<RawPartition, CoordError> {
+    async fn read_round(
+        self: &Arc<Self>,
+        view: &Arc<ClusterView>,
+        plan: &ReadPlan,
+        read: &PartitionRead,
+    ) -> Result<RawPartition, CoordError> {
         let block_for = plan.requirement.block_for as i32;
         let cl = plan.requirement.consistency;
         let deadline = tokio::time::Instant::now() + self.config.read_timeout;
@@ -397,15 +449,18 @@ impl<T: Transport + Clone> Coordinator<T> {
         let mut queue: Vec<(Uuid, String)> = plan.others.clone();
         queue.reverse();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let spawn_ask = |replica: Uuid, digest: bool, tx: tokio::sync::mpsc::UnboundedSender<(Uuid, bool, Result<ReadAnswer, String>)>| {
-            let this = Arc::clone(self);
-            let view = Arc::clone(view);
-            let read = read.clone();
-            tokio::spawn(async move {
-                let r = this.ask(&view, replica, &read, digest).await;
-                let _ = tx.send((replica, digest, r));
-            });
-        };
+        let spawn_ask =
+            |replica: Uuid,
+             digest: bool,
+             tx: tokio::sync::mpsc::UnboundedSender<(Uuid, bool, Result<ReadAnswer, String>)>| {
+                let this = Arc::clone(self);
+                let view = Arc::clone(view);
+                let read = read.clone();
+                tokio::spawn(async move {
+                    let r = this.ask(&view, replica, &read, digest).await;
+                    let _ = tx.send((replica, digest, r));
+                });
+            };
         let mut outstanding = 0;
         for (i, (r, _)) in plan.contacts.iter().enumerate() {
             spawn_ask(*r, i != 0, tx.clone());
@@ -431,7 +486,9 @@ impl<T: Transport + Clone> Coordinator<T> {
                 Err(e) => {
                     tracing::debug!(%replica, "read failed: {e}");
                     // Substitute: the next live replica that counts the same way.
-                    if let Some(pos) = queue.iter().rposition(|(_, d)| counts(d) && (plan.requirement.per_dc.is_empty() || *d == dc)) {
+                    if let Some(pos) =
+                        queue.iter().rposition(|(_, d)| counts(d) && (plan.requirement.per_dc.is_empty() || *d == dc))
+                    {
                         let (sub, _) = queue.remove(pos);
                         spawn_ask(sub, digest, tx.clone());
                         outstanding += 1;
@@ -440,7 +497,12 @@ impl<T: Transport + Clone> Coordinator<T> {
             }
         }
         if !counter.satisfied() || data.is_empty() {
-            return Err(CoordError::ReadTimeout { consistency: cl, received: counter.received(), block_for, data_present: !data.is_empty() });
+            return Err(CoordError::ReadTimeout {
+                consistency: cl,
+                received: counter.received(),
+                block_for,
+                data_present: !data.is_empty(),
+            });
         }
         let first = data[0].1.digest();
         if digests.iter().all(|(_, d)| *d == first) && data.iter().all(|(_, r)| r.digest() == first) {
@@ -463,7 +525,12 @@ impl<T: Transport + Clone> Coordinator<T> {
             }
         }
         if (data.len() as i32) < block_for {
-            return Err(CoordError::ReadTimeout { consistency: cl, received: data.len() as i32, block_for, data_present: true });
+            return Err(CoordError::ReadTimeout {
+                consistency: cl,
+                received: data.len() as i32,
+                block_for,
+                data_present: true,
+            });
         }
         let parts: Vec<RawPartition> = data.iter().map(|(_, r)| r.clone()).collect();
         let merged = storage::merge_raw(&parts, read.reversed);
@@ -480,7 +547,12 @@ impl<T: Transport + Clone> Coordinator<T> {
                 continue;
             }
             let Some(addr) = Self::address(view, *replica) else { continue };
-            repairs.push(self.transport.send_request(addr, Verb::RepairReq, wire::encode_repair(read.table, &diff), self.config.write_timeout));
+            repairs.push(self.transport.send_request(
+                addr,
+                Verb::RepairReq,
+                wire::encode_repair(read.table, &diff),
+                self.config.write_timeout,
+            ));
         }
         let mut acked = 0usize;
         let total = repairs.len();
@@ -490,7 +562,12 @@ impl<T: Transport + Clone> Coordinator<T> {
             }
         }
         if acked < total {
-            return Err(CoordError::ReadTimeout { consistency: cl, received: (block_for - (total - acked) as i32).max(0), block_for, data_present: true });
+            return Err(CoordError::ReadTimeout {
+                consistency: cl,
+                received: (block_for - (total - acked) as i32).max(0),
+                block_for,
+                data_present: true,
+            });
         }
         Ok(merged)
     }
@@ -504,16 +581,31 @@ impl<T: Transport + Clone> Coordinator<T> {
         let nodes: Vec<_> = view.endpoints.values().filter(|e| e.status.owns_tokens()).collect();
         let alive = nodes.iter().filter(|e| e.alive).count();
         if alive < nodes.len() {
-            return Err(CoordError::Unavailable { consistency: Consistency::All, required: nodes.len() as i32, alive: alive as i32 });
+            return Err(CoordError::Unavailable {
+                consistency: Consistency::All,
+                required: nodes.len() as i32,
+                alive: alive as i32,
+            });
         }
         let sends: Vec<_> = nodes
             .iter()
             .filter(|e| e.host_id != view.local)
-            .map(|e| (e.internode, self.transport.send_request(e.internode, Verb::TruncateReq, Bytes::copy_from_slice(table.as_bytes()), self.config.write_timeout)))
+            .map(|e| {
+                (
+                    e.internode,
+                    self.transport.send_request(
+                        e.internode,
+                        Verb::TruncateReq,
+                        Bytes::copy_from_slice(table.as_bytes()),
+                        self.config.write_timeout,
+                    ),
+                )
+            })
             .collect();
         self.storage.truncate(&table).map_err(storage_err)?;
         for (addr, send) in sends {
-            send.await.map_err(|e| CoordError::Server(format!("Error during truncate: {addr} did not truncate: {e}")))?;
+            send.await
+                .map_err(|e| CoordError::Server(format!("Error during truncate: {addr} did not truncate: {e}")))?;
         }
         Ok(())
     }
@@ -521,7 +613,12 @@ impl<T: Transport + Clone> Coordinator<T> {
     /// Partition keys in `[scan.start_token, scan.end_token]` (after
     /// `scan.after_key`), in token order, at most `scan.partition_limit`,
     /// gathered range by range from each range's replicas.
-    pub async fn scan_keys(self: &Arc<Self>, ks: &KeyspaceDef, scan: ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, CoordError> {
+    pub async fn scan_keys(
+        self: &Arc<Self>,
+        ks: &KeyspaceDef,
+        scan: ScanRange,
+        cl: Consistency,
+    ) -> Result<Vec<(i64, Vec<u8>)>, CoordError> {
         let view = self.view.snapshot();
         if Self::local_only(&view, ks) {
             return self.storage.scan_keys(&scan).map_err(storage_err);
@@ -544,7 +641,12 @@ impl<T: Transport + Clone> Coordinator<T> {
                     let keys = self.storage.scan_keys(&sub).map_err(storage_err)?;
                     answers.push((keys.len() >= sub.partition_limit, keys));
                 } else if let Some(addr) = Self::address(&view, *r) {
-                    asks.push(self.transport.send_request(addr, Verb::ScanReq, wire::encode_scan(&sub), self.config.read_timeout));
+                    asks.push(self.transport.send_request(
+                        addr,
+                        Verb::ScanReq,
+                        wire::encode_scan(&sub),
+                        self.config.read_timeout,
+                    ));
                 }
             }
             for a in asks {
@@ -629,13 +731,15 @@ mod tests {
 
     #[test]
     fn message_chunks_bound_count_and_bytes() {
-        let small: Vec<Mutation> = (0..10_000).map(|i| Mutation::new(Uuid::nil(), i, Bytes::from(vec![1u8; 4]))).collect();
+        let small: Vec<Mutation> =
+            (0..10_000).map(|i| Mutation::new(Uuid::nil(), i, Bytes::from(vec![1u8; 4]))).collect();
         let refs: Vec<&Mutation> = small.iter().collect();
         let chunks = message_chunks(&refs);
         assert_eq!(chunks.iter().map(|c| c.len()).collect::<Vec<_>>(), vec![4096, 4096, 1808]);
         assert!(message_chunks(&[]).is_empty());
         // Big partitions go a few to a message; one over the target still goes alone.
-        let big: Vec<Mutation> = (0..5).map(|i| Mutation::new(Uuid::nil(), i, Bytes::from(vec![0u8; 3 << 20]))).collect();
+        let big: Vec<Mutation> =
+            (0..5).map(|i| Mutation::new(Uuid::nil(), i, Bytes::from(vec![0u8; 3 << 20]))).collect();
         let refs: Vec<&Mutation> = big.iter().collect();
         assert!(message_chunks(&refs).iter().all(|c| c.len() == 1));
         let flat: Vec<i64> = message_chunks(&refs).iter().flat_map(|c| c.iter().map(|m| m.token)).collect();
@@ -664,7 +768,13 @@ mod tests {
     }
 
     fn keyspace(replication: Replication) -> KeyspaceDef {
-        KeyspaceDef { name: "ks".into(), replication, durable_writes: true, tables: BTreeMap::new(), types: BTreeMap::new() }
+        KeyspaceDef {
+            name: "ks".into(),
+            replication,
+            durable_writes: true,
+            tables: BTreeMap::new(),
+            types: BTreeMap::new(),
+        }
     }
 
     /// The SimpleStrategy shortcut answers what the replicas of the first
@@ -673,7 +783,8 @@ mod tests {
     fn sole_replica_agrees_with_the_replicas_of_a_one_member_ring() {
         let view = one_member("dc1");
         assert!(view.sole_owner());
-        let nts = |dc: &str, rf: u32| Replication::NetworkTopology { data_centers: BTreeMap::from([(dc.to_string(), rf)]) };
+        let nts =
+            |dc: &str, rf: u32| Replication::NetworkTopology { data_centers: BTreeMap::from([(dc.to_string(), rf)]) };
         for replication in [
             Replication::Simple { replication_factor: 0 },
             Replication::Simple { replication_factor: 1 },
@@ -686,7 +797,11 @@ mod tests {
             for token in [i64::MIN, -5, 0, 1 << 41, i64::MAX] {
                 let mutations = [Mutation::new(uuid::Uuid::from_u128(1), token, Bytes::from_static(b"k"))];
                 let want = view.replicas(&ks, token) == [view.local];
-                assert_eq!(Coordinator::<net::MemTransport>::sole_replica(&view, &ks, &mutations), want, "{replication:?} at {token}");
+                assert_eq!(
+                    Coordinator::<net::MemTransport>::sole_replica(&view, &ks, &mutations),
+                    want,
+                    "{replication:?} at {token}"
+                );
             }
             assert!(!Coordinator::<net::MemTransport>::sole_replica(&view, &ks, &[]));
         }

@@ -101,8 +101,14 @@ pub enum ClusterEvent {
     NewNode(SocketAddr),
     RemovedNode(SocketAddr),
     /// `STATUS_CHANGE UP` / `DOWN`.
-    Up { host_id: Uuid, native: SocketAddr },
-    Down { host_id: Uuid, native: SocketAddr },
+    Up {
+        host_id: Uuid,
+        native: SocketAddr,
+    },
+    Down {
+        host_id: Uuid,
+        native: SocketAddr,
+    },
 }
 
 pub struct Gossip {
@@ -115,7 +121,12 @@ pub struct Gossip {
 impl Gossip {
     /// Starts gossiping. The view is refreshed by `run_refresh`, which the
     /// caller spawns.
-    pub async fn start(config: &GossipConfig, local: LocalState, status: Status, tokens: &[i64]) -> anyhow::Result<Gossip> {
+    pub async fn start(
+        config: &GossipConfig,
+        local: LocalState,
+        status: Status,
+        tokens: &[i64],
+    ) -> anyhow::Result<Gossip> {
         let id = ChitchatId::new(local.host_id.to_string(), config.generation, config.listen);
         let fd = FailureDetectorConfig {
             phi_threshold: config.phi_convict_threshold,
@@ -197,7 +208,12 @@ impl Gossip {
 
     /// Rebuilds the view every `refresh` and publishes it when it changed,
     /// reporting the differences as events. Runs until the task is dropped.
-    pub async fn run_refresh(self: Arc<Self>, refresh: Duration, view: Arc<ViewHandle>, events: tokio::sync::mpsc::UnboundedSender<ClusterEvent>) {
+    pub async fn run_refresh(
+        self: Arc<Self>,
+        refresh: Duration,
+        view: Arc<ViewHandle>,
+        events: tokio::sync::mpsc::UnboundedSender<ClusterEvent>,
+    ) {
         let mut tick = tokio::time::interval(refresh);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -232,10 +248,8 @@ fn endpoint_of(id: &ChitchatId, state: &NodeState, alive: bool) -> Option<Endpoi
     let host_id: Uuid = state.get("host_id").or(Some(&*id.node_id)).and_then(|h| h.parse().ok())?;
     let internode = state.get("internode").and_then(|a| a.parse().ok()).unwrap_or(id.gossip_advertise_addr);
     let status = state.get("status").and_then(Status::parse).unwrap_or(Status::Joining);
-    let tokens = state
-        .get("tokens")
-        .map(|t| t.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_default();
+    let tokens =
+        state.get("tokens").map(|t| t.split(',').filter_map(|x| x.trim().parse().ok()).collect()).unwrap_or_default();
     Some(Endpoint {
         host_id,
         internode,

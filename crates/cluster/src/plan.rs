@@ -74,7 +74,12 @@ fn rf_in_dc(replication: &Replication, dc: &str) -> u32 {
 impl Requirement {
     /// Cassandra's `blockFor` for a keyspace at a level, from the coordinator's
     /// data center. Refuses levels that make no sense for the request kind.
-    pub fn of(replication: &Replication, cl: Consistency, local_dc: &str, write: bool) -> Result<Requirement, CoordError> {
+    pub fn of(
+        replication: &Replication,
+        cl: Consistency,
+        local_dc: &str,
+        write: bool,
+    ) -> Result<Requirement, CoordError> {
         if !write && cl == Consistency::Any {
             return Err(CoordError::Invalid("ANY ConsistencyLevel is only supported for writes".into()));
         }
@@ -254,7 +259,15 @@ impl ReadPlan {
             .collect();
         requirement.assure_available(live.iter().map(|(_, dc)| dc.as_str()))?;
         // Stable sort keeps ring order within each proximity class.
-        live.sort_by_key(|(r, dc)| if *r == view.local { 0 } else if *dc == local_dc { 1 } else { 2 });
+        live.sort_by_key(|(r, dc)| {
+            if *r == view.local {
+                0
+            } else if *dc == local_dc {
+                1
+            } else {
+                2
+            }
+        });
         let mut contacts = Vec::new();
         let mut others = Vec::new();
         let mut taken: BTreeMap<String, usize> = BTreeMap::new();
@@ -324,12 +337,14 @@ mod tests {
             each.assure_available(dc1_only.iter().copied()),
             Err(CoordError::Unavailable { consistency: Consistency::EachQuorum, required: 2, alive: 0 })
         );
-        let all = Requirement::of(&Replication::Simple { replication_factor: 3 }, Consistency::All, "dc1", true).unwrap();
+        let all =
+            Requirement::of(&Replication::Simple { replication_factor: 3 }, Consistency::All, "dc1", true).unwrap();
         assert_eq!(
             all.assure_available(["dc1", "dc1"].iter().copied()),
             Err(CoordError::Unavailable { consistency: Consistency::All, required: 3, alive: 2 })
         );
-        let any = Requirement::of(&Replication::Simple { replication_factor: 3 }, Consistency::Any, "dc1", true).unwrap();
+        let any =
+            Requirement::of(&Replication::Simple { replication_factor: 3 }, Consistency::Any, "dc1", true).unwrap();
         assert!(any.assure_available(std::iter::empty()).is_ok());
     }
 

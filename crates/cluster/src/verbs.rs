@@ -43,7 +43,11 @@ const MUTATION_GROUP_MAX: usize = 256;
 /// already queued when the loop wakes are applied as one group: one storage
 /// write group, one commit log write (one fsync in `batch` mode), each
 /// answered after that commit.
-pub async fn serve<T: Transport + Clone>(coordinator: Arc<Coordinator<T>>, schema: Arc<dyn SchemaSync>, mut inbound: tokio::sync::mpsc::Receiver<Inbound>) {
+pub async fn serve<T: Transport + Clone>(
+    coordinator: Arc<Coordinator<T>>,
+    schema: Arc<dyn SchemaSync>,
+    mut inbound: tokio::sync::mpsc::Receiver<Inbound>,
+) {
     while let Some(first) = inbound.recv().await {
         let storage = &coordinator.storage;
         let mut mutations = Vec::new();
@@ -83,7 +87,9 @@ fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
             .into_iter()
             .map(|msg| {
                 let outcome = match message::decode_mutations(&msg.payload) {
-                    Ok(mutations) => storage.apply_grouped(&mutations).map_err(|e| (FailureCode::Storage, e.to_string())),
+                    Ok(mutations) => {
+                        storage.apply_grouped(&mutations).map_err(|e| (FailureCode::Storage, e.to_string()))
+                    }
                     Err(e) => Err((FailureCode::MalformedPayload, e.to_string())),
                 };
                 (msg.from, msg.responder, outcome)
@@ -112,9 +118,9 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
         Verb::Echo => responder.respond(Verb::EchoRsp, payload),
         Verb::MutationReq => apply_mutations(storage, vec![Inbound { from, verb, payload, responder }]),
         Verb::ReadReq | Verb::DigestReq => {
-            let read = ReadRequest::decode(&payload)
-                .map_err(|e| e.to_string())
-                .and_then(|r| wire::decode_command(r.table, r.token, r.partition_key.to_vec(), &r.command).map_err(|e| e.to_string()));
+            let read = ReadRequest::decode(&payload).map_err(|e| e.to_string()).and_then(|r| {
+                wire::decode_command(r.table, r.token, r.partition_key.to_vec(), &r.command).map_err(|e| e.to_string())
+            });
             match read {
                 Ok(read) => match storage.read_raw(&read) {
                     Ok(raw) => {
@@ -213,7 +219,12 @@ pub async fn replay_once<T: Transport + Clone>(coordinator: &Coordinator<T>) -> 
             for hint in &batch.hints {
                 let sent = coordinator
                     .transport
-                    .send_request(addr, Verb::MutationReq, Bytes::copy_from_slice(&hint.payload), coordinator.config.write_timeout)
+                    .send_request(
+                        addr,
+                        Verb::MutationReq,
+                        Bytes::copy_from_slice(&hint.payload),
+                        coordinator.config.write_timeout,
+                    )
                     .await;
                 if let Err(e) = sent {
                     tracing::debug!(%target, "hint replay paused: {e}");
@@ -240,7 +251,12 @@ pub async fn replay_once<T: Transport + Clone>(coordinator: &Coordinator<T>) -> 
 /// Pulls the schema from a live peer whose gossiped version differs from
 /// ours, every `period`, and pushes ours to peers after local DDL (see
 /// `push_schema`). Runs forever.
-pub async fn sync_schema<T: Transport + Clone>(view: Arc<ViewHandle>, transport: T, schema: Arc<dyn SchemaSync>, period: Duration) {
+pub async fn sync_schema<T: Transport + Clone>(
+    view: Arc<ViewHandle>,
+    transport: T,
+    schema: Arc<dyn SchemaSync>,
+    period: Duration,
+) {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -129,7 +129,9 @@ pub fn uuid(id: HostId) -> Uuid {
 pub fn strategy(replication: &Replication) -> ReplicationStrategy {
     match replication {
         Replication::Simple { replication_factor } => ReplicationStrategy::Simple { rf: *replication_factor },
-        Replication::NetworkTopology { data_centers } => ReplicationStrategy::NetworkTopology { dcs: data_centers.clone() },
+        Replication::NetworkTopology { data_centers } => {
+            ReplicationStrategy::NetworkTopology { dcs: data_centers.clone() }
+        }
         Replication::Local => ReplicationStrategy::Local,
     }
 }
@@ -150,7 +152,9 @@ impl ClusterView {
             if e.status.owns_tokens() && !e.tokens.is_empty() {
                 // A token claimed twice: the first (smaller host id) keeps it;
                 // the conflict is logged by gossip.
-                if let Err(err) = ring.add_node(NodeInfo::new(host(e.host_id), e.dc.clone(), e.rack.clone()), e.tokens.iter().copied()) {
+                if let Err(err) = ring
+                    .add_node(NodeInfo::new(host(e.host_id), e.dc.clone(), e.rack.clone()), e.tokens.iter().copied())
+                {
                     tracing::warn!(host_id = %e.host_id, "not placing endpoint in the ring: {err}");
                 }
             }

@@ -128,7 +128,12 @@ pub fn encode_command(read: &PartitionRead) -> Bytes {
     out.freeze()
 }
 
-pub fn decode_command(table: Uuid, token: i64, partition_key: Vec<u8>, bytes: &[u8]) -> Result<PartitionRead, WireError> {
+pub fn decode_command(
+    table: Uuid,
+    token: i64,
+    partition_key: Vec<u8>,
+    bytes: &[u8],
+) -> Result<PartitionRead, WireError> {
     let mut r = Reader { buf: bytes, what: "read command" };
     let flags = r.u8()?;
     let row_limit = usize::try_from(r.u64()?).unwrap_or(usize::MAX);
@@ -140,7 +145,16 @@ pub fn decode_command(table: Uuid, token: i64, partition_key: Vec<u8>, bytes: &[
         ranges.push((bound(&mut r)?, bound(&mut r)?));
     }
     r.finish()?;
-    Ok(PartitionRead { table, token, partition_key, ranges, reversed: flags & 1 != 0, include_static: flags & 2 != 0, row_limit, now })
+    Ok(PartitionRead {
+        table,
+        token,
+        partition_key,
+        ranges,
+        reversed: flags & 1 != 0,
+        include_static: flags & 2 != 0,
+        row_limit,
+        now,
+    })
 }
 
 pub fn encode_scan(scan: &ScanRange) -> Bytes {

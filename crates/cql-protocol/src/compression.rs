@@ -52,8 +52,7 @@ impl Compression {
     pub fn compress(self, input: &[u8]) -> Vec<u8> {
         match self {
             Compression::Lz4 => {
-                let len = i32::try_from(input.len())
-                    .expect("body longer than 2 GiB cannot be LZ4-framed");
+                let len = i32::try_from(input.len()).expect("body longer than 2 GiB cannot be LZ4-framed");
                 let mut out = vec![0u8; 4 + lz4_flex::block::get_maximum_output_size(input.len())];
                 out[..4].copy_from_slice(&len.to_be_bytes());
                 // The buffer has the block format's worst-case size, so this cannot fail.
@@ -62,62 +61,41 @@ impl Compression {
                 out.truncate(4 + n);
                 out
             }
-            Compression::Snappy => snap::raw::Encoder::new()
-                .compress_vec(input)
-                .expect("snappy compresses any input below 4 GiB"),
+            Compression::Snappy => {
+                snap::raw::Encoder::new().compress_vec(input).expect("snappy compresses any input below 4 GiB")
+            }
         }
     }
 
     /// Decompresses a whole body received with the COMPRESSION flag.
     pub fn decompress(self, input: &[u8]) -> Result<Bytes, ProtocolError> {
-        let limit = input
-            .len()
-            .saturating_mul(MAX_EXPANSION)
-            .saturating_add(64)
-            .min(MAX_DECOMPRESSED_LEN);
+        let limit = input.len().saturating_mul(MAX_EXPANSION).saturating_add(64).min(MAX_DECOMPRESSED_LEN);
         match self {
             Compression::Lz4 => {
-                let err = |reason: String| ProtocolError::Decompression {
-                    codec: "lz4",
-                    reason,
-                };
+                let err = |reason: String| ProtocolError::Decompression { codec: "lz4", reason };
                 let Some((len, block)) = input.split_first_chunk::<4>() else {
-                    return Err(err(format!(
-                        "body of {} bytes has no length prefix",
-                        input.len()
-                    )));
+                    return Err(err(format!("body of {} bytes has no length prefix", input.len())));
                 };
                 let len = i32::from_be_bytes(*len);
-                let len = usize::try_from(len)
-                    .map_err(|_| err(format!("negative uncompressed length {len}")))?;
+                let len = usize::try_from(len).map_err(|_| err(format!("negative uncompressed length {len}")))?;
                 if len > limit {
-                    return Err(err(format!(
-                        "uncompressed length {len} is more than the limit {limit}"
-                    )));
+                    return Err(err(format!("uncompressed length {len} is more than the limit {limit}")));
                 }
                 let mut out = vec![0u8; len];
-                let n = lz4_flex::block::decompress_into(block, &mut out)
-                    .map_err(|e| err(e.to_string()))?;
+                let n = lz4_flex::block::decompress_into(block, &mut out).map_err(|e| err(e.to_string()))?;
                 if n != len {
                     return Err(err(format!("expected {len} bytes, block holds {n}")));
                 }
                 Ok(Bytes::from(out))
             }
             Compression::Snappy => {
-                let err = |reason: String| ProtocolError::Decompression {
-                    codec: "snappy",
-                    reason,
-                };
+                let err = |reason: String| ProtocolError::Decompression { codec: "snappy", reason };
                 let len = snap::raw::decompress_len(input).map_err(|e| err(e.to_string()))?;
                 if len > limit {
-                    return Err(err(format!(
-                        "uncompressed length {len} is more than the limit {limit}"
-                    )));
+                    return Err(err(format!("uncompressed length {len} is more than the limit {limit}")));
                 }
                 let mut out = vec![0u8; len];
-                let n = snap::raw::Decoder::new()
-                    .decompress(input, &mut out)
-                    .map_err(|e| err(e.to_string()))?;
+                let n = snap::raw::Decoder::new().decompress(input, &mut out).map_err(|e| err(e.to_string()))?;
                 out.truncate(n);
                 Ok(Bytes::from(out))
             }
@@ -138,9 +116,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let data: Vec<u8> = (0..10_000u32)
-            .flat_map(|i| (i % 97).to_be_bytes())
-            .collect();
+        let data: Vec<u8> = (0..10_000u32).flat_map(|i| (i % 97).to_be_bytes()).collect();
         for c in [Compression::Lz4, Compression::Snappy] {
             for input in [&data[..], b"", b"x"] {
                 let z = c.compress(input);
@@ -156,16 +132,10 @@ mod tests {
     fn lies_and_garbage_are_errors() {
         // Claims 1 GiB from a 5-byte body.
         assert!(Compression::Lz4.decompress(&[0x40, 0, 0, 0, 0]).is_err());
-        assert!(Compression::Lz4
-            .decompress(&[0xFF, 0xFF, 0xFF, 0xFF, 0])
-            .is_err());
+        assert!(Compression::Lz4.decompress(&[0xFF, 0xFF, 0xFF, 0xFF, 0]).is_err());
         assert!(Compression::Lz4.decompress(&[0, 0]).is_err());
-        assert!(Compression::Lz4
-            .decompress(&[0, 0, 0, 10, 0xF0, 1, 2])
-            .is_err());
-        assert!(Compression::Snappy
-            .decompress(&[0xFF, 0xFF, 0xFF, 0xFF, 0x0F])
-            .is_err());
+        assert!(Compression::Lz4.decompress(&[0, 0, 0, 10, 0xF0, 1, 2]).is_err());
+        assert!(Compression::Snappy.decompress(&[0xFF, 0xFF, 0xFF, 0xFF, 0x0F]).is_err());
         assert!(Compression::Snappy.decompress(&[5, 0xFF, 0xFF]).is_err());
     }
 }

@@ -49,19 +49,11 @@ pub enum FrameError {
         *opcode as u8,
         opcode.name()
     )]
-    WrongDirection {
-        opcode: Opcode,
-        response_bit: bool,
-        stream: i16,
-    },
+    WrongDirection { opcode: Opcode, response_bit: bool, stream: i16 },
     /// Header plus body exceed the configured maximum frame length.
     /// Cassandra answers this with Invalid (0x2200), not ProtocolError.
     #[error("Request is too big: length {} exceeds maximum allowed length {max_frame_len}.", *body_len as u64 + crate::frame::HEADER_LEN as u64)]
-    TooBig {
-        stream: i16,
-        body_len: u32,
-        max_frame_len: u32,
-    },
+    TooBig { stream: i16, body_len: u32, max_frame_len: u32 },
 }
 
 impl FrameError {
@@ -112,9 +104,7 @@ impl FrameError {
     /// only ever sends v4.
     pub fn reply_version(&self) -> u8 {
         match *self {
-            FrameError::UnsupportedVersion {
-                version: v @ 1..=3, ..
-            } => v,
+            FrameError::UnsupportedVersion { version: v @ 1..=3, .. } => v,
             _ => PROTOCOL_VERSION,
         }
     }
@@ -130,11 +120,7 @@ impl FrameError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
     #[error("Not enough bytes to read {what}: need {needed}, {remaining} left")]
-    Truncated {
-        what: &'static str,
-        needed: usize,
-        remaining: usize,
-    },
+    Truncated { what: &'static str, needed: usize, remaining: usize },
     #[error("Cannot decode {what} as UTF-8")]
     InvalidUtf8 { what: &'static str },
     #[error("Invalid negative length {len} for {what}")]
@@ -170,9 +156,7 @@ pub enum ProtocolError {
     UnknownCompression(String),
     #[error("Missing value CQL_VERSION in STARTUP message")]
     MissingCqlVersion,
-    #[error(
-        "CQL version {0} is not supported by the binary protocol (supported version are >= 3.0.0)"
-    )]
+    #[error("CQL version {0} is not supported by the binary protocol (supported version are >= 3.0.0)")]
     UnsupportedCqlVersion(String),
     #[error("Opcode {0:?} is not a request")]
     NotARequest(Opcode),
@@ -199,49 +183,18 @@ mod tests {
 
     #[test]
     fn messages_follow_cassandra() {
-        let e = FrameError::UnsupportedVersion {
-            version: 66,
-            stream: 3,
-            body_len: 0,
-        };
-        assert_eq!(
-            e.to_string(),
-            "Invalid or unsupported protocol version (66); supported versions are (4/v4)"
-        );
+        let e = FrameError::UnsupportedVersion { version: 66, stream: 3, body_len: 0 };
+        assert_eq!(e.to_string(), "Invalid or unsupported protocol version (66); supported versions are (4/v4)");
         // The python driver's test: `'unsupported protocol version' in response.message`.
         assert!(e.to_string().contains("unsupported protocol version"));
-        let e = FrameError::TooBig {
-            stream: 1,
-            body_len: 100,
-            max_frame_len: 50,
-        };
-        assert_eq!(
-            e.to_string(),
-            "Request is too big: length 109 exceeds maximum allowed length 50."
-        );
+        let e = FrameError::TooBig { stream: 1, body_len: 100, max_frame_len: 50 };
+        assert_eq!(e.to_string(), "Request is too big: length 109 exceeds maximum allowed length 50.");
         assert_eq!(e.error_body().kind, ErrorKind::Invalid);
         assert!(!e.closes_connection());
-        let e = FrameError::WrongDirection {
-            opcode: Opcode::Query,
-            response_bit: true,
-            stream: 0,
-        };
-        assert_eq!(
-            e.to_string(),
-            "Wrong protocol direction (expected REQUEST, got RESPONSE) for opcode 7 (QUERY)"
-        );
-        let e = FrameError::WrongDirection {
-            opcode: Opcode::Ready,
-            response_bit: false,
-            stream: 0,
-        };
-        assert_eq!(
-            e.to_string(),
-            "Wrong protocol direction (expected RESPONSE, got REQUEST) for opcode 2 (READY)"
-        );
-        assert_eq!(
-            ProtocolError::UnknownConsistency(42).to_string(),
-            "Unknown code 42 for a consistency level"
-        );
+        let e = FrameError::WrongDirection { opcode: Opcode::Query, response_bit: true, stream: 0 };
+        assert_eq!(e.to_string(), "Wrong protocol direction (expected REQUEST, got RESPONSE) for opcode 7 (QUERY)");
+        let e = FrameError::WrongDirection { opcode: Opcode::Ready, response_bit: false, stream: 0 };
+        assert_eq!(e.to_string(), "Wrong protocol direction (expected RESPONSE, got REQUEST) for opcode 2 (READY)");
+        assert_eq!(ProtocolError::UnknownConsistency(42).to_string(), "Unknown code 42 for a consistency level");
     }
 }

@@ -133,10 +133,7 @@ impl Opcode {
     /// True for messages a client sends.
     pub fn is_request(self) -> bool {
         use Opcode::*;
-        matches!(
-            self,
-            Startup | Options | Query | Prepare | Execute | Register | Batch | AuthResponse
-        )
+        matches!(self, Startup | Options | Query | Prepare | Execute | Register | Batch | AuthResponse)
     }
 
     /// Cassandra's name for the message type (as in its error messages).
@@ -213,11 +210,7 @@ pub fn parse_header(buf: &[u8], max_frame_len: u32) -> Result<Option<FrameHeader
         };
         let body_len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]);
         // Cassandra answers these on stream 0, in their own version and layout.
-        return Err(FrameError::UnsupportedVersion {
-            version,
-            stream: 0,
-            body_len,
-        });
+        return Err(FrameError::UnsupportedVersion { version, stream: 0, body_len });
     }
     let Some(raw) = header_bytes(buf) else {
         return Ok(None);
@@ -225,93 +218,47 @@ pub fn parse_header(buf: &[u8], max_frame_len: u32) -> Result<Option<FrameHeader
     let (flags, stream, opcode_byte, body_len) = split_header(&raw);
     if version != PROTOCOL_VERSION {
         // On stream 0, whatever the request's: see the module comment (gocql v2).
-        return Err(FrameError::UnsupportedVersion {
-            version,
-            stream: 0,
-            body_len,
-        });
+        return Err(FrameError::UnsupportedVersion { version, stream: 0, body_len });
     }
     let Some(opcode) = Opcode::from_u8(opcode_byte) else {
-        return Err(FrameError::UnknownOpcode {
-            opcode: opcode_byte,
-            stream,
-        });
+        return Err(FrameError::UnknownOpcode { opcode: opcode_byte, stream });
     };
     let response_bit = first & RESPONSE_BIT != 0;
     if response_bit || !opcode.is_request() {
-        return Err(FrameError::WrongDirection {
-            opcode,
-            response_bit,
-            stream,
-        });
+        return Err(FrameError::WrongDirection { opcode, response_bit, stream });
     }
     if u64::from(body_len) + HEADER_LEN as u64 > u64::from(max_frame_len) {
-        return Err(FrameError::TooBig {
-            stream,
-            body_len,
-            max_frame_len,
-        });
+        return Err(FrameError::TooBig { stream, body_len, max_frame_len });
     }
-    Ok(Some(FrameHeader {
-        version,
-        flags,
-        stream,
-        opcode,
-        body_len,
-    }))
+    Ok(Some(FrameHeader { version, flags, stream, opcode, body_len }))
 }
 
 /// Client side: parses a response frame header (version byte must be 0x84).
 /// Errors reuse [`FrameError`]; `max_frame_len` bounds header plus body.
-pub fn parse_response_header(
-    buf: &[u8],
-    max_frame_len: u32,
-) -> Result<Option<FrameHeader>, FrameError> {
+pub fn parse_response_header(buf: &[u8], max_frame_len: u32) -> Result<Option<FrameHeader>, FrameError> {
     let Some(raw) = header_bytes(buf) else {
         return Ok(None);
     };
     let (flags, stream, opcode_byte, body_len) = split_header(&raw);
     let version = raw[0] & !RESPONSE_BIT;
     if version != PROTOCOL_VERSION {
-        return Err(FrameError::UnsupportedVersion {
-            version,
-            stream,
-            body_len,
-        });
+        return Err(FrameError::UnsupportedVersion { version, stream, body_len });
     }
     let Some(opcode) = Opcode::from_u8(opcode_byte) else {
-        return Err(FrameError::UnknownOpcode {
-            opcode: opcode_byte,
-            stream,
-        });
+        return Err(FrameError::UnknownOpcode { opcode: opcode_byte, stream });
     };
     let response_bit = raw[0] & RESPONSE_BIT != 0;
     if !response_bit || opcode.is_request() {
-        return Err(FrameError::WrongDirection {
-            opcode,
-            response_bit,
-            stream,
-        });
+        return Err(FrameError::WrongDirection { opcode, response_bit, stream });
     }
     if u64::from(body_len) + HEADER_LEN as u64 > u64::from(max_frame_len) {
-        return Err(FrameError::TooBig {
-            stream,
-            body_len,
-            max_frame_len,
-        });
+        return Err(FrameError::TooBig { stream, body_len, max_frame_len });
     }
-    Ok(Some(FrameHeader {
-        version,
-        flags,
-        stream,
-        opcode,
-        body_len,
-    }))
+    Ok(Some(FrameHeader { version, flags, stream, opcode, body_len }))
 }
 
 fn header_bytes(buf: &[u8]) -> Option<[u8; HEADER_LEN]> {
-    buf.get(..HEADER_LEN)
-        .and_then(|s| <[u8; HEADER_LEN]>::try_from(s).ok())
+    buf.get(..HEADER_LEN).and_then(|s| <[u8; HEADER_LEN]>::try_from(s).ok())
 }
 
 fn split_header(raw: &[u8; HEADER_LEN]) -> (u8, i16, u8, u32) {
@@ -390,16 +337,7 @@ mod tests {
             assert_eq!(parse_header(&h[..n], MAX), Ok(None));
         }
         let parsed = parse_header(&h, MAX).unwrap().unwrap();
-        assert_eq!(
-            parsed,
-            FrameHeader {
-                version: 4,
-                flags: 0,
-                stream: 1,
-                opcode: Opcode::Options,
-                body_len: 0
-            }
-        );
+        assert_eq!(parsed, FrameHeader { version: 4, flags: 0, stream: 1, opcode: Opcode::Options, body_len: 0 });
     }
 
     #[test]
@@ -409,14 +347,7 @@ mod tests {
         for v in [0x42u8, 0x41, 0x05, 0x06, 0x16, 0x00] {
             let h = [v, 0x00, 0x00, 0x07, 0x05, 0, 0, 0, 3];
             let err = parse_header(&h, MAX).unwrap_err();
-            assert_eq!(
-                err,
-                FrameError::UnsupportedVersion {
-                    version: v,
-                    stream: 0,
-                    body_len: 3
-                }
-            );
+            assert_eq!(err, FrameError::UnsupportedVersion { version: v, stream: 0, body_len: 3 });
             assert!(!err.closes_connection());
             assert_eq!(err.bytes_to_skip(), Some(HEADER_LEN + 3));
             let mut out = BytesMut::new();
@@ -450,14 +381,7 @@ mod tests {
         assert_eq!(parse_header(&h[..2], MAX), Ok(None));
         assert_eq!(parse_header(&h[..7], MAX), Ok(None));
         let err = parse_header(&h, MAX).unwrap_err();
-        assert_eq!(
-            err,
-            FrameError::UnsupportedVersion {
-                version: 2,
-                stream: 0,
-                body_len: 2
-            }
-        );
+        assert_eq!(err, FrameError::UnsupportedVersion { version: 2, stream: 0, body_len: 2 });
         assert_eq!(err.bytes_to_skip(), Some(LEGACY_HEADER_LEN + 2));
         let mut out = BytesMut::new();
         err.encode_reply(&mut out);
@@ -469,29 +393,11 @@ mod tests {
     #[test]
     fn rejects_bad_opcode_direction_and_size() {
         let h = [0x04, 0, 0, 2, 0x04, 0, 0, 0, 0];
-        assert_eq!(
-            parse_header(&h, MAX),
-            Err(FrameError::UnknownOpcode {
-                opcode: 4,
-                stream: 2
-            })
-        );
+        assert_eq!(parse_header(&h, MAX), Err(FrameError::UnknownOpcode { opcode: 4, stream: 2 }));
         let h = [0x04, 0, 0, 2, 0x02, 0, 0, 0, 0];
-        assert!(matches!(
-            parse_header(&h, MAX),
-            Err(FrameError::WrongDirection {
-                response_bit: false,
-                ..
-            })
-        ));
+        assert!(matches!(parse_header(&h, MAX), Err(FrameError::WrongDirection { response_bit: false, .. })));
         let h = [0x84, 0, 0, 2, 0x07, 0, 0, 0, 0];
-        assert!(matches!(
-            parse_header(&h, MAX),
-            Err(FrameError::WrongDirection {
-                response_bit: true,
-                ..
-            })
-        ));
+        assert!(matches!(parse_header(&h, MAX), Err(FrameError::WrongDirection { response_bit: true, .. })));
         let h = [0x04, 0, 0, 2, 0x07, 0xFF, 0xFF, 0xFF, 0xFF];
         let err = parse_header(&h, MAX).unwrap_err();
         assert_eq!(err.bytes_to_skip(), Some(HEADER_LEN + u32::MAX as usize));

@@ -41,19 +41,18 @@ pub mod wire;
 pub use compression::Compression;
 pub use error::{FrameError, ProtocolError};
 pub use frame::{
-    parse_header, parse_response_header, FrameHeader, Opcode, FLAG_COMPRESSION,
-    FLAG_CUSTOM_PAYLOAD, FLAG_TRACING, FLAG_USE_BETA, FLAG_WARNING, HEADER_LEN, PROTOCOL_VERSION,
+    parse_header, parse_response_header, FrameHeader, Opcode, FLAG_COMPRESSION, FLAG_CUSTOM_PAYLOAD, FLAG_TRACING,
+    FLAG_USE_BETA, FLAG_WARNING, HEADER_LEN, PROTOCOL_VERSION,
 };
 pub use request::{
     decode_request, decode_request_frame, encode_execute, encode_request, encode_request_with, Batch, BatchKind,
     BatchStatement, BoundValue, BoundValues, QueryParams, Request, RequestFrame, StartupOptions,
 };
 pub use response::{
-    decode_response, encode_event, encode_response, encode_response_traced, supported_options,
-    ColumnSpec, ErrorBody, ErrorKind, Event, EventType, Prepared, PreparedMetadata, Response,
-    ResponseFrame, ResultBody, Rows, RowsIter, RowsMetadata, RowsWriter, SchemaChange,
-    SchemaChangeTarget, SchemaChangeType, StatusChangeType, TopologyChangeType, WriteType,
-    CQL_VERSION, EVENT_STREAM,
+    decode_response, encode_event, encode_response, encode_response_traced, supported_options, ColumnSpec, ErrorBody,
+    ErrorKind, Event, EventType, Prepared, PreparedMetadata, Response, ResponseFrame, ResultBody, Rows, RowsIter,
+    RowsMetadata, RowsWriter, SchemaChange, SchemaChangeTarget, SchemaChangeType, StatusChangeType, TopologyChangeType,
+    WriteType, CQL_VERSION, EVENT_STREAM,
 };
 // `types` stays private so that `use cql_protocol::*` does not shadow the
 // workspace's `types` crate; its API is re-exported here.

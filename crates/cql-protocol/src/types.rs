@@ -92,12 +92,7 @@ pub fn write_type(out: &mut BytesMut, ty: &CqlType) {
             write_type(out, value);
             return;
         }
-        CqlType::Udt {
-            keyspace,
-            name,
-            fields,
-            ..
-        } => {
+        CqlType::Udt { keyspace, name, fields, .. } => {
             wire::write_short(out, ID_UDT);
             wire::write_string(out, keyspace);
             wire::write_string(out, name);
@@ -162,22 +157,12 @@ fn read_type_at(r: &mut Reader, depth: usize) -> Result<CqlType, ProtocolError> 
         ID_TIME => CqlType::Time,
         ID_SMALLINT => CqlType::SmallInt,
         ID_TINYINT => CqlType::TinyInt,
-        ID_LIST => CqlType::List {
-            elem: inner(r)?,
-            frozen: nested,
-        },
-        ID_SET => CqlType::Set {
-            elem: inner(r)?,
-            frozen: nested,
-        },
+        ID_LIST => CqlType::List { elem: inner(r)?, frozen: nested },
+        ID_SET => CqlType::Set { elem: inner(r)?, frozen: nested },
         ID_MAP => {
             let key = inner(r)?;
             let value = inner(r)?;
-            CqlType::Map {
-                key,
-                value,
-                frozen: nested,
-            }
+            CqlType::Map { key, value, frozen: nested }
         }
         ID_UDT => {
             let keyspace = r.read_string()?;
@@ -190,12 +175,7 @@ fn read_type_at(r: &mut Reader, depth: usize) -> Result<CqlType, ProtocolError> 
                 let ty = read_type_at(r, depth + 1)?;
                 fields.push((field, ty));
             }
-            CqlType::Udt {
-                keyspace,
-                name,
-                fields,
-                frozen: nested,
-            }
+            CqlType::Udt { keyspace, name, fields, frozen: nested }
         }
         ID_TUPLE => {
             let n = r.read_short()? as usize;
@@ -229,10 +209,7 @@ mod tests {
         assert_eq!(enc(&CqlType::Text), [0x00, 0x0D]);
         assert_eq!(enc(&CqlType::Ascii), [0x00, 0x01]);
         assert_eq!(enc(&CqlType::TinyInt), [0x00, 0x14]);
-        let list = CqlType::List {
-            elem: Box::new(CqlType::Int),
-            frozen: true,
-        };
+        let list = CqlType::List { elem: Box::new(CqlType::Int), frozen: true };
         assert_eq!(enc(&list), [0x00, 0x20, 0x00, 0x09]);
         let mut dur = vec![0x00, 0x00, 0x00, DURATION_CLASS.len() as u8];
         dur.extend_from_slice(DURATION_CLASS.as_bytes());
@@ -246,13 +223,7 @@ mod tests {
             name: "addr".into(),
             fields: vec![
                 ("street".into(), CqlType::Text),
-                (
-                    "tags".into(),
-                    CqlType::Set {
-                        elem: Box::new(CqlType::Ascii),
-                        frozen: true,
-                    },
-                ),
+                ("tags".into(), CqlType::Set { elem: Box::new(CqlType::Ascii), frozen: true }),
             ],
             frozen: false,
         };
@@ -277,20 +248,11 @@ mod tests {
             CqlType::SmallInt,
             CqlType::TinyInt,
             CqlType::Duration,
-            CqlType::List {
-                elem: Box::new(CqlType::Int),
-                frozen: false,
-            },
-            CqlType::Set {
-                elem: Box::new(CqlType::Uuid),
-                frozen: false,
-            },
+            CqlType::List { elem: Box::new(CqlType::Int), frozen: false },
+            CqlType::Set { elem: Box::new(CqlType::Uuid), frozen: false },
             CqlType::Map {
                 key: Box::new(CqlType::Text),
-                value: Box::new(CqlType::List {
-                    elem: Box::new(CqlType::Int),
-                    frozen: true,
-                }),
+                value: Box::new(CqlType::List { elem: Box::new(CqlType::Int), frozen: true }),
                 frozen: false,
             },
             CqlType::Tuple(vec![CqlType::Int, udt.clone().frozen()]),
@@ -304,13 +266,8 @@ mod tests {
     #[test]
     fn hostile_descriptions() {
         assert_eq!(dec(&[0x00, 0x0A]), Err(ProtocolError::UnknownTypeId(0x0A)));
-        assert!(matches!(
-            dec(&[0x00, 0x00, 0x00, 0x01, b'x']),
-            Err(ProtocolError::UnsupportedCustomType(_))
-        ));
-        let deep: Vec<u8> = std::iter::repeat_n([0x00, 0x20], 10_000)
-            .flatten()
-            .collect();
+        assert!(matches!(dec(&[0x00, 0x00, 0x00, 0x01, b'x']), Err(ProtocolError::UnsupportedCustomType(_))));
+        let deep: Vec<u8> = std::iter::repeat_n([0x00, 0x20], 10_000).flatten().collect();
         assert_eq!(dec(&deep), Err(ProtocolError::TypeTooDeep(MAX_TYPE_DEPTH)));
         assert!(dec(&[0x00, 0x31, 0xFF, 0xFF]).is_err());
     }

@@ -62,22 +62,14 @@ impl Reader {
     /// Takes the next `n` bytes as a zero-copy slice.
     pub fn take(&mut self, n: usize, what: &'static str) -> Result<Bytes> {
         if n > self.buf.len() {
-            return Err(ProtocolError::Truncated {
-                what,
-                needed: n,
-                remaining: self.buf.len(),
-            });
+            return Err(ProtocolError::Truncated { what, needed: n, remaining: self.buf.len() });
         }
         Ok(self.buf.split_to(n))
     }
 
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N]> {
         let b = self.take(N, what)?;
-        <[u8; N]>::try_from(&b[..]).map_err(|_| ProtocolError::Truncated {
-            what,
-            needed: N,
-            remaining: b.len(),
-        })
+        <[u8; N]>::try_from(&b[..]).map_err(|_| ProtocolError::Truncated { what, needed: N, remaining: b.len() })
     }
 
     /// A `[byte]`.
@@ -110,10 +102,7 @@ impl Reader {
     /// A `[long string]`: `[int]` length then UTF-8.
     pub fn read_long_string(&mut self) -> Result<String> {
         let n = self.read_int()?;
-        let n = usize::try_from(n).map_err(|_| ProtocolError::NegativeLength {
-            what: "a [long string]",
-            len: n,
-        })?;
+        let n = usize::try_from(n).map_err(|_| ProtocolError::NegativeLength { what: "a [long string]", len: n })?;
         let b = self.take(n, "a [long string]")?;
         utf8(b, "a [long string]")
     }
@@ -225,13 +214,11 @@ fn utf8(b: Bytes, what: &'static str) -> Result<String> {
 }
 
 fn short_len(len: usize, what: &str) -> u16 {
-    u16::try_from(len)
-        .unwrap_or_else(|_| panic!("{what} of {len} bytes does not fit a [short] length"))
+    u16::try_from(len).unwrap_or_else(|_| panic!("{what} of {len} bytes does not fit a [short] length"))
 }
 
 fn int_len(len: usize, what: &str) -> i32 {
-    i32::try_from(len)
-        .unwrap_or_else(|_| panic!("{what} of {len} bytes does not fit an [int] length"))
+    i32::try_from(len).unwrap_or_else(|_| panic!("{what} of {len} bytes does not fit an [int] length"))
 }
 
 /// The longest prefix of `s` that is at most `max` bytes and ends on a char
@@ -332,10 +319,7 @@ pub fn write_consistency(out: &mut BytesMut, c: Consistency) {
 }
 
 /// A `[string map]`; keeps the first 65535 entries.
-pub fn write_string_map<'a>(
-    out: &mut BytesMut,
-    map: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
-) {
+pub fn write_string_map<'a>(out: &mut BytesMut, map: impl ExactSizeIterator<Item = (&'a str, &'a str)>) {
     let n = map.len().min(u16::MAX as usize);
     out.put_u16(n as u16);
     for (k, v) in map.take(n) {
@@ -396,13 +380,7 @@ mod tests {
         let mut mm = BTreeMap::new();
         mm.insert("K".to_string(), vec!["v1".to_string(), "v2".to_string()]);
         write_string_multimap(&mut out, &mm);
-        write_bytes_map(
-            &mut out,
-            &[
-                ("k".to_string(), None),
-                ("j".to_string(), Some(Bytes::from_static(b"1"))),
-            ],
-        );
+        write_bytes_map(&mut out, &[("k".to_string(), None), ("j".to_string(), Some(Bytes::from_static(b"1")))]);
 
         let mut r = Reader::new(out.freeze());
         assert_eq!(r.read_u8().unwrap(), 7);
@@ -429,31 +407,16 @@ mod tests {
 
     #[test]
     fn truncation_and_bad_lengths_are_errors() {
-        assert!(matches!(
-            reader(&[0, 5, b'a']).read_string(),
-            Err(ProtocolError::Truncated { .. })
-        ));
+        assert!(matches!(reader(&[0, 5, b'a']).read_string(), Err(ProtocolError::Truncated { .. })));
         assert!(matches!(
             reader(&[0xFF, 0xFF, 0xFF, 0xFE]).read_long_string(),
             Err(ProtocolError::NegativeLength { .. })
         ));
-        assert_eq!(
-            reader(&[0xFF, 0xFF, 0xFF, 0xFD]).read_value(),
-            Err(ProtocolError::InvalidValueLength(-3))
-        );
+        assert_eq!(reader(&[0xFF, 0xFF, 0xFF, 0xFD]).read_value(), Err(ProtocolError::InvalidValueLength(-3)));
         assert_eq!(reader(&[0xFF, 0xFF, 0xFF, 0xFD]).read_bytes(), Ok(None));
-        assert_eq!(
-            reader(&[0, 0x0B]).read_consistency(),
-            Err(ProtocolError::UnknownConsistency(11))
-        );
-        assert_eq!(
-            reader(&[5, 1, 2, 3, 4, 5, 0, 0, 0, 1]).read_inet(),
-            Err(ProtocolError::InvalidInetLength(5))
-        );
-        assert!(matches!(
-            reader(&[0, 1, 0xFF]).read_string(),
-            Err(ProtocolError::InvalidUtf8 { .. })
-        ));
+        assert_eq!(reader(&[0, 0x0B]).read_consistency(), Err(ProtocolError::UnknownConsistency(11)));
+        assert_eq!(reader(&[5, 1, 2, 3, 4, 5, 0, 0, 0, 1]).read_inet(), Err(ProtocolError::InvalidInetLength(5)));
+        assert!(matches!(reader(&[0, 1, 0xFF]).read_string(), Err(ProtocolError::InvalidUtf8 { .. })));
         // A huge count with no bytes behind it fails without allocating.
         assert!(reader(&[0xFF, 0xFF]).read_string_list().is_err());
         assert!(reader(&[0x7F, 0xFF, 0xFF, 0xFF]).read_bytes().is_err());

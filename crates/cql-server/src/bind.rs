@@ -106,7 +106,9 @@ pub fn literal_value(l: &Literal, r: &Receiver<'_>) -> Result<Option<Value>, Que
         (Literal::Integer(s), CqlType::Int) => Value::Int(s.parse().map_err(|_| bad())?),
         (Literal::Integer(s), CqlType::BigInt | CqlType::Counter) => Value::BigInt(s.parse().map_err(|_| bad())?),
         (Literal::Integer(s), CqlType::Varint) => Value::Varint(s.parse().map_err(|_| bad())?),
-        (Literal::Integer(s) | Literal::Float(s), CqlType::Float) => Value::Float(parse_float(s).ok_or_else(bad)? as f32),
+        (Literal::Integer(s) | Literal::Float(s), CqlType::Float) => {
+            Value::Float(parse_float(s).ok_or_else(bad)? as f32)
+        }
         (Literal::Integer(s) | Literal::Float(s), CqlType::Double) => Value::Double(parse_float(s).ok_or_else(bad)?),
         (Literal::Integer(s) | Literal::Float(s), CqlType::Decimal) => parse_decimal(s).ok_or_else(bad)?,
         (Literal::Uuid(u), CqlType::Uuid) => Value::Uuid(*u),
@@ -169,11 +171,7 @@ pub fn eval(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Bound, Q
                 BoundValue::Unset => Ok(Bound::Unset),
                 BoundValue::Set(bytes) => {
                     types::codec::validate(r.ty, bytes).map_err(|e| {
-                        QueryError::Invalid(format!(
-                            "Exception while binding column {}: {}",
-                            r.name,
-                            e
-                        ))
+                        QueryError::Invalid(format!("Exception while binding column {}: {}", r.name, e))
                     })?;
                     if contains_set_or_map(r.ty) {
                         // Cassandra canonicalizes sets and maps when binding
@@ -202,34 +200,48 @@ pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Op
             _ => Ok(None),
         },
         Term::Negate(inner) => match eval_value(inner, r, ctx)? {
-            Some(v) => negate(v).map(Some).ok_or_else(|| QueryError::Invalid(format!("Cannot negate a value of type {}", ty.to_cql()))),
+            Some(v) => negate(v)
+                .map(Some)
+                .ok_or_else(|| QueryError::Invalid(format!("Cannot negate a value of type {}", ty.to_cql()))),
             None => Ok(None),
         },
         Term::List(items) | Term::Set(items) => {
             let elem = match (ty, term) {
                 (CqlType::List { elem, .. }, _) | (CqlType::Set { elem, .. }, _) => elem,
-                _ => return Err(QueryError::Invalid(format!("Invalid list literal for {} of type {}", r.name, ty.to_cql()))),
+                _ => {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid list literal for {} of type {}",
+                        r.name,
+                        ty.to_cql()
+                    )))
+                }
             };
             let er = Receiver { name: r.name, ty: elem };
             let mut out = Vec::with_capacity(items.len());
             for item in items {
                 match eval_value(item, &er, ctx)? {
                     Some(v) => out.push(v),
-                    None => {
-                        return Err(QueryError::invalid("null is not supported inside collections"))
-                    }
+                    None => return Err(QueryError::invalid("null is not supported inside collections")),
                 }
             }
             Ok(Some(match ty {
                 CqlType::Set { .. } => {
                     if matches!(term, Term::List(_)) {
-                        return Err(QueryError::Invalid(format!("Invalid list literal for {} of type {}", r.name, ty.to_cql())));
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid list literal for {} of type {}",
+                            r.name,
+                            ty.to_cql()
+                        )));
                     }
                     normalize_set(out)
                 }
                 _ => {
                     if matches!(term, Term::Set(_)) {
-                        return Err(QueryError::Invalid(format!("Invalid set literal for {} of type {}", r.name, ty.to_cql())));
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid set literal for {} of type {}",
+                            r.name,
+                            ty.to_cql()
+                        )));
                     }
                     Value::List(out)
                 }
@@ -238,7 +250,11 @@ pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Op
         Term::EmptyMapOrSet => match ty {
             CqlType::Set { .. } => Ok(Some(Value::Set(Vec::new()))),
             CqlType::Map { .. } => Ok(Some(Value::Map(Vec::new()))),
-            _ => Err(QueryError::Invalid(format!("Invalid empty collection literal for {} of type {}", r.name, ty.to_cql()))),
+            _ => Err(QueryError::Invalid(format!(
+                "Invalid empty collection literal for {} of type {}",
+                r.name,
+                ty.to_cql()
+            ))),
         },
         Term::Map(pairs) => {
             let CqlType::Map { key, value, .. } = ty else {
@@ -248,15 +264,21 @@ pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Op
             let vr = Receiver { name: r.name, ty: value };
             let mut out = Vec::with_capacity(pairs.len());
             for (k, v) in pairs {
-                let k = eval_value(k, &kr, ctx)?.ok_or_else(|| QueryError::invalid("null is not supported inside collections"))?;
-                let v = eval_value(v, &vr, ctx)?.ok_or_else(|| QueryError::invalid("null is not supported inside collections"))?;
+                let k = eval_value(k, &kr, ctx)?
+                    .ok_or_else(|| QueryError::invalid("null is not supported inside collections"))?;
+                let v = eval_value(v, &vr, ctx)?
+                    .ok_or_else(|| QueryError::invalid("null is not supported inside collections"))?;
                 out.push((k, v));
             }
             Ok(Some(normalize_map(out)))
         }
         Term::Tuple(items) => {
             let CqlType::Tuple(types) = ty else {
-                return Err(QueryError::Invalid(format!("Invalid tuple literal for {}: {} is not a tuple", r.name, ty.to_cql())));
+                return Err(QueryError::Invalid(format!(
+                    "Invalid tuple literal for {}: {} is not a tuple",
+                    r.name,
+                    ty.to_cql()
+                )));
             };
             if items.len() > types.len() {
                 return Err(QueryError::Invalid(format!(
@@ -278,11 +300,17 @@ pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Op
         }
         Term::Udt(fields) => {
             let CqlType::Udt { fields: defs, name, .. } = ty else {
-                return Err(QueryError::Invalid(format!("Invalid user type literal for {} of type {}", r.name, ty.to_cql())));
+                return Err(QueryError::Invalid(format!(
+                    "Invalid user type literal for {} of type {}",
+                    r.name,
+                    ty.to_cql()
+                )));
             };
             for (f, _) in fields {
                 if !defs.iter().any(|(n, _)| n == f) {
-                    return Err(QueryError::Invalid(format!("Unknown field '{f}' in value of user defined type {name}")));
+                    return Err(QueryError::Invalid(format!(
+                        "Unknown field '{f}' in value of user defined type {name}"
+                    )));
                 }
             }
             let mut out = Vec::with_capacity(defs.len());

@@ -18,7 +18,8 @@ pub type ValueBound = Option<(Bytes, bool)>;
 /// One end of a slice on a prefix of columns (`(c1, c2) > (x, y)`).
 pub type PrefixBound = Option<(Vec<Bytes>, bool)>;
 
-pub const NO_KEYSPACE: &str = "No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename";
+pub const NO_KEYSPACE: &str =
+    "No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename";
 
 pub fn keyspace_name<'a>(q: &'a QualifiedName, session: Option<&'a str>) -> Result<&'a str, QueryError> {
     match (&q.keyspace, session) {
@@ -45,12 +46,9 @@ pub fn resolve_table<'s>(
 }
 
 pub fn column<'t>(table: &'t TableDef, name: &str) -> Result<(usize, &'t ColumnDef), QueryError> {
-    table
-        .columns
-        .iter()
-        .enumerate()
-        .find(|(_, c)| c.name == name)
-        .ok_or_else(|| QueryError::Invalid(format!("Undefined column name {name} in table {}.{}", table.keyspace, table.name)))
+    table.columns.iter().enumerate().find(|(_, c)| c.name == name).ok_or_else(|| {
+        QueryError::Invalid(format!("Undefined column name {name} in table {}.{}", table.keyspace, table.name))
+    })
 }
 
 /// [`column`], trying position `hint` first: a statement that names columns

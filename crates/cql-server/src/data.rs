@@ -49,11 +49,18 @@ pub trait DataPlane: Send + Sync {
     /// write must wait for replicas may hand that wait over with
     /// [`defer_write`] and return `Ok(())` at once: the caller then answers
     /// only after the deferred wait ends, with its error if it failed.
-    fn mutate(&self, ks: &Arc<KeyspaceDef>, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), QueryError>;
+    fn mutate(
+        &self,
+        ks: &Arc<KeyspaceDef>,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        write_type: &'static str,
+    ) -> Result<(), QueryError>;
     /// Reads one partition at `cl`.
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError>;
     /// Partition keys in a token range at `cl`.
-    fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, QueryError>;
+    fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency)
+        -> Result<Vec<(i64, Vec<u8>)>, QueryError>;
     /// TRUNCATE: empties a table on every replica (every node must be up).
     fn truncate(&self, ks: &KeyspaceDef, table: &Uuid) -> Result<(), QueryError>;
     /// Other nodes (for `system.peers`).
@@ -71,7 +78,13 @@ pub struct LocalPlane {
 }
 
 impl DataPlane for LocalPlane {
-    fn mutate(&self, ks: &Arc<KeyspaceDef>, mutations: Vec<Mutation>, cl: Consistency, _write_type: &'static str) -> Result<(), QueryError> {
+    fn mutate(
+        &self,
+        ks: &Arc<KeyspaceDef>,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        _write_type: &'static str,
+    ) -> Result<(), QueryError> {
         crate::processor::check_consistency(ks, cl, true, &self.local_dc)?;
         Ok(self.storage.apply_grouped(&mutations)?)
     }
@@ -81,7 +94,12 @@ impl DataPlane for LocalPlane {
         Ok(self.storage.read_partition(&read)?)
     }
 
-    fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
+    fn scan_keys(
+        &self,
+        ks: &KeyspaceDef,
+        scan: &ScanRange,
+        cl: Consistency,
+    ) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
         crate::processor::check_consistency(ks, cl, false, &self.local_dc)?;
         Ok(self.storage.scan_keys(scan)?)
     }

@@ -67,8 +67,9 @@ fn parse_replication(ks: &str, map: &BTreeMap<String, String>) -> Result<Replica
                     }
                 }
             }
-            let replication_factor =
-                factor.ok_or_else(|| QueryError::Config("SimpleStrategy requires a replication_factor strategy option.".into()))?;
+            let replication_factor = factor.ok_or_else(|| {
+                QueryError::Config("SimpleStrategy requires a replication_factor strategy option.".into())
+            })?;
             Ok(Replication::Simple { replication_factor })
         }
         "NetworkTopologyStrategy" => {
@@ -85,7 +86,11 @@ fn parse_replication(ks: &str, map: &BTreeMap<String, String>) -> Result<Replica
     }
 }
 
-fn keyspace_options(name: &str, options: &[(String, OptionValue)], current: Option<&KeyspaceDef>) -> Result<(Replication, bool), QueryError> {
+fn keyspace_options(
+    name: &str,
+    options: &[(String, OptionValue)],
+    current: Option<&KeyspaceDef>,
+) -> Result<(Replication, bool), QueryError> {
     let mut replication = current.map(|k| k.replication.clone());
     let mut durable = current.map(|k| k.durable_writes).unwrap_or(true);
     for (k, v) in options {
@@ -95,7 +100,9 @@ fn keyspace_options(name: &str, options: &[(String, OptionValue)], current: Opti
                 durable = match option_text(v).to_ascii_lowercase().as_str() {
                     "true" => true,
                     "false" => false,
-                    other => return Err(QueryError::Syntax(format!("Invalid boolean value {other} for 'durable_writes'"))),
+                    other => {
+                        return Err(QueryError::Syntax(format!("Invalid boolean value {other} for 'durable_writes'")))
+                    }
                 }
             }
             other => return Err(QueryError::Syntax(format!("Unknown property '{other}'"))),
@@ -123,7 +130,12 @@ fn resolve_type(ks: &KeyspaceDef, ty: &TypeExpr) -> Result<CqlType, QueryError> 
             return Err(format!("Statement on keyspace {} cannot refer to a user type in keyspace {}; user types can only be used in the keyspace they are defined in", ks.name, keyspace.unwrap_or_default()));
         }
         match ks.types.get(name) {
-            Some(u) => Ok(CqlType::Udt { keyspace: ks.name.clone(), name: u.name.clone(), fields: u.fields.clone(), frozen: false }),
+            Some(u) => Ok(CqlType::Udt {
+                keyspace: ks.name.clone(),
+                name: u.name.clone(),
+                fields: u.fields.clone(),
+                frozen: false,
+            }),
             None => Err(format!("Unknown type {}.{}", ks.name, name)),
         }
     };
@@ -133,9 +145,10 @@ fn resolve_type(ks: &KeyspaceDef, ty: &TypeExpr) -> Result<CqlType, QueryError> 
 fn compaction_class(name: &str) -> Result<String, QueryError> {
     let short = name.rsplit('.').next().unwrap_or(name);
     match short {
-        "SizeTieredCompactionStrategy" | "LeveledCompactionStrategy" | "TimeWindowCompactionStrategy" | "UnifiedCompactionStrategy" => {
-            Ok(format!("org.apache.cassandra.db.compaction.{short}"))
-        }
+        "SizeTieredCompactionStrategy"
+        | "LeveledCompactionStrategy"
+        | "TimeWindowCompactionStrategy"
+        | "UnifiedCompactionStrategy" => Ok(format!("org.apache.cassandra.db.compaction.{short}")),
         _ => Err(QueryError::Config(format!("Unable to find compaction strategy class '{name}'"))),
     }
 }
@@ -161,15 +174,25 @@ fn apply_table_options(o: &mut TableOptions, options: &[(String, OptionValue)]) 
             "default_time_to_live" => o.default_time_to_live = int_option(k, v, 0, crate::modify::MAX_TTL as i64)?,
             "compaction" => {
                 let mut m = option_map(k, v)?;
-                let class = m.get("class").cloned().ok_or_else(|| QueryError::Config("Missing sub-option 'class' for the 'compaction' option.".into()))?;
+                let class = m.get("class").cloned().ok_or_else(|| {
+                    QueryError::Config("Missing sub-option 'class' for the 'compaction' option.".into())
+                })?;
                 m.insert("class".into(), compaction_class(&class)?);
                 o.compaction = m;
             }
             "compression" => o.compression = option_map(k, v)?,
             "caching" => o.caching = option_map(k, v)?,
             "comment" => o.comment = option_text(v),
-            "bloom_filter_fp_chance" | "crc_check_chance" | "speculative_retry" | "additional_write_policy" | "read_repair"
-            | "memtable_flush_period_in_ms" | "min_index_interval" | "max_index_interval" | "cdc" | "memtable" => {
+            "bloom_filter_fp_chance"
+            | "crc_check_chance"
+            | "speculative_retry"
+            | "additional_write_policy"
+            | "read_repair"
+            | "memtable_flush_period_in_ms"
+            | "min_index_interval"
+            | "max_index_interval"
+            | "cdc"
+            | "memtable" => {
                 o.extra.insert(k.clone(), option_text(v));
             }
             "extensions" => {
@@ -213,22 +236,37 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
         return Err(QueryError::invalid("COMPACT STORAGE tables are not supported (Cassandra 4 deprecated them)"));
     }
     let pk = match ct.primary_keys.as_slice() {
-        [] => return Err(QueryError::Invalid(format!("No PRIMARY KEY specifed for table '{name}' (exactly one required)"))),
+        [] => {
+            return Err(QueryError::Invalid(format!(
+                "No PRIMARY KEY specifed for table '{name}' (exactly one required)"
+            )))
+        }
         [one] => one,
-        _ => return Err(QueryError::Invalid(format!("Multiple PRIMARY KEY specified for table '{name}' (exactly one required)"))),
+        _ => {
+            return Err(QueryError::Invalid(format!(
+                "Multiple PRIMARY KEY specified for table '{name}' (exactly one required)"
+            )))
+        }
     };
     let mut columns: Vec<ColumnDef> = Vec::new();
     let mut next_id: u16 = 16;
     for c in &ct.columns {
         if columns.iter().any(|x| x.name == c.name) {
-            return Err(QueryError::Invalid(format!("Duplicate column '{}' declaration for table {ks_name}.{name}", c.name)));
+            return Err(QueryError::Invalid(format!(
+                "Duplicate column '{}' declaration for table {ks_name}.{name}",
+                c.name
+            )));
         }
         let ty = resolve_type(ks, &c.ty)?;
         if ty == CqlType::Counter {
             return Err(QueryError::invalid("Counter columns are not supported by Shoal yet"));
         }
         if let CqlType::Udt { frozen: false, .. } = ty {
-            return Err(QueryError::Invalid(format!("Non-frozen user types are not supported yet; declare {} as frozen<{}>", c.name, ty.to_cql())));
+            return Err(QueryError::Invalid(format!(
+                "Non-frozen user types are not supported yet; declare {} as frozen<{}>",
+                c.name,
+                ty.to_cql()
+            )));
         }
         columns.push(ColumnDef {
             name: c.name.clone(),
@@ -252,23 +290,30 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
             if col.kind != ColumnKind::Regular {
                 return Err(QueryError::Invalid(format!("Duplicate definition for column {key} in PRIMARY KEY")));
             }
-            is_key_compatible(&col.ty).map_err(|e| QueryError::Invalid(format!("{e} for PRIMARY KEY column '{key}'")))?;
+            is_key_compatible(&col.ty)
+                .map_err(|e| QueryError::Invalid(format!("{e} for PRIMARY KEY column '{key}'")))?;
             col.kind = kind;
             col.position = pos as u32;
         }
     }
     if pk.clustering.is_empty() && columns.iter().any(|c| c.kind == ColumnKind::Static) {
-        return Err(QueryError::invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column"));
+        return Err(QueryError::invalid(
+            "Static columns are only useful (and thus allowed) if the table has at least one clustering column",
+        ));
     }
     for (i, (col, order)) in ct.clustering_order.iter().enumerate() {
         let Some(c) = columns.iter_mut().find(|c| &c.name == col) else {
-            return Err(QueryError::Invalid(format!("Only clustering key columns can be defined in CLUSTERING ORDER directive: {col}")));
+            return Err(QueryError::Invalid(format!(
+                "Only clustering key columns can be defined in CLUSTERING ORDER directive: {col}"
+            )));
         };
         if c.kind != ColumnKind::Clustering {
             return Err(QueryError::Invalid(format!("Only clustering key columns can be defined in CLUSTERING ORDER directive: {col} is not a clustering column")));
         }
         if c.position as usize != i {
-            return Err(QueryError::invalid("The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns"));
+            return Err(QueryError::invalid(
+                "The order of columns in the CLUSTERING ORDER directive must match that of the clustering columns",
+            ));
         }
         c.order = if *order == ast::Order::Desc { ClusteringOrder::Desc } else { ClusteringOrder::Asc };
     }
@@ -288,7 +333,12 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
     Ok(change(SchemaChangeType::Created, SchemaChangeTarget::Table(ks_name, name)))
 }
 
-fn alter_table(kss: &mut Keyspaces, session: Option<&str>, at: &ast::AlterTable, now_micros: i64) -> Result<Outcome, QueryError> {
+fn alter_table(
+    kss: &mut Keyspaces,
+    session: Option<&str>,
+    at: &ast::AlterTable,
+    now_micros: i64,
+) -> Result<Outcome, QueryError> {
     let (ks_name, name) = qualified(&at.table, session)?;
     let ks = user_keyspace(kss, &ks_name)?;
     let ks_snapshot = ks.clone();
@@ -315,7 +365,10 @@ fn alter_table(kss: &mut Keyspaces, session: Option<&str>, at: &ast::AlterTable,
                     )));
                 }
                 if let CqlType::Udt { frozen: false, .. } = ty {
-                    return Err(QueryError::Invalid(format!("Non-frozen user types are not supported yet; declare {} as frozen", c.name)));
+                    return Err(QueryError::Invalid(format!(
+                        "Non-frozen user types are not supported yet; declare {} as frozen",
+                        c.name
+                    )));
                 }
                 let id = table.next_column_id;
                 table.next_column_id += 1;
@@ -375,14 +428,21 @@ fn alter_table(kss: &mut Keyspaces, session: Option<&str>, at: &ast::AlterTable,
             return Err(QueryError::invalid("Altering column types is no longer supported"));
         }
         AlterTableAction::DropCompactStorage => {
-            return Err(QueryError::invalid("Cannot DROP COMPACT STORAGE on a table that does not use COMPACT STORAGE"));
+            return Err(QueryError::invalid(
+                "Cannot DROP COMPACT STORAGE on a table that does not use COMPACT STORAGE",
+            ));
         }
     }
     Ok(change(SchemaChangeType::Updated, SchemaChangeTarget::Table(ks_name, name)))
 }
 
 /// Executes a DDL statement against the schema service.
-pub fn execute(service: &SchemaService, session: Option<&str>, stmt: &ast::Statement, now_micros: i64) -> Result<Outcome, QueryError> {
+pub fn execute(
+    service: &SchemaService,
+    session: Option<&str>,
+    stmt: &ast::Statement,
+    now_micros: i64,
+) -> Result<Outcome, QueryError> {
     use ast::Statement as S;
     service.update(|kss| match stmt {
         S::CreateKeyspace(ck) => {

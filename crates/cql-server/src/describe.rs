@@ -166,11 +166,17 @@ impl Element<'_> {
             // As Cassandra: a virtual element cannot be recreated, so its
             // structure is shown for reference inside a comment.
             let (what, name, cql) = match self {
-                Element::Keyspace(k) => ("Keyspace", maybe_quote(&k.name), format!("VIRTUAL KEYSPACE {};", maybe_quote(&k.name))),
-                Element::Type(t) => ("Type", format!("{}.{}", maybe_quote(&t.keyspace), maybe_quote(&t.name)), create_type_cql(t)),
-                Element::Table(t) => {
-                    ("Table", format!("{}.{}", maybe_quote(&t.keyspace), maybe_quote(&t.name)), table_cql(t, TableCql::Virtual))
+                Element::Keyspace(k) => {
+                    ("Keyspace", maybe_quote(&k.name), format!("VIRTUAL KEYSPACE {};", maybe_quote(&k.name)))
                 }
+                Element::Type(t) => {
+                    ("Type", format!("{}.{}", maybe_quote(&t.keyspace), maybe_quote(&t.name)), create_type_cql(t))
+                }
+                Element::Table(t) => (
+                    "Table",
+                    format!("{}.{}", maybe_quote(&t.keyspace), maybe_quote(&t.name)),
+                    table_cql(t, TableCql::Virtual),
+                ),
             };
             return format!(
                 "/*\nWarning: {what} {name} is a virtual {} and cannot be recreated with CQL.\nStructure, for reference:\n{cql}\n*/",
@@ -1165,7 +1171,8 @@ mod tests {
     #[test]
     fn describe_virtual_keyspace_as_cassandra() {
         // Cassandra 5.0.9's cqlsh `DESCRIBE KEYSPACE system_virtual_schema`.
-        let rows = run(None, DescribeTarget::Keyspace { keyspace: Some("system_virtual_schema".into()), only: false }).unwrap();
+        let rows = run(None, DescribeTarget::Keyspace { keyspace: Some("system_virtual_schema".into()), only: false })
+            .unwrap();
         let rows = text_rows(&rows);
         assert_eq!(
             rows[0][3],

@@ -57,7 +57,9 @@ impl QueryError {
 impl From<storage::StorageError> for QueryError {
     fn from(e: storage::StorageError) -> Self {
         match e {
-            storage::StorageError::KeyTooLong(_) | storage::StorageError::Invalid(_) => QueryError::Invalid(e.to_string()),
+            storage::StorageError::KeyTooLong(_) | storage::StorageError::Invalid(_) => {
+                QueryError::Invalid(e.to_string())
+            }
             storage::StorageError::UnknownTable(_) => QueryError::Invalid(e.to_string()),
             other => QueryError::Server(other.to_string()),
         }

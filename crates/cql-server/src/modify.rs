@@ -40,7 +40,13 @@ pub struct Planned {
     pub mutations: Vec<Mutation>,
 }
 
-fn using_values(using: &ast::Using, table: &TableDef, ctx: &BindCtx<'_>, proc: &Processor, opts: &WriteOpts) -> Result<(i64, i32), QueryError> {
+fn using_values(
+    using: &ast::Using,
+    table: &TableDef,
+    ctx: &BindCtx<'_>,
+    proc: &Processor,
+    opts: &WriteOpts,
+) -> Result<(i64, i32), QueryError> {
     let timestamp = match &using.timestamp {
         Some(t) => match eval_value(t, &Receiver { name: "[timestamp]", ty: &CqlType::BigInt }, ctx)? {
             Some(Value::BigInt(ts)) => {
@@ -56,12 +62,15 @@ fn using_values(using: &ast::Using, table: &TableDef, ctx: &BindCtx<'_>, proc: &
     let ttl = match &using.ttl {
         Some(t) => match eval(t, &Receiver { name: "[ttl]", ty: &CqlType::Int }, ctx)? {
             Bound::Value(b) => {
-                let ttl = i32::from_be_bytes(b.as_ref().try_into().map_err(|_| QueryError::invalid("Invalid TTL value"))?);
+                let ttl =
+                    i32::from_be_bytes(b.as_ref().try_into().map_err(|_| QueryError::invalid("Invalid TTL value"))?);
                 if ttl < 0 {
                     return Err(QueryError::Invalid(format!("A TTL must be greater or equal to 0, but was {ttl}")));
                 }
                 if ttl > MAX_TTL {
-                    return Err(QueryError::Invalid(format!("ttl is too large. requested ({ttl}) maximum ({MAX_TTL})")));
+                    return Err(QueryError::Invalid(format!(
+                        "ttl is too large. requested ({ttl}) maximum ({MAX_TTL})"
+                    )));
                 }
                 ttl
             }
@@ -81,15 +90,30 @@ struct KeyRestrictions {
     slice: Option<(usize, ValueBound, ValueBound)>,
 }
 
-fn key_restrictions(table: &TableDef, where_clause: &[ast::Relation], ctx: &BindCtx<'_>, allow_slice: bool) -> Result<KeyRestrictions, QueryError> {
+fn key_restrictions(
+    table: &TableDef,
+    where_clause: &[ast::Relation],
+    ctx: &BindCtx<'_>,
+    allow_slice: bool,
+) -> Result<KeyRestrictions, QueryError> {
     let mut values: Vec<Option<Vec<Bytes>>> = vec![None; table.columns.len()];
     let mut slice: Option<(usize, ValueBound, ValueBound)> = None;
     for rel in where_clause {
         let name = match &rel.lhs {
             RelationLhs::Column(n) => n,
-            RelationLhs::Token(_) => return Err(QueryError::invalid("The token function cannot be used in WHERE clauses for UPDATE and DELETE statements")),
-            RelationLhs::MultiColumn(_) => return Err(QueryError::invalid("Multi-column relations are not supported in UPDATE and DELETE statements yet")),
-            RelationLhs::MapElement { column, .. } => return Err(QueryError::Invalid(format!("Non PRIMARY KEY columns found in where clause: {column}"))),
+            RelationLhs::Token(_) => {
+                return Err(QueryError::invalid(
+                    "The token function cannot be used in WHERE clauses for UPDATE and DELETE statements",
+                ))
+            }
+            RelationLhs::MultiColumn(_) => {
+                return Err(QueryError::invalid(
+                    "Multi-column relations are not supported in UPDATE and DELETE statements yet",
+                ))
+            }
+            RelationLhs::MapElement { column, .. } => {
+                return Err(QueryError::Invalid(format!("Non PRIMARY KEY columns found in where clause: {column}")))
+            }
         };
         let (i, c) = common::column(table, name)?;
         if !matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
@@ -112,19 +136,27 @@ fn key_restrictions(table: &TableDef, where_clause: &[ast::Relation], ctx: &Bind
                         let lt = CqlType::List { elem: Box::new(c.ty.clone()), frozen: true };
                         match eval_value(&rel.rhs, &Receiver { name, ty: &lt }, ctx)? {
                             Some(Value::List(items)) => items.into_iter().map(|v| Bytes::from(v.to_bytes())).collect(),
-                            _ => return Err(QueryError::Invalid(format!("Invalid null value for IN restriction on {name}"))),
+                            _ => {
+                                return Err(QueryError::Invalid(format!(
+                                    "Invalid null value for IN restriction on {name}"
+                                )))
+                            }
                         }
                     }
                     _ => return Err(QueryError::Invalid(format!("Invalid IN restriction on {name}"))),
                 };
                 values[i] = Some(list);
             }
-            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte if c.kind == ColumnKind::Clustering && allow_slice => {
+            Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte
+                if c.kind == ColumnKind::Clustering && allow_slice =>
+            {
                 let v = value(&rel.rhs)?;
                 let pos = c.position as usize;
                 let s = slice.get_or_insert((pos, None, None));
                 if s.0 != pos {
-                    return Err(QueryError::invalid("Only one clustering column can be restricted by a slice in a DELETE"));
+                    return Err(QueryError::invalid(
+                        "Only one clustering column can be restricted by a slice in a DELETE",
+                    ));
                 }
                 match rel.op {
                     Operator::Gt => s.1 = Some((v, false)),
@@ -134,9 +166,15 @@ fn key_restrictions(table: &TableDef, where_clause: &[ast::Relation], ctx: &Bind
                 }
             }
             Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte if c.kind == ColumnKind::Clustering => {
-                return Err(QueryError::invalid("Slice restrictions are not supported on the clustering columns in UPDATE statements"))
+                return Err(QueryError::invalid(
+                    "Slice restrictions are not supported on the clustering columns in UPDATE statements",
+                ))
             }
-            _ => return Err(QueryError::Invalid(format!("Invalid operator for PRIMARY KEY column {name} in a modification statement"))),
+            _ => {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operator for PRIMARY KEY column {name} in a modification statement"
+                )))
+            }
         }
     }
     Ok(KeyRestrictions { values, slice })
@@ -281,8 +319,15 @@ fn set_column(row: &mut RowWrite, col: &ColumnDef, bound: Bound, cc: &CellCtx) -
 }
 
 /// Adds elements of a serialized collection value as cells.
-fn add_elements(row: &mut RowWrite, col: &ColumnDef, value: &[u8], cc: &CellCtx, prepend: bool) -> Result<(), QueryError> {
-    let parsed = Value::deserialize(&col.ty, value).map_err(|e| QueryError::Invalid(format!("Invalid value for column {}: {e}", col.name)))?;
+fn add_elements(
+    row: &mut RowWrite,
+    col: &ColumnDef,
+    value: &[u8],
+    cc: &CellCtx,
+    prepend: bool,
+) -> Result<(), QueryError> {
+    let parsed = Value::deserialize(&col.ty, value)
+        .map_err(|e| QueryError::Invalid(format!("Invalid value for column {}: {e}", col.name)))?;
     match parsed {
         Value::Set(items) => {
             for item in items {
@@ -296,7 +341,11 @@ fn add_elements(row: &mut RowWrite, col: &ColumnDef, value: &[u8], cc: &CellCtx,
         }
         Value::List(items) => {
             for (i, item) in items.into_iter().enumerate() {
-                row.cells.push(cc.cell(col.id, Some(list_path(cc.timestamp, i, prepend)), Some(Bytes::from(item.to_bytes()))));
+                row.cells.push(cc.cell(
+                    col.id,
+                    Some(list_path(cc.timestamp, i, prepend)),
+                    Some(Bytes::from(item.to_bytes())),
+                ));
             }
         }
         _ => return Err(QueryError::Invalid(format!("Invalid collection value for column {}", col.name))),
@@ -341,7 +390,14 @@ fn reject_lwt(if_clause: &Option<ast::IfClause>) -> Result<(), QueryError> {
     Ok(())
 }
 
-pub fn insert(proc: &Processor, schema: &Schema, session: Option<&str>, ins: &ast::Insert, ctx: &BindCtx<'_>, opts: &WriteOpts) -> Result<Planned, QueryError> {
+pub fn insert(
+    proc: &Processor,
+    schema: &Schema,
+    session: Option<&str>,
+    ins: &ast::Insert,
+    ctx: &BindCtx<'_>,
+    opts: &WriteOpts,
+) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &ins.table, session)?;
     reject_virtual(ks)?;
     if ins.if_not_exists {
@@ -373,14 +429,20 @@ pub fn insert(proc: &Processor, schema: &Schema, session: Option<&str>, ins: &as
             ColumnKind::PartitionKey | ColumnKind::Clustering => {
                 let v = match bound {
                     Bound::Value(v) => v,
-                    Bound::Null => return Err(QueryError::Invalid(format!("Invalid null value in condition for column {name}"))),
+                    Bound::Null => {
+                        return Err(QueryError::Invalid(format!("Invalid null value in condition for column {name}")))
+                    }
                     Bound::Unset => return Err(QueryError::Invalid(format!("Invalid unset value for column {name}"))),
                 };
                 if col.kind == ColumnKind::PartitionKey {
                     pk[col.position as usize] = Some(v);
                 } else {
                     if v.len() > u16::MAX as usize {
-                        return Err(QueryError::Invalid(format!("Key length of {} is longer than maximum of {}", v.len(), u16::MAX)));
+                        return Err(QueryError::Invalid(format!(
+                            "Key length of {} is longer than maximum of {}",
+                            v.len(),
+                            u16::MAX
+                        )));
                     }
                     ck[col.position as usize] = Some(v);
                 }
@@ -390,13 +452,15 @@ pub fn insert(proc: &Processor, schema: &Schema, session: Option<&str>, ins: &as
         }
     }
     if pk.iter().any(Option::is_none) {
-        let missing: Vec<&str> = table.partition_key().filter(|c| pk[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
+        let missing: Vec<&str> =
+            table.partition_key().filter(|c| pk[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
         return Err(QueryError::Invalid(format!("Some partition key parts are missing: {}", missing.join(", "))));
     }
     let only_static = row.cells.is_empty() && row.complex_deletions.is_empty() && !static_row.cells.is_empty();
     let ck_complete = ck.iter().all(Option::is_some);
     if !ck_complete {
-        let missing_ck: Vec<&str> = table.clustering().filter(|c| ck[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
+        let missing_ck: Vec<&str> =
+            table.clustering().filter(|c| ck[c.position as usize].is_none()).map(|c| c.name.as_str()).collect();
         if !(only_static && missing_ck.len() == table.clustering_len()) {
             return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
         }
@@ -408,11 +472,8 @@ pub fn insert(proc: &Processor, schema: &Schema, session: Option<&str>, ins: &as
     let mut m = new_mutation(table, key);
     if ck_complete {
         row.clustering = ck.into_iter().flatten().collect();
-        row.marker = Some(Liveness {
-            timestamp,
-            ttl,
-            local_expiration: if ttl > 0 { cc.now().saturating_add(ttl) } else { 0 },
-        });
+        row.marker =
+            Some(Liveness { timestamp, ttl, local_expiration: if ttl > 0 { cc.now().saturating_add(ttl) } else { 0 } });
         m.rows.push(row);
     }
     if !static_row.cells.is_empty() || !static_row.complex_deletions.is_empty() {
@@ -428,7 +489,14 @@ fn reject_virtual(ks: &KeyspaceDef) -> Result<(), QueryError> {
     Ok(())
 }
 
-pub fn update(proc: &Processor, schema: &Schema, session: Option<&str>, upd: &ast::Update, ctx: &BindCtx<'_>, opts: &WriteOpts) -> Result<Planned, QueryError> {
+pub fn update(
+    proc: &Processor,
+    schema: &Schema,
+    session: Option<&str>,
+    upd: &ast::Update,
+    ctx: &BindCtx<'_>,
+    opts: &WriteOpts,
+) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &upd.table, session)?;
     reject_virtual(ks)?;
     reject_lwt(&upd.if_clause)?;
@@ -437,11 +505,8 @@ pub fn update(proc: &Processor, schema: &Schema, session: Option<&str>, upd: &as
     let r = key_restrictions(table, &upd.where_clause, ctx, false)?;
     let keys = partition_keys(table, &r)?;
     let (ck_lists, missing_ck) = clustering_lists(table, &r);
-    let assigned: Vec<&ColumnDef> = upd
-        .assignments
-        .iter()
-        .map(|a| common::column(table, &a.column).map(|(_, c)| c))
-        .collect::<Result<_, _>>()?;
+    let assigned: Vec<&ColumnDef> =
+        upd.assignments.iter().map(|a| common::column(table, &a.column).map(|(_, c)| c)).collect::<Result<_, _>>()?;
     for c in &assigned {
         if matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
             return Err(QueryError::Invalid(format!("PRIMARY KEY part {} found in SET part", c.name)));
@@ -457,7 +522,8 @@ pub fn update(proc: &Processor, schema: &Schema, session: Option<&str>, upd: &as
         let mut m = new_mutation(table, key.clone());
         let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };
         let targets: Vec<Vec<Bytes>> = if clusterings.is_empty() { vec![] } else { clusterings.clone() };
-        let mut rows: Vec<RowWrite> = targets.into_iter().map(|c| RowWrite { clustering: c, ..RowWrite::default() }).collect();
+        let mut rows: Vec<RowWrite> =
+            targets.into_iter().map(|c| RowWrite { clustering: c, ..RowWrite::default() }).collect();
         for (a, col) in upd.assignments.iter().zip(&assigned) {
             if col.kind == ColumnKind::Static {
                 apply_assignment(proc, table, &key, &mut static_row, a, col, ctx, &cc)?;
@@ -497,10 +563,14 @@ fn apply_assignment(
                 return Err(QueryError::invalid("Counter columns are not supported by Shoal yet"));
             }
             if !col.ty.is_multi_cell() {
-                return Err(QueryError::Invalid(format!("Invalid operation ({name} = {name} + ?) for non counter column {name}")));
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operation ({name} = {name} + ?) for non counter column {name}"
+                )));
             }
             if prepend && !matches!(col.ty, CqlType::List { .. }) {
-                return Err(QueryError::Invalid(format!("Invalid operation ({name} = ? + {name}) for non list column {name}")));
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operation ({name} = ? + {name}) for non list column {name}"
+                )));
             }
             match eval(term, &r, ctx)? {
                 Bound::Value(v) => add_elements(row, col, &v, cc, prepend),
@@ -510,7 +580,9 @@ fn apply_assignment(
         }
         AssignmentOp::Subtract(term) => {
             if !col.ty.is_multi_cell() {
-                return Err(QueryError::Invalid(format!("Invalid operation ({name} = {name} - ?) for non counter column {name}")));
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operation ({name} = {name} - ?) for non counter column {name}"
+                )));
             }
             match &col.ty {
                 CqlType::Set { .. } => {
@@ -563,14 +635,21 @@ fn apply_assignment(
                 let vb = eval(value, &Receiver { name, ty: elem }, ctx)?.into_option();
                 let list = read_list(proc, table, key, &row.clustering, col, cc.now())?;
                 let Some((path, _)) = usize::try_from(idx).ok().and_then(|i| list.get(i)) else {
-                    return Err(QueryError::Invalid(format!("List index {idx} out of bound, list has size {}", list.len())));
+                    return Err(QueryError::Invalid(format!(
+                        "List index {idx} out of bound, list has size {}",
+                        list.len()
+                    )));
                 };
                 row.cells.push(cc.cell(col.id, Some(Bytes::from(path.clone())), vb));
                 Ok(())
             }
-            _ => Err(QueryError::Invalid(format!("Invalid operation ({name}[?] = ?) for non collection column {name}"))),
+            _ => {
+                Err(QueryError::Invalid(format!("Invalid operation ({name}[?] = ?) for non collection column {name}")))
+            }
         },
-        AssignmentOp::SetField { .. } => Err(QueryError::invalid("Setting fields of non-frozen user types is not supported yet")),
+        AssignmentOp::SetField { .. } => {
+            Err(QueryError::invalid("Setting fields of non-frozen user types is not supported yet"))
+        }
     }
 }
 
@@ -579,7 +658,14 @@ fn apply_assignment(
 /// A list element as stored: its path (a time UUID) and its value.
 type ListElement = (Vec<u8>, Vec<u8>);
 
-fn read_list(proc: &Processor, table: &TableDef, key: &Bytes, clustering: &[Bytes], col: &ColumnDef, now: i32) -> Result<Vec<ListElement>, QueryError> {
+fn read_list(
+    proc: &Processor,
+    table: &TableDef,
+    key: &Bytes,
+    clustering: &[Bytes],
+    col: &ColumnDef,
+    now: i32,
+) -> Result<Vec<ListElement>, QueryError> {
     let bound = ClusteringBound { prefix: clustering.to_vec(), inclusive: true };
     let read = PartitionRead {
         table: table.id,
@@ -604,7 +690,14 @@ fn read_list(proc: &Processor, table: &TableDef, key: &Bytes, clustering: &[Byte
     }
 }
 
-pub fn delete(proc: &Processor, schema: &Schema, session: Option<&str>, del: &ast::Delete, ctx: &BindCtx<'_>, opts: &WriteOpts) -> Result<Planned, QueryError> {
+pub fn delete(
+    proc: &Processor,
+    schema: &Schema,
+    session: Option<&str>,
+    del: &ast::Delete,
+    ctx: &BindCtx<'_>,
+    opts: &WriteOpts,
+) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &del.table, session)?;
     reject_virtual(ks)?;
     reject_lwt(&del.if_clause)?;
@@ -668,19 +761,27 @@ pub fn delete(proc: &Processor, schema: &Schema, session: Option<&str>, del: &as
                 .iter()
                 .map(|t| {
                     let name = match t {
-                        DeleteTarget::Column(n) | DeleteTarget::Element { column: n, .. } | DeleteTarget::Field { column: n, .. } => n,
+                        DeleteTarget::Column(n)
+                        | DeleteTarget::Element { column: n, .. }
+                        | DeleteTarget::Field { column: n, .. } => n,
                     };
                     common::column(table, name).map(|(_, c)| (t, c))
                 })
                 .collect::<Result<_, _>>()?;
             for (_, c) in &cols {
                 if matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
-                    return Err(QueryError::Invalid(format!("Invalid identifier {} for deletion (should not be a PRIMARY KEY part)", c.name)));
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid identifier {} for deletion (should not be a PRIMARY KEY part)",
+                        c.name
+                    )));
                 }
             }
             let only_static = cols.iter().all(|(_, c)| c.kind == ColumnKind::Static);
             if !missing_ck.is_empty() && (!only_static || !ck_lists.is_empty()) {
-                return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
+                return Err(QueryError::Invalid(format!(
+                    "Some clustering keys are missing: {}",
+                    missing_ck.join(", ")
+                )));
             }
             let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };
             let mut rows: Vec<RowWrite> = if missing_ck.is_empty() {
@@ -713,20 +814,30 @@ pub fn delete(proc: &Processor, schema: &Schema, session: Option<&str>, del: &as
                                 Ok(())
                             }
                             CqlType::List { frozen: false, .. } => {
-                                let idx = match eval_value(k, &Receiver { name: "[list index]", ty: &CqlType::Int }, ctx)? {
-                                    Some(Value::Int(i)) => i,
-                                    _ => return Err(QueryError::invalid("Invalid null value for list index")),
-                                };
+                                let idx =
+                                    match eval_value(k, &Receiver { name: "[list index]", ty: &CqlType::Int }, ctx)? {
+                                        Some(Value::Int(i)) => i,
+                                        _ => return Err(QueryError::invalid("Invalid null value for list index")),
+                                    };
                                 let list = read_list(proc, table, &key, &row.clustering, col, cc.now())?;
                                 let Some((path, _)) = usize::try_from(idx).ok().and_then(|i| list.get(i)) else {
-                                    return Err(QueryError::Invalid(format!("List index {idx} out of bound, list has size {}", list.len())));
+                                    return Err(QueryError::Invalid(format!(
+                                        "List index {idx} out of bound, list has size {}",
+                                        list.len()
+                                    )));
                                 };
                                 row.cells.push(cc.cell(col.id, Some(Bytes::from(path.clone())), None));
                                 Ok(())
                             }
-                            _ => Err(QueryError::Invalid(format!("Invalid element deletion for column {} of type {}", col.name, col.ty.to_cql()))),
+                            _ => Err(QueryError::Invalid(format!(
+                                "Invalid element deletion for column {} of type {}",
+                                col.name,
+                                col.ty.to_cql()
+                            ))),
                         },
-                        DeleteTarget::Field { .. } => Err(QueryError::invalid("Deleting fields of user types is not supported yet")),
+                        DeleteTarget::Field { .. } => {
+                            Err(QueryError::invalid("Deleting fields of user types is not supported yet"))
+                        }
                     }
                 };
                 if col.kind == ColumnKind::Static {

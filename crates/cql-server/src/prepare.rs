@@ -115,7 +115,11 @@ impl<'t> Collector<'t> {
                                 let lt = CqlType::List { elem: Box::new(c.ty.clone()), frozen: false };
                                 self.term(&rel.rhs, &format!("in({})", c.name), &lt)
                             }
-                            other => self.term(other, &c.name, &CqlType::List { elem: Box::new(c.ty.clone()), frozen: false }),
+                            other => self.term(
+                                other,
+                                &c.name,
+                                &CqlType::List { elem: Box::new(c.ty.clone()), frozen: false },
+                            ),
                         },
                         Operator::Contains => {
                             let elem = match &c.ty {
@@ -144,8 +148,10 @@ impl<'t> Collector<'t> {
                 }
                 RelationLhs::Token(_) => self.term(&rel.rhs, "partition key token", &CqlType::BigInt),
                 RelationLhs::MultiColumn(names) => {
-                    let types: Vec<CqlType> =
-                        names.iter().map(|n| common::column(self.table, n).map(|(_, c)| c.ty.clone())).collect::<Result<_, _>>()?;
+                    let types: Vec<CqlType> = names
+                        .iter()
+                        .map(|n| common::column(self.table, n).map(|(_, c)| c.ty.clone()))
+                        .collect::<Result<_, _>>()?;
                     let tuple = CqlType::Tuple(types);
                     let label = format!("({})", names.join(","));
                     match (&rel.op, &rel.rhs) {
@@ -154,7 +160,11 @@ impl<'t> Collector<'t> {
                                 self.term(i, &label, &tuple);
                             }
                         }
-                        (Operator::In, other) => self.term(other, &format!("in{label}"), &CqlType::List { elem: Box::new(tuple), frozen: false }),
+                        (Operator::In, other) => self.term(
+                            other,
+                            &format!("in{label}"),
+                            &CqlType::List { elem: Box::new(tuple), frozen: false },
+                        ),
                         (_, other) => self.term(other, &label, &tuple),
                     }
                 }

@@ -14,7 +14,8 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use cql::ast::Statement;
 use cql_protocol::{
-    Batch, BatchStatement, BoundValue, BoundValues, Event, Prepared, PreparedMetadata, QueryParams, Request, ResultBody, RowsMetadata,
+    Batch, BatchStatement, BoundValue, BoundValues, Event, Prepared, PreparedMetadata, QueryParams, Request,
+    ResultBody, RowsMetadata,
 };
 use storage::Storage;
 use types::mutation::Mutation;
@@ -23,14 +24,14 @@ use types::Consistency;
 
 use crate::bind::BindCtx;
 use crate::clock::Clock;
+use crate::data::{DataPlane, LocalPlane};
+use crate::ddl;
 use crate::error::QueryError;
 use crate::modify::{self, Planned, WriteOpts};
 use crate::prepare;
 use crate::schema::{Schema, SchemaService};
 use crate::select::{self, Page};
 use crate::system::NodeInfo;
-use crate::data::{DataPlane, LocalPlane};
-use crate::ddl;
 
 /// A prepared statement as cached.
 pub struct PreparedEntry {
@@ -78,7 +79,8 @@ impl Processor {
     pub fn new(schema: Arc<SchemaService>, storage: Arc<Storage>, node: NodeInfo) -> Processor {
         let seed = u64::from_be_bytes(node.host_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
         let (events, _) = tokio::sync::broadcast::channel(1024);
-        let data: Arc<dyn DataPlane> = Arc::new(LocalPlane { storage: Arc::clone(&storage), local_dc: node.data_center.clone() });
+        let data: Arc<dyn DataPlane> =
+            Arc::new(LocalPlane { storage: Arc::clone(&storage), local_dc: node.data_center.clone() });
         Processor {
             schema,
             storage,
@@ -104,7 +106,13 @@ impl Processor {
 
     /// QUERY: parse and run a statement with the session's keyspace. Client
     /// warnings (Cassandra's `ClientWarn`) are added to `warnings`.
-    pub fn query(&self, session: &mut Option<String>, text: &str, params: &QueryParams, warnings: &mut Vec<String>) -> Result<ResultBody, QueryError> {
+    pub fn query(
+        &self,
+        session: &mut Option<String>,
+        text: &str,
+        params: &QueryParams,
+        warnings: &mut Vec<String>,
+    ) -> Result<ResultBody, QueryError> {
         let statement = cql::parse(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         let values = self.positional(&statement, session.as_deref(), &params.values)?;
         self.run(&statement, session, &values, params, warnings)
@@ -151,7 +159,10 @@ impl Processor {
         match request {
             Request::Batch(_) => true,
             Request::Execute { id, .. } => self.lookup(id).is_ok_and(|e| {
-                matches!(e.statement, Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Batch(_))
+                matches!(
+                    e.statement,
+                    Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Batch(_)
+                )
             }),
             Request::Query { query, .. } => {
                 let word: String = query.trim_start().chars().take(6).collect::<String>().to_ascii_lowercase();
@@ -162,7 +173,13 @@ impl Processor {
     }
 
     /// EXECUTE of a prepared statement.
-    pub fn execute(&self, session: &mut Option<String>, id: &Bytes, params: &QueryParams, warnings: &mut Vec<String>) -> Result<ResultBody, QueryError> {
+    pub fn execute(
+        &self,
+        session: &mut Option<String>,
+        id: &Bytes,
+        params: &QueryParams,
+        warnings: &mut Vec<String>,
+    ) -> Result<ResultBody, QueryError> {
         let entry = self.lookup(id)?;
         // A prepared statement runs in the keyspace it was prepared in.
         if let Some(modification) = Modification::of(&entry.statement) {
@@ -180,7 +197,12 @@ impl Processor {
     }
 
     /// BATCH: every statement's mutations applied together.
-    pub fn batch(&self, session: Option<&str>, batch: &Batch, warnings: &mut Vec<String>) -> Result<ResultBody, QueryError> {
+    pub fn batch(
+        &self,
+        session: Option<&str>,
+        batch: &Batch,
+        warnings: &mut Vec<String>,
+    ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let mut planned = Vec::with_capacity(batch.statements.len());
         let opts = WriteOpts { default_timestamp: batch.default_timestamp };
@@ -188,7 +210,15 @@ impl Processor {
             let (statement, keyspace, values) = match item {
                 BatchStatement::Query { query, values } => {
                     let st = cql::parse(query).map_err(|e| QueryError::Syntax(e.to_string()))?;
-                    (Arc::new(PreparedEntry { query: query.clone(), keyspace: session.map(str::to_string), statement: st }), session.map(str::to_string), values)
+                    (
+                        Arc::new(PreparedEntry {
+                            query: query.clone(),
+                            keyspace: session.map(str::to_string),
+                            statement: st,
+                        }),
+                        session.map(str::to_string),
+                        values,
+                    )
                 }
                 BatchStatement::Prepared { id, values } => {
                     let e = self.lookup(id)?;
@@ -199,7 +229,9 @@ impl Processor {
             let values = self.positional(&statement.statement, keyspace.as_deref(), values)?;
             let ctx = BindCtx { values: &values, clock: &self.clock };
             let modification = Modification::of(&statement.statement).ok_or_else(|| {
-                QueryError::invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.")
+                QueryError::invalid(
+                    "Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.",
+                )
             })?;
             planned.push(modification.plan(self, &schema, keyspace.as_deref(), &ctx, &opts)?);
         }
@@ -209,7 +241,13 @@ impl Processor {
 
     /// One INSERT, UPDATE or DELETE: planned and handed to the data plane
     /// in one call (its mutations all belong to one keyspace).
-    fn write_one(&self, modification: &Modification<'_>, session: Option<&str>, values: &[BoundValue], params: &QueryParams) -> Result<ResultBody, QueryError> {
+    fn write_one(
+        &self,
+        modification: &Modification<'_>,
+        session: Option<&str>,
+        values: &[BoundValue],
+        params: &QueryParams,
+    ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
         let opts = WriteOpts { default_timestamp: params.default_timestamp };
@@ -226,7 +264,13 @@ impl Processor {
     /// one over more than `unlogged_batch_across_partitions_warn_threshold`
     /// partitions warns. Whatever is accepted is applied whole: the data plane
     /// splits it into as many internode messages and hints as it needs.
-    fn apply_batch(&self, planned: Vec<Planned>, cl: Consistency, write_type: &'static str, warnings: &mut Vec<String>) -> Result<ResultBody, QueryError> {
+    fn apply_batch(
+        &self,
+        planned: Vec<Planned>,
+        cl: Consistency,
+        write_type: &'static str,
+        warnings: &mut Vec<String>,
+    ) -> Result<ResultBody, QueryError> {
         let mut by_keyspace: Vec<(Arc<KeyspaceDef>, Vec<Mutation>)> = Vec::new();
         for p in planned {
             match by_keyspace.iter_mut().find(|(k, _)| k.name == p.keyspace.name) {
@@ -241,7 +285,12 @@ impl Processor {
         Ok(ResultBody::Void)
     }
 
-    fn check_batch(&self, by_keyspace: &[(Arc<KeyspaceDef>, Vec<Mutation>)], unlogged: bool, warnings: &mut Vec<String>) -> Result<(), QueryError> {
+    fn check_batch(
+        &self,
+        by_keyspace: &[(Arc<KeyspaceDef>, Vec<Mutation>)],
+        unlogged: bool,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), QueryError> {
         use std::collections::{BTreeSet, HashSet};
         let mut partitions: HashSet<(&str, &[u8])> = HashSet::new();
         let mut tables: BTreeSet<String> = BTreeSet::new();
@@ -290,7 +339,12 @@ impl Processor {
 
     /// Turns named values into positional ones by the statement's marker names.
     /// Positional values are borrowed as they are (no copy per execution).
-    fn positional<'v>(&self, statement: &Statement, session: Option<&str>, values: &'v BoundValues) -> Result<Cow<'v, [BoundValue]>, QueryError> {
+    fn positional<'v>(
+        &self,
+        statement: &Statement,
+        session: Option<&str>,
+        values: &'v BoundValues,
+    ) -> Result<Cow<'v, [BoundValue]>, QueryError> {
         match values {
             BoundValues::Positional(v) => {
                 let expected = statement.bind_marker_count();
@@ -310,7 +364,9 @@ impl Processor {
                     let found = named.iter().find(|(n, _)| n.eq_ignore_ascii_case(&spec.name));
                     match found {
                         Some((_, v)) => out.push(v.clone()),
-                        None => return Err(QueryError::Invalid(format!("Missing value for bind variable {}", spec.name))),
+                        None => {
+                            return Err(QueryError::Invalid(format!("Missing value for bind variable {}", spec.name)))
+                        }
                     }
                 }
                 Ok(Cow::Owned(out))
@@ -341,7 +397,8 @@ impl Processor {
                 select::execute(self, &schema, session.as_deref(), s, &ctx, &page)
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
-                let modification = Modification::of(statement).ok_or_else(|| QueryError::Server("not a modification".into()))?;
+                let modification =
+                    Modification::of(statement).ok_or_else(|| QueryError::Server("not a modification".into()))?;
                 self.write_one(&modification, session.as_deref(), values, params)
             }
             Statement::Batch(b) => {
@@ -350,7 +407,11 @@ impl Processor {
                 }
                 let opts = match &b.using.timestamp {
                     Some(t) => {
-                        let ts = crate::bind::eval_value(t, &crate::bind::Receiver { name: "[timestamp]", ty: &types::CqlType::BigInt }, &ctx)?;
+                        let ts = crate::bind::eval_value(
+                            t,
+                            &crate::bind::Receiver { name: "[timestamp]", ty: &types::CqlType::BigInt },
+                            &ctx,
+                        )?;
                         match ts {
                             Some(types::Value::BigInt(ts)) => WriteOpts { default_timestamp: Some(ts) },
                             _ => return Err(QueryError::invalid("Invalid null value of timestamp")),
@@ -362,7 +423,9 @@ impl Processor {
                 for st in &b.statements {
                     let modification = Modification::of_batch(st);
                     if b.using.timestamp.is_some() && modification.using().timestamp.is_some() {
-                        return Err(QueryError::invalid("Timestamp must be set either on BATCH or individual statements"));
+                        return Err(QueryError::invalid(
+                            "Timestamp must be set either on BATCH or individual statements",
+                        ));
                     }
                     planned.push(modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?);
                 }
@@ -379,13 +442,18 @@ impl Processor {
             Statement::Truncate { table } => {
                 let (ks, t) = crate::common::resolve_table(&schema, table, session.as_deref())?;
                 if crate::schema::Schema::is_system(&ks.name) {
-                    return Err(QueryError::Unauthorized(format!("Cannot TRUNCATE table {} in system keyspace {}", t.name, ks.name)));
+                    return Err(QueryError::Unauthorized(format!(
+                        "Cannot TRUNCATE table {} in system keyspace {}",
+                        t.name, ks.name
+                    )));
                 }
                 self.data.truncate(ks, &t.id)?;
                 Ok(ResultBody::Void)
             }
             Statement::Describe(d) => crate::describe::execute(&schema, session.as_deref(), d, &self.node),
-            Statement::Unsupported { kind } => Err(QueryError::Invalid(format!("{kind} is not supported by Shoal yet"))),
+            Statement::Unsupported { kind } => {
+                Err(QueryError::Invalid(format!("{kind} is not supported by Shoal yet")))
+            }
             ddl_statement => {
                 let outcome = ddl::execute(&self.schema, session.as_deref(), ddl_statement, self.clock.now_micros())?;
                 match outcome {
@@ -434,7 +502,14 @@ impl<'a> Modification<'a> {
         }
     }
 
-    fn plan(&self, proc: &Processor, schema: &Schema, session: Option<&str>, ctx: &BindCtx<'_>, opts: &WriteOpts) -> Result<Planned, QueryError> {
+    fn plan(
+        &self,
+        proc: &Processor,
+        schema: &Schema,
+        session: Option<&str>,
+        ctx: &BindCtx<'_>,
+        opts: &WriteOpts,
+    ) -> Result<Planned, QueryError> {
         match self {
             Modification::Insert(s) => modify::insert(proc, schema, session, s, ctx, opts),
             Modification::Update(s) => modify::update(proc, schema, session, s, ctx, opts),

@@ -54,7 +54,12 @@ impl SchemaService {
     pub fn new(storage: Arc<storage::Storage>, user: Vec<KeyspaceDef>) -> SchemaService {
         let schema = build(user);
         let timestamp = storage.local_get("schema_timestamp").and_then(|t| t.parse().ok()).unwrap_or(0);
-        SchemaService { current: RwLock::new(Arc::new(schema)), timestamp: timestamp.into(), ddl: Mutex::new(()), storage }
+        SchemaService {
+            current: RwLock::new(Arc::new(schema)),
+            timestamp: timestamp.into(),
+            ddl: Mutex::new(()),
+            storage,
+        }
     }
 
     /// When the current schema was made (microseconds since the epoch; 0 for none).
@@ -91,14 +96,17 @@ impl SchemaService {
             timestamp: i64,
             keyspaces: Vec<KeyspaceDef>,
         }
-        let theirs: Export = serde_json::from_slice(payload).map_err(|e| QueryError::Protocol(format!("bad schema from peer: {e}")))?;
+        let theirs: Export =
+            serde_json::from_slice(payload).map_err(|e| QueryError::Protocol(format!("bad schema from peer: {e}")))?;
         let _guard = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.snapshot();
         let their_version = digest(&theirs.keyspaces);
         if their_version == current.version || (theirs.timestamp, their_version) < (self.timestamp(), current.version) {
             return Ok(false);
         }
-        self.storage.set_schema(&theirs.keyspaces).map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))?;
+        self.storage
+            .set_schema(&theirs.keyspaces)
+            .map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(build(theirs.keyspaces));
         self.set_timestamp(theirs.timestamp)?;
         Ok(true)
@@ -123,7 +131,10 @@ impl SchemaService {
         let list: Vec<KeyspaceDef> = user.into_values().collect();
         self.storage.set_schema(&list).map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(build(list));
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0);
         self.set_timestamp(now.max(self.timestamp() + 1))?;
         Ok(out)
     }

@@ -50,7 +50,11 @@ enum Sel {
     Min(usize),
     Max(usize),
     /// A native function of one column converting its value (toTimestamp, ...).
-    Convert { column: usize, function: String, ty: CqlType },
+    Convert {
+        column: usize,
+        function: String,
+        ty: CqlType,
+    },
 }
 
 impl Sel {
@@ -154,22 +158,35 @@ fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Sel, String, 
                     Ok((Sel::Token, format!("system.token({})", pk.join(", ")), CqlType::BigInt))
                 }
                 "count" => {
-                    let i = column_arg(table, args.first().ok_or_else(|| QueryError::invalid("count() needs an argument"))?, "count")?;
+                    let i = column_arg(
+                        table,
+                        args.first().ok_or_else(|| QueryError::invalid("count() needs an argument"))?,
+                        "count",
+                    )?;
                     Ok((Sel::CountColumn(i), format!("system.count({})", table.columns[i].name), CqlType::BigInt))
                 }
                 "min" | "max" => {
-                    let i = column_arg(table, args.first().ok_or_else(|| QueryError::invalid("min/max need an argument"))?, &fname)?;
+                    let i = column_arg(
+                        table,
+                        args.first().ok_or_else(|| QueryError::invalid("min/max need an argument"))?,
+                        &fname,
+                    )?;
                     let c = &table.columns[i];
                     let sel = if fname == "min" { Sel::Min(i) } else { Sel::Max(i) };
                     Ok((sel, format!("system.{fname}({})", c.name), c.ty.clone()))
                 }
                 "writetime" | "ttl" => {
                     let kind = if fname == "ttl" { CellMetadataKind::Ttl } else { CellMetadataKind::WriteTime };
-                    let target = args.first().cloned().ok_or_else(|| QueryError::invalid("writetime/ttl need an argument"))?;
+                    let target =
+                        args.first().cloned().ok_or_else(|| QueryError::invalid("writetime/ttl need an argument"))?;
                     plan_selector(table, &SelectorExpr::CellMetadata { kind, target: Box::new(target) })
                 }
                 "totimestamp" | "todate" | "tounixtimestamp" | "dateof" | "unixtimestampof" => {
-                    let i = column_arg(table, args.first().ok_or_else(|| QueryError::invalid("function needs an argument"))?, &fname)?;
+                    let i = column_arg(
+                        table,
+                        args.first().ok_or_else(|| QueryError::invalid("function needs an argument"))?,
+                        &fname,
+                    )?;
                     let c = &table.columns[i];
                     if !matches!(c.ty, CqlType::TimeUuid | CqlType::Timestamp | CqlType::Date) {
                         return Err(QueryError::Invalid(format!(
@@ -182,14 +199,23 @@ fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Sel, String, 
                         "todate" => CqlType::Date,
                         _ => CqlType::BigInt,
                     };
-                    Ok((Sel::Convert { column: i, function: fname.clone(), ty: ty.clone() }, format!("system.{fname}({})", c.name), ty))
+                    Ok((
+                        Sel::Convert { column: i, function: fname.clone(), ty: ty.clone() },
+                        format!("system.{fname}({})", c.name),
+                        ty,
+                    ))
                 }
                 other if other.ends_with("asblob") || other.starts_with("blobas") => {
-                    let i = column_arg(table, args.first().ok_or_else(|| QueryError::invalid("function needs an argument"))?, other)?;
+                    let i = column_arg(
+                        table,
+                        args.first().ok_or_else(|| QueryError::invalid("function needs an argument"))?,
+                        other,
+                    )?;
                     let ty = if other.ends_with("asblob") {
                         CqlType::Blob
                     } else {
-                        CqlType::from_simple_name(&other[6..]).ok_or_else(|| QueryError::Invalid(format!("Unknown function {other}")))?
+                        CqlType::from_simple_name(&other[6..])
+                            .ok_or_else(|| QueryError::Invalid(format!("Unknown function {other}")))?
                     };
                     let name = format!("system.{other}({})", table.columns[i].name);
                     Ok((Sel::Convert { column: i, function: other.to_string(), ty: ty.clone() }, name, ty))
@@ -240,9 +266,7 @@ fn relation_values(rel: &ast::Relation, name: &str, ty: &CqlType, ctx: &BindCtx<
     let r = Receiver { name, ty };
     match rel.op {
         Operator::In => match &rel.rhs {
-            Term::List(items) | Term::Tuple(items) => {
-                items.iter().map(|t| bytes_of(eval(t, &r, ctx)?, name)).collect()
-            }
+            Term::List(items) | Term::Tuple(items) => items.iter().map(|t| bytes_of(eval(t, &r, ctx)?, name)).collect(),
             Term::Bind(_) => {
                 let list_ty = CqlType::List { elem: Box::new(ty.clone()), frozen: true };
                 let lr = Receiver { name, ty: &list_ty };
@@ -390,13 +414,19 @@ fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_>) -> Resul
                             items.len()
                         )));
                     }
-                    items.iter().zip(&cols).map(|(t, c)| bytes_of(eval(t, &Receiver { name: &c.name, ty: &c.ty }, ctx)?, &c.name)).collect()
+                    items
+                        .iter()
+                        .zip(&cols)
+                        .map(|(t, c)| bytes_of(eval(t, &Receiver { name: &c.name, ty: &c.ty }, ctx)?, &c.name))
+                        .collect()
                 };
                 match rel.op {
                     Operator::Eq => multi_eq = Some(vec![tuple_values(&rel.rhs)?]),
                     Operator::In => {
                         let Term::List(items) = &rel.rhs else {
-                            return Err(QueryError::invalid("IN with a bind marker for a multi-column relation is not supported yet"));
+                            return Err(QueryError::invalid(
+                                "IN with a bind marker for a multi-column relation is not supported yet",
+                            ));
                         };
                         multi_eq = Some(items.iter().map(tuple_values).collect::<Result<_, _>>()?);
                     }
@@ -420,7 +450,9 @@ fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_>) -> Resul
                 }
             }
             RelationLhs::MapElement { column, .. } => {
-                return Err(QueryError::Invalid(format!("Restrictions on map elements ({column}[...]) are not supported yet")))
+                return Err(QueryError::Invalid(format!(
+                    "Restrictions on map elements ({column}[...]) are not supported yet"
+                )))
             }
         }
     }
@@ -452,8 +484,16 @@ fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_>) -> Resul
             }
             for (pos, vals) in pk_values.into_iter().enumerate() {
                 if let Some(vals) = vals {
-                    let col = table.columns.iter().position(|c| c.kind == ColumnKind::PartitionKey && c.position as usize == pos).unwrap_or(0);
-                    filters.push(Filter { column: col, op: Operator::In, values: vals.into_iter().map(|b| b.to_vec()).collect() });
+                    let col = table
+                        .columns
+                        .iter()
+                        .position(|c| c.kind == ColumnKind::PartitionKey && c.position as usize == pos)
+                        .unwrap_or(0);
+                    filters.push(Filter {
+                        column: col,
+                        op: Operator::In,
+                        values: vals.into_iter().map(|b| b.to_vec()).collect(),
+                    });
                 }
             }
         }
@@ -515,7 +555,10 @@ fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_>) -> Resul
             clustering_restricted = true;
             if let Some(mut vals) = ck_eq[pos].take() {
                 if has_slice {
-                    return Err(QueryError::Invalid(format!("Column \"{}\" cannot be restricted by both an equality and an inequality relation", c.name)));
+                    return Err(QueryError::Invalid(format!(
+                        "Column \"{}\" cannot be restricted by both an equality and an inequality relation",
+                        c.name
+                    )));
                 }
                 sort_dedup(&c.ty, &mut vals, c.order == ClusteringOrder::Desc);
                 let mut next = Vec::with_capacity(prefixes.len() * vals.len());
@@ -560,13 +603,18 @@ fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_>) -> Resul
     let mut reversed = false;
     if !select.order_by.is_empty() {
         if !matches!(partitions, PartitionPlan::Keys(_)) {
-            return Err(QueryError::invalid("ORDER BY is only supported when the partition key is restricted by an EQ or an IN."));
+            return Err(QueryError::invalid(
+                "ORDER BY is only supported when the partition key is restricted by an EQ or an IN.",
+            ));
         }
         let mut direction: Option<bool> = None;
         for (i, o) in select.order_by.iter().enumerate() {
             let (_, c) = common::column(table, &o.column)?;
             if c.kind != ColumnKind::Clustering {
-                return Err(QueryError::Invalid(format!("Order by is currently only supported on the clustered columns of the PRIMARY KEY, got {}", c.name)));
+                return Err(QueryError::Invalid(format!(
+                    "Order by is currently only supported on the clustered columns of the PRIMARY KEY, got {}",
+                    c.name
+                )));
             }
             if c.position as usize != i {
                 return Err(QueryError::invalid("Order by currently only support the ordering of columns following their declared order in the PRIMARY KEY"));
@@ -816,19 +864,24 @@ pub fn execute(
             }
         }
     }
-    if let (PartitionPlan::Keys(keys), true, Some(_)) = (&plan.partitions, !select.order_by.is_empty(), page.page_size) {
+    if let (PartitionPlan::Keys(keys), true, Some(_)) = (&plan.partitions, !select.order_by.is_empty(), page.page_size)
+    {
         if keys.len() > 1 && !aggregate {
             return Err(QueryError::invalid("Cannot page queries with both ORDER BY and a IN restriction on the partition key; you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query"));
         }
     }
 
     let mut position = match page.paging_state {
-        Some(state) => Position::decode(state).ok_or_else(|| QueryError::Protocol("Invalid value for the paging state".into()))?,
+        Some(state) => {
+            Position::decode(state).ok_or_else(|| QueryError::Protocol("Invalid value for the paging state".into()))?
+        }
         None => Position { remaining: limit.unwrap_or(u32::MAX), ..Position::default() },
     };
     // Aggregates read everything in one go; so do ORDER BY + IN (sorted in memory).
-    let sort_in_memory = !select.order_by.is_empty() && matches!(&plan.partitions, PartitionPlan::Keys(k) if k.len() > 1);
-    let page_rows = if aggregate || sort_in_memory { usize::MAX } else { page.page_size.filter(|&p| p > 0).unwrap_or(usize::MAX) };
+    let sort_in_memory =
+        !select.order_by.is_empty() && matches!(&plan.partitions, PartitionPlan::Keys(k) if k.len() > 1);
+    let page_rows =
+        if aggregate || sort_in_memory { usize::MAX } else { page.page_size.filter(|&p| p > 0).unwrap_or(usize::MAX) };
 
     let reader = Reader {
         proc,
@@ -892,7 +945,9 @@ fn write_row(table: &TableDef, selection: &SelectionPlan, row: &RowData, w: &mut
             }
             Sel::Token => w.push_cell(Some(&row.token.to_be_bytes())),
             Sel::Convert { column, function, ty } => {
-                let out = row.cells[*column].as_ref().and_then(|c| convert(&table.columns[*column].ty, &c.value, function, ty));
+                let out = row.cells[*column]
+                    .as_ref()
+                    .and_then(|c| convert(&table.columns[*column].ty, &c.value, function, ty));
                 w.push_cell(out.as_deref())
             }
             Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) => w.push_cell(None),
@@ -1045,7 +1100,8 @@ impl Reader<'_> {
             ranges.clear();
         } else if let Some(after) = &pos.after {
             // Resume strictly after the last returned row, in iteration order.
-            let resume = ClusteringBound { prefix: after.iter().map(|v| Bytes::from(v.clone())).collect(), inclusive: false };
+            let resume =
+                ClusteringBound { prefix: after.iter().map(|v| Bytes::from(v.clone())).collect(), inclusive: false };
             ranges = if ranges.is_empty() {
                 vec![(ClusteringBound::unbounded(), ClusteringBound::unbounded())]
             } else {
@@ -1109,7 +1165,13 @@ impl Reader<'_> {
         }
         let filtering = !self.plan.filters.is_empty();
         // Read one extra row to know whether the partition continues.
-        let fetch = if self.distinct { 1 } else if filtering { room.saturating_add(1).max(128) } else { room.saturating_add(1) };
+        let fetch = if self.distinct {
+            1
+        } else if filtering {
+            room.saturating_add(1).max(128)
+        } else {
+            room.saturating_add(1)
+        };
         let read = self.partition_read(pos, pos.token, fetch);
         if read.ranges.is_empty() && pos.after.is_some() {
             return Ok(true);
@@ -1161,36 +1223,52 @@ impl Reader<'_> {
         Ok(true)
     }
 
-    fn row_data(&self, key: &[u8], token: i64, pk_parts: &[Vec<u8>], static_row: Option<&Row>, row: Option<&Row>) -> RowData {
+    fn row_data(
+        &self,
+        key: &[u8],
+        token: i64,
+        pk_parts: &[Vec<u8>],
+        static_row: Option<&Row>,
+        row: Option<&Row>,
+    ) -> RowData {
         let mut cells = Vec::with_capacity(self.table.columns.len());
         for c in &self.table.columns {
             let cell = match c.kind {
                 ColumnKind::PartitionKey => pk_parts.get(c.position as usize).map(|v| CellOut::plain(v.clone())),
-                ColumnKind::Clustering => row.and_then(|r| r.clustering.get(c.position as usize)).map(|v| CellOut::plain(v.clone())),
+                ColumnKind::Clustering => {
+                    row.and_then(|r| r.clustering.get(c.position as usize)).map(|v| CellOut::plain(v.clone()))
+                }
                 ColumnKind::Static => static_row.and_then(|s| common::stored_column(c, s, self.now)),
                 ColumnKind::Regular => row.and_then(|r| common::stored_column(c, r, self.now)),
             };
             cells.push(cell);
         }
         let _ = key;
-        RowData {
-            token,
-            clustering: row.map(|r| r.clustering.clone()).unwrap_or_default(),
-            cells,
-        }
+        RowData { token, clustering: row.map(|r| r.clustering.clone()).unwrap_or_default(), cells }
     }
 
-    fn read_virtual(&self, pos: &mut Position, max_rows: usize) -> Result<(Vec<RowData>, Option<Position>), QueryError> {
+    fn read_virtual(
+        &self,
+        pos: &mut Position,
+        max_rows: usize,
+    ) -> Result<(Vec<RowData>, Option<Position>), QueryError> {
         let all = system::rows(self.table, self.schema, &self.proc.node, &self.proc.data.peers());
         let mut filters: Vec<Filter> = Vec::new();
         // Restrictions on a virtual table are evaluated over its generated rows.
         if let PartitionPlan::Keys(keys) = &self.plan.partitions {
-            let pk_cols: Vec<usize> = (0..self.table.columns.len()).filter(|i| self.table.columns[*i].kind == ColumnKind::PartitionKey).collect();
+            let pk_cols: Vec<usize> = (0..self.table.columns.len())
+                .filter(|i| self.table.columns[*i].kind == ColumnKind::PartitionKey)
+                .collect();
             for (n, col) in pk_cols.iter().enumerate() {
-                filters.push(Filter { column: *col, op: Operator::In, values: keys.iter().filter_map(|k| k.get(n).map(|b| b.to_vec())).collect() });
+                filters.push(Filter {
+                    column: *col,
+                    op: Operator::In,
+                    values: keys.iter().filter_map(|k| k.get(n).map(|b| b.to_vec())).collect(),
+                });
             }
         }
-        let ck_cols: Vec<usize> = (0..self.table.columns.len()).filter(|i| self.table.columns[*i].kind == ColumnKind::Clustering).collect();
+        let ck_cols: Vec<usize> =
+            (0..self.table.columns.len()).filter(|i| self.table.columns[*i].kind == ColumnKind::Clustering).collect();
         let mut out = Vec::new();
         let rows: Vec<RowData> = all
             .into_iter()
@@ -1218,15 +1296,17 @@ impl Reader<'_> {
     }
 }
 
-
-
 fn in_range(table: &TableDef, clustering: &[Vec<u8>], start: &ClusteringBound, end: &ClusteringBound) -> bool {
-    let layout: Vec<(CqlType, bool)> = table.clustering().map(|c| (c.ty.clone(), c.order == ClusteringOrder::Desc)).collect();
+    let layout: Vec<(CqlType, bool)> =
+        table.clustering().map(|c| (c.ty.clone(), c.order == ClusteringOrder::Desc)).collect();
     let row: Vec<Bytes> = clustering.iter().map(|v| Bytes::from(v.clone())).collect();
     let cmp_start = compare_prefix(&layout, &row[..start.prefix.len().min(row.len())], &start.prefix);
     let cmp_end = compare_prefix(&layout, &row[..end.prefix.len().min(row.len())], &end.prefix);
-    let after_start = start.prefix.is_empty() || cmp_start == CmpOrdering::Greater || (cmp_start == CmpOrdering::Equal && start.inclusive);
-    let before_end = end.prefix.is_empty() || cmp_end == CmpOrdering::Less || (cmp_end == CmpOrdering::Equal && end.inclusive);
+    let after_start = start.prefix.is_empty()
+        || cmp_start == CmpOrdering::Greater
+        || (cmp_start == CmpOrdering::Equal && start.inclusive);
+    let before_end =
+        end.prefix.is_empty() || cmp_end == CmpOrdering::Less || (cmp_end == CmpOrdering::Equal && end.inclusive);
     after_start && before_end
 }
 

@@ -31,16 +31,16 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use cql_protocol::{
-    decode_request_frame, encode_event, encode_response, parse_header, supported_options, Compression, ErrorBody, ErrorKind,
-    EventType, FrameError, FrameHeader, Opcode, Request, Response, ResultBody, WriteType, HEADER_LEN,
+    decode_request_frame, encode_event, encode_response, parse_header, supported_options, Compression, ErrorBody,
+    ErrorKind, EventType, FrameError, FrameHeader, Opcode, Request, Response, ResultBody, WriteType, HEADER_LEN,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use crate::error::QueryError;
 use crate::data;
+use crate::error::QueryError;
 use crate::processor::Processor;
 use storage::Storage;
 
@@ -66,7 +66,12 @@ pub struct ServerConfig {
 }
 
 /// Serves connections from `listener` until `shutdown` fires.
-pub async fn serve(listener: TcpListener, processor: Arc<Processor>, config: ServerConfig, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    processor: Arc<Processor>,
+    config: ServerConfig,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -171,7 +176,8 @@ async fn connection(
         }
         let _ = writer.lock().await.shutdown().await;
     });
-    let conn = Arc::new(Conn { processor, keyspace: Mutex::new(None), compression: Mutex::new(None), tx, socket: shared });
+    let conn =
+        Arc::new(Conn { processor, keyspace: Mutex::new(None), compression: Mutex::new(None), tx, socket: shared });
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut started = false;
     let mut ready: Vec<(FrameHeader, Request)> = Vec::new();
@@ -250,7 +256,10 @@ async fn connection(
                     conn.send(header.stream, Response::Ready, true).await;
                 }
                 Request::AuthResponse(_) => {
-                    let body = ErrorBody::new(ErrorKind::ProtocolError, "Unexpected AUTH_RESPONSE: authentication is not enabled");
+                    let body = ErrorBody::new(
+                        ErrorKind::ProtocolError,
+                        "Unexpected AUTH_RESPONSE: authentication is not enabled",
+                    );
                     conn.send(header.stream, Response::Error(body), true).await;
                 }
                 request => {
@@ -300,7 +309,8 @@ async fn connection(
 /// 5.3–5.6 CPU-µs handed off vs 211–217k at 4.4–4.5 here; `mixed` 62.7–62.9k
 /// vs 60.6–62.0k op/s).
 async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<(FrameHeader, Request)>) -> bool {
-    let (mut writes, others): (Vec<_>, Vec<_>) = std::mem::take(ready).into_iter().partition(|(_, r)| conn.processor.is_write(r));
+    let (mut writes, others): (Vec<_>, Vec<_>) =
+        std::mem::take(ready).into_iter().partition(|(_, r)| conn.processor.is_write(r));
     // Reads first: another worker can start them while this one writes.
     for request in others {
         if !spawn_group(conn, in_flight, vec![request]).await {
@@ -337,7 +347,11 @@ async fn spawn_group(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, group: Vec<(F
 
 /// A task that sends `responses` through the writer task once they are
 /// ready, holding the requests' in-flight `permit` until then.
-fn answer_later(conn: &Arc<Conn>, permit: OwnedSemaphorePermit, responses: impl Future<Output = Vec<Reply>> + Send + 'static) {
+fn answer_later(
+    conn: &Arc<Conn>,
+    permit: OwnedSemaphorePermit,
+    responses: impl Future<Output = Vec<Reply>> + Send + 'static,
+) {
     let conn = Arc::clone(conn);
     tokio::spawn(async move {
         let responses = responses.await;
@@ -421,8 +435,13 @@ fn run_now(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Result<Ran, Vec<(
     if writes && storage.writes_block() {
         return Err(group);
     }
-    let ((answers, deferred), collected) = storage.collect_writes(|| data::collect_deferred(|| run_requests(conn, group)));
-    let committed = if collected.is_empty() { Ok(()) } else { storage.commit_collected(std::slice::from_ref(&collected)).map_err(QueryError::from) };
+    let ((answers, deferred), collected) =
+        storage.collect_writes(|| data::collect_deferred(|| run_requests(conn, group)));
+    let committed = if collected.is_empty() {
+        Ok(())
+    } else {
+        storage.commit_collected(std::slice::from_ref(&collected)).map_err(QueryError::from)
+    };
     Ok(Ran { answers, committed, deferred })
 }
 
@@ -500,7 +519,8 @@ fn run_one(conn: &Conn, request: &Request) -> (Response, Vec<String>) {
     let keyspace = conn.keyspace.lock().unwrap_or_else(|p| p.into_inner()).clone();
     // A bug must cost one request, not the connection: answer ServerError.
     let mut warnings = Vec::new();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(processor, keyspace, request, &mut warnings)));
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(processor, keyspace, request, &mut warnings)));
     let (result, keyspace) = match outcome {
         Ok(r) => r,
         Err(panic) => {
@@ -551,7 +571,9 @@ pub fn error_body(e: QueryError) -> ErrorBody {
         QueryError::AlreadyExists { keyspace, table, .. } => ErrorKind::AlreadyExists { keyspace, table },
         QueryError::Unauthorized(_) => ErrorKind::Unauthorized,
         QueryError::Config(_) => ErrorKind::ConfigError,
-        QueryError::Unavailable { consistency, required, alive } => ErrorKind::Unavailable { consistency, required, alive },
+        QueryError::Unavailable { consistency, required, alive } => {
+            ErrorKind::Unavailable { consistency, required, alive }
+        }
         QueryError::WriteTimeout { consistency, received, block_for, write_type } => ErrorKind::WriteTimeout {
             consistency,
             received,

@@ -78,7 +78,13 @@ fn set_text() -> CqlType {
     CqlType::Set { elem: Box::new(CqlType::Text), frozen: false }
 }
 
-fn table_def(ks: &str, name: &str, pk: &[(&str, CqlType)], ck: &[(&str, CqlType)], rest: &[(&str, CqlType)]) -> TableDef {
+fn table_def(
+    ks: &str,
+    name: &str,
+    pk: &[(&str, CqlType)],
+    ck: &[(&str, CqlType)],
+    rest: &[(&str, CqlType)],
+) -> TableDef {
     let mut columns = Vec::new();
     let mut id = 16u16;
     let mut push = |name: &str, ty: CqlType, kind: ColumnKind, position: u32| {
@@ -297,9 +303,18 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
     }
     let mut virtual_schema = BTreeMap::new();
     for (t, comment) in [
-        (table_def("system_virtual_schema", "keyspaces", std::slice::from_ref(&ks_col), &[], &[]), "virtual keyspace definitions"),
         (
-            table_def("system_virtual_schema", "tables", std::slice::from_ref(&ks_col), &[("table_name", text())], &[("comment", text())]),
+            table_def("system_virtual_schema", "keyspaces", std::slice::from_ref(&ks_col), &[], &[]),
+            "virtual keyspace definitions",
+        ),
+        (
+            table_def(
+                "system_virtual_schema",
+                "tables",
+                std::slice::from_ref(&ks_col),
+                &[("table_name", text())],
+                &[("comment", text())],
+            ),
             "virtual table definitions",
         ),
         (
@@ -485,15 +500,19 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
             })
             .collect(),
         ("system_schema", "columns") => column_rows(table, schema.keyspaces.values().filter(|ks| in_system_schema(ks))),
-        ("system_virtual_schema", "keyspaces") => virtual_keyspaces(schema)
-            .map(|ks| row(table, vec![("keyspace_name", t(&ks.name))]))
-            .collect(),
+        ("system_virtual_schema", "keyspaces") => {
+            virtual_keyspaces(schema).map(|ks| row(table, vec![("keyspace_name", t(&ks.name))])).collect()
+        }
         ("system_virtual_schema", "tables") => virtual_keyspaces(schema)
             .flat_map(|ks| ks.tables.values())
             .map(|tbl| {
                 row(
                     table,
-                    vec![("keyspace_name", t(&tbl.keyspace)), ("table_name", t(&tbl.name)), ("comment", t(&tbl.options.comment))],
+                    vec![
+                        ("keyspace_name", t(&tbl.keyspace)),
+                        ("table_name", t(&tbl.name)),
+                        ("comment", t(&tbl.options.comment)),
+                    ],
                 )
             })
             .collect(),
@@ -547,7 +566,10 @@ fn virtual_keyspaces(schema: &Schema) -> impl Iterator<Item = &std::sync::Arc<Ke
 
 /// The rows of `system_schema.columns` / `system_virtual_schema.columns`
 /// (the same columns) for the tables of `keyspaces`.
-fn column_rows<'a>(table: &TableDef, keyspaces: impl Iterator<Item = &'a std::sync::Arc<KeyspaceDef>>) -> Vec<VirtualRow> {
+fn column_rows<'a>(
+    table: &TableDef,
+    keyspaces: impl Iterator<Item = &'a std::sync::Arc<KeyspaceDef>>,
+) -> Vec<VirtualRow> {
     keyspaces
         .flat_map(|ks| ks.tables.values())
         .flat_map(|tbl| tbl.columns.iter().map(move |c| (tbl, c)))
@@ -577,4 +599,3 @@ fn column_rows<'a>(table: &TableDef, keyspaces: impl Iterator<Item = &'a std::sy
         })
         .collect()
 }
-

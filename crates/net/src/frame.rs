@@ -219,7 +219,8 @@ impl Frame {
     /// Panics if the payload exceeds `u32::MAX` bytes: senders check payloads
     /// against the (much smaller) configured limit before queueing them.
     pub fn encode(&self, dst: &mut BytesMut) {
-        let payload_len = u32::try_from(self.payload.len()).expect("internode payload over 4 GiB: callers check the limit first");
+        let payload_len =
+            u32::try_from(self.payload.len()).expect("internode payload over 4 GiB: callers check the limit first");
         let start = dst.len();
         dst.reserve(self.encoded_len());
         dst.put_u32(MAGIC);
@@ -353,7 +354,9 @@ impl FrameDecoder {
         let Some(header) = self.header(src)? else { return Ok(None) };
         let body_end = HEADER_LEN + header.payload_len as usize;
         let total = body_end + TRAILER_LEN;
-        let (Some(body), Some(&[t0, t1, t2, t3])) = (src.get(..body_end), src.get(body_end..total)) else { return Ok(None) };
+        let (Some(body), Some(&[t0, t1, t2, t3])) = (src.get(..body_end), src.get(body_end..total)) else {
+            return Ok(None);
+        };
         let expected = u32::from_be_bytes([t0, t1, t2, t3]);
         let actual = crc32c(body);
         if expected != actual {
@@ -533,7 +536,12 @@ mod tests {
     fn flags_must_agree_with_the_verb() {
         let cases = [
             Frame { verb: Verb::EchoRsp, flags: Flags::NONE, request_id: 1, payload: Bytes::new() },
-            Frame { verb: Verb::EchoRsp, flags: Flags::IS_RESPONSE | Flags::IS_ONE_WAY, request_id: 1, payload: Bytes::new() },
+            Frame {
+                verb: Verb::EchoRsp,
+                flags: Flags::IS_RESPONSE | Flags::IS_ONE_WAY,
+                request_id: 1,
+                payload: Bytes::new(),
+            },
             Frame { verb: Verb::Echo, flags: Flags::IS_RESPONSE, request_id: 1, payload: Bytes::new() },
             Frame { verb: Verb::Handshake, flags: Flags::NONE, request_id: 1, payload: Bytes::new() },
         ];

@@ -37,8 +37,8 @@ use tokio::time::Instant;
 use crate::frame::{Frame, FrameDecoder, Verb, PAYLOAD_BYTES_MAX_DEFAULT};
 use crate::message::{Failure, FailureCode};
 use crate::transport::{
-    await_response, check_one_way_verb, check_request_verb, response_result, Inbound, NetError, Responder, ResponderKind, Response,
-    Transport,
+    await_response, check_one_way_verb, check_request_verb, response_result, Inbound, NetError, Responder,
+    ResponderKind, Response, Transport,
 };
 
 /// Faults applied to every message (requests and responses alike).
@@ -274,7 +274,8 @@ async fn pump(shared: Weak<MemShared>, wake: Arc<Notify>) {
 
 impl MemState {
     fn link_blocked(&self, from: SocketAddr, to: SocketAddr) -> bool {
-        self.blocked.contains(&(from, to)) || (from != to && (self.isolated.contains(&from) || self.isolated.contains(&to)))
+        self.blocked.contains(&(from, to))
+            || (from != to && (self.isolated.contains(&from) || self.isolated.contains(&to)))
     }
 
     /// Queues a frame, applying loss and delay. `Err` only when the in-flight
@@ -364,7 +365,9 @@ impl MemState {
             self.stats.dropped_overloaded += 1;
             let (inbound, code, text) = match e {
                 mpsc::error::TrySendError::Full(i) => (i, FailureCode::Overloaded, "inbound queue full"),
-                mpsc::error::TrySendError::Closed(i) => (i, FailureCode::Unsupported, "this node does not serve internode requests"),
+                mpsc::error::TrySendError::Closed(i) => {
+                    (i, FailureCode::Unsupported, "this node does not serve internode requests")
+                }
             };
             if inbound.responder.expects_response() {
                 let failure = Frame::response(Verb::Failure, frame.request_id, Failure::new(code, text).encode());

@@ -621,7 +621,11 @@ mod tests {
             let mut row = RowWrite {
                 clustering: values(rng),
                 is_static: rng.gen_bool(0.2),
-                marker: rng.gen_bool(0.5).then(|| Liveness { timestamp: rng.gen(), ttl: rng.gen(), local_expiration: rng.gen() }),
+                marker: rng.gen_bool(0.5).then(|| Liveness {
+                    timestamp: rng.gen(),
+                    ttl: rng.gen(),
+                    local_expiration: rng.gen(),
+                }),
                 deletion: rng.gen_bool(0.2).then(|| deletion(rng)),
                 complex_deletions: Vec::new(),
                 cells: Vec::new(),
@@ -661,7 +665,8 @@ mod tests {
     fn a_standard1_write_is_compact() {
         // cassandra-stress's row: 10-byte key, five 34-byte cells.
         let mut m = Mutation::new(Uuid::nil(), 42, Bytes::from_static(&[7u8; 10]));
-        let mut row = RowWrite { marker: Some(Liveness { timestamp: 1, ttl: 0, local_expiration: 0 }), ..RowWrite::default() };
+        let mut row =
+            RowWrite { marker: Some(Liveness { timestamp: 1, ttl: 0, local_expiration: 0 }), ..RowWrite::default() };
         for column in 1..=5 {
             row.cells.push(CellWrite {
                 column,

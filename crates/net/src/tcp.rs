@@ -44,8 +44,8 @@ use tokio::time::Instant;
 use crate::frame::{Frame, FrameDecoder, FrameError, Verb, PAYLOAD_BYTES_MAX_DEFAULT};
 use crate::message::{decode_handshake, encode_handshake, Failure, FailureCode};
 use crate::transport::{
-    await_response, check_one_way_verb, check_request_verb, response_result, Inbound, NetError, Responder, ResponderKind, Response,
-    Transport,
+    await_response, check_one_way_verb, check_request_verb, response_result, Inbound, NetError, Responder,
+    ResponderKind, Response, Transport,
 };
 
 /// Read buffer growth step.
@@ -399,13 +399,19 @@ impl TcpReply {
     pub(crate) fn send(self, verb: Verb, payload: Bytes) {
         let frame = if payload.len() > self.payload_bytes_max as usize {
             tracing::warn!(?verb, len = payload.len(), "internode response too large; answering Failure");
-            let failure = Failure::new(FailureCode::Unknown, format!("response of {} bytes exceeds the internode limit", payload.len()));
+            let failure = Failure::new(
+                FailureCode::Unknown,
+                format!("response of {} bytes exceeds the internode limit", payload.len()),
+            );
             Frame::response(Verb::Failure, self.request_id, failure.encode())
         } else {
             Frame::response(verb, self.request_id, payload)
         };
         if self.outbox.push(frame).is_err() {
-            tracing::debug!(request_id = self.request_id, "internode response dropped: connection closed or its queue is full");
+            tracing::debug!(
+                request_id = self.request_id,
+                "internode response dropped: connection closed or its queue is full"
+            );
         }
     }
 }
@@ -466,7 +472,8 @@ async fn run_peer(
         };
         if let Some((at, reason)) = &retry_at {
             if Instant::now() < *at {
-                let error = NetError::Unreachable { peer: peer.addr, reason: format!("{reason} (retrying after backoff)") };
+                let error =
+                    NetError::Unreachable { peer: peer.addr, reason: format!("{reason} (retrying after backoff)") };
                 if !first.flags.is_one_way() {
                     peer.complete(first.request_id, Err(error.clone()));
                 }
@@ -604,7 +611,10 @@ async fn read_responses(mut reader: OwnedReadHalf, peer: &Peer, payload_bytes_ma
                 Ok(None) => break,
                 Err(FrameError::UnknownVerb { code, flags, request_id }) if flags.is_response() => {
                     let message = format!("response with unknown verb {code:#04x}");
-                    peer.complete(request_id, Err(NetError::Remote { peer: peer.addr, code: FailureCode::UnknownVerb, message }));
+                    peer.complete(
+                        request_id,
+                        Err(NetError::Remote { peer: peer.addr, code: FailureCode::UnknownVerb, message }),
+                    );
                 }
                 Err(FrameError::UnknownVerb { .. }) => {
                     return ConnectionEnd::Protocol("a request arrived on an outbound connection");

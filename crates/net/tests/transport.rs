@@ -428,7 +428,11 @@ async fn mem_delays_are_virtual_and_late_responses_are_dropped() {
     let (_b, b_in) = net.add_node(mem_addr(2));
     spawn_handler(a_in);
     spawn_handler(b_in);
-    net.set_faults(MemFaults { drop_probability: 0.0, delay_min: Duration::from_millis(50), delay_max: Duration::from_millis(50) });
+    net.set_faults(MemFaults {
+        drop_probability: 0.0,
+        delay_min: Duration::from_millis(50),
+        delay_max: Duration::from_millis(50),
+    });
     let started = Instant::now();
     a.send_request(mem_addr(2), Verb::Echo, Bytes::new(), Duration::from_secs(1)).await.unwrap();
     assert_eq!(started.elapsed(), Duration::from_millis(100), "one round trip of two 50 ms hops");
@@ -452,7 +456,10 @@ async fn mem_crashed_nodes_and_full_queues() {
     assert!(matches!(first.await, Err(NetError::Timeout { .. })));
     // A crashed node is silent; its own pending requests fail.
     net.remove_node(mem_addr(2));
-    assert!(matches!(a.send_request(mem_addr(2), Verb::Echo, Bytes::new(), timeout).await, Err(NetError::Timeout { .. })));
+    assert!(matches!(
+        a.send_request(mem_addr(2), Verb::Echo, Bytes::new(), timeout).await,
+        Err(NetError::Timeout { .. })
+    ));
     assert!(net.stats().dropped_no_node >= 1);
     let pending = a.send_request(mem_addr(9), Verb::Echo, Bytes::new(), timeout);
     net.remove_node(mem_addr(1));
@@ -466,7 +473,11 @@ fn lossy_run(seed: u64) -> (Vec<bool>, net::MemStats) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
     runtime.block_on(async move {
         let net = MemNetwork::new(seed);
-        net.set_faults(MemFaults { drop_probability: 0.2, delay_min: Duration::from_millis(1), delay_max: Duration::from_millis(30) });
+        net.set_faults(MemFaults {
+            drop_probability: 0.2,
+            delay_min: Duration::from_millis(1),
+            delay_max: Duration::from_millis(30),
+        });
         let mut nodes = Vec::new();
         for i in 1..=3 {
             let (t, inbound) = net.add_node(mem_addr(i));

@@ -187,14 +187,20 @@ async fn read_request(stream: &mut TcpStream) -> Result<Request, ReadError> {
             break i;
         }
         if buf.len() >= MAX_HEAD_BYTES {
-            return Err(ReadError::Http(Response::error(431, format!("request head larger than {MAX_HEAD_BYTES} bytes"))));
+            return Err(ReadError::Http(Response::error(
+                431,
+                format!("request head larger than {MAX_HEAD_BYTES} bytes"),
+            )));
         }
         let mut chunk = [0u8; 4096];
         let want = chunk.len().min(MAX_HEAD_BYTES + 4 - buf.len());
         let n = stream.read(&mut chunk[..want]).await.map_err(ReadError::Io)?;
         if n == 0 {
             if buf.is_empty() {
-                return Err(ReadError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before a request")));
+                return Err(ReadError::Io(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "closed before a request",
+                )));
             }
             return Err(ReadError::Http(Response::error(400, "incomplete request head")));
         }
@@ -233,7 +239,8 @@ pub fn parse_head(head: &[u8]) -> Result<(Request, usize), String> {
     let mut lines = text.split("\r\n");
     let line = lines.next().unwrap_or_default();
     let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
         return Err(format!("malformed request line '{}'", truncate(line)));
     };
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
@@ -261,12 +268,15 @@ pub fn parse_head(head: &[u8]) -> Result<(Request, usize), String> {
         }
     }
     let (raw_path, raw_query) = target.split_once('?').unwrap_or((target, ""));
-    let path = percent_decode(raw_path, false).ok_or_else(|| format!("invalid percent-encoding in path '{}'", truncate(raw_path)))?;
+    let path = percent_decode(raw_path, false)
+        .ok_or_else(|| format!("invalid percent-encoding in path '{}'", truncate(raw_path)))?;
     let mut query = Vec::new();
     for pair in raw_query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let k = percent_decode(k, true).ok_or_else(|| format!("invalid percent-encoding in query '{}'", truncate(pair)))?;
-        let v = percent_decode(v, true).ok_or_else(|| format!("invalid percent-encoding in query '{}'", truncate(pair)))?;
+        let k =
+            percent_decode(k, true).ok_or_else(|| format!("invalid percent-encoding in query '{}'", truncate(pair)))?;
+        let v =
+            percent_decode(v, true).ok_or_else(|| format!("invalid percent-encoding in query '{}'", truncate(pair)))?;
         query.push((k, v));
     }
     Ok((Request { method: method.to_string(), path, query }, content_length))
@@ -469,7 +479,8 @@ fn describecluster(state: &AdminState) -> Json {
     let local_address = view.local().map(|e| e.address());
     let mut versions: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (version, addrs) in view.schema_versions() {
-        let addrs: Vec<String> = addrs.into_iter().filter(|a| Some(*a) != local_address).map(|a| a.to_string()).collect();
+        let addrs: Vec<String> =
+            addrs.into_iter().filter(|a| Some(*a) != local_address).map(|a| a.to_string()).collect();
         if !addrs.is_empty() {
             versions.insert(version, addrs);
         }
@@ -516,9 +527,11 @@ fn describecluster(state: &AdminState) -> Json {
 }
 
 fn getendpoints(request: &Request, state: &AdminState) -> Answer {
-    let (Some(ks_name), Some(table_name), Some(key)) =
-        (request.param("keyspace"), request.param("table"), request.query.iter().find(|(k, _)| k == "key").map(|(_, v)| v))
-    else {
+    let (Some(ks_name), Some(table_name), Some(key)) = (
+        request.param("keyspace"),
+        request.param("table"),
+        request.query.iter().find(|(k, _)| k == "key").map(|(_, v)| v),
+    ) else {
         return Err(Response::error(400, "getendpoints needs the parameters keyspace, table and key"));
     };
     let schema = state.schema.snapshot();
@@ -565,8 +578,9 @@ pub fn partition_key_bytes(table: &TableDef, key: &str) -> Result<Vec<u8>, Strin
     }
     let mut components = Vec::with_capacity(parts.len());
     for (col, text) in columns.iter().zip(&parts) {
-        let literal = key_literal(&col.ty, text)
-            .ok_or_else(|| format!("Invalid value '{}' for \"{}\" of type {}", truncate(text), col.name, col.ty.to_cql()))?;
+        let literal = key_literal(&col.ty, text).ok_or_else(|| {
+            format!("Invalid value '{}' for \"{}\" of type {}", truncate(text), col.name, col.ty.to_cql())
+        })?;
         let value = literal_value(&literal, &Receiver { name: &col.name, ty: &col.ty }).map_err(|e| e.to_string())?;
         let value = value.ok_or_else(|| format!("Invalid null value for partition key part {}", col.name))?;
         components.push(Bytes::from(value.to_bytes()));
@@ -726,7 +740,10 @@ async fn maintenance(request: &Request, state: &AdminState, compact: bool) -> An
             };
             // The system keyspaces are virtual: nothing stored to flush.
             let stored: Vec<&TableDef> = if Schema::is_system(&ks.name) { Vec::new() } else { tables };
-            (Some(stored.iter().map(|t| t.id).collect()), stored.iter().map(|t| format!("{}.{}", t.keyspace, t.name)).collect())
+            (
+                Some(stored.iter().map(|t| t.id).collect()),
+                stored.iter().map(|t| format!("{}.{}", t.keyspace, t.name)).collect(),
+            )
         }
     };
     let storage = Arc::clone(&state.storage);
@@ -777,10 +794,16 @@ mod tests {
 
     #[test]
     fn parses_a_request_head() {
-        let (r, len) = parse_head(b"GET /v1/getendpoints?keyspace=ks&table=t&key=a%3Ab+c HTTP/1.1\r\nHost: x\r\nContent-Length: 3").unwrap();
+        let (r, len) = parse_head(
+            b"GET /v1/getendpoints?keyspace=ks&table=t&key=a%3Ab+c HTTP/1.1\r\nHost: x\r\nContent-Length: 3",
+        )
+        .unwrap();
         assert_eq!(r.method, "GET");
         assert_eq!(r.path, "/v1/getendpoints");
-        assert_eq!(r.query, vec![("keyspace".into(), "ks".into()), ("table".into(), "t".into()), ("key".into(), "a:b c".into())]);
+        assert_eq!(
+            r.query,
+            vec![("keyspace".into(), "ks".into()), ("table".into(), "t".into()), ("key".into(), "a:b c".into())]
+        );
         assert_eq!(len, 3);
     }
 

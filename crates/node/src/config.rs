@@ -160,8 +160,8 @@ impl ConfigFile {
     }
 
     pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
         ConfigFile::parse(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
     }
 
@@ -240,10 +240,9 @@ impl ConfigFile {
         };
         let seeds = match (o.seeds, self.seed_provider) {
             (Some(s), _) => split_seeds(&s),
-            (None, Some(providers)) => providers
-                .iter()
-                .flat_map(|p| p.parameters.iter().flat_map(|param| split_seeds(&param.seeds)))
-                .collect(),
+            (None, Some(providers)) => {
+                providers.iter().flat_map(|p| p.parameters.iter().flat_map(|param| split_seeds(&param.seeds))).collect()
+            }
             (None, None) => vec![listen_text.clone()],
         };
         let endpoint_snitch = self.endpoint_snitch.unwrap_or_else(|| "SimpleSnitch".to_string());
@@ -291,7 +290,9 @@ impl ConfigFile {
                 None => 8.0,
             },
             allocation_rf: match self.allocate_tokens_for_local_replication_factor {
-                Some(0) => return Err(ConfigError("allocate_tokens_for_local_replication_factor must be at least 1".into())),
+                Some(0) => {
+                    return Err(ConfigError("allocate_tokens_for_local_replication_factor must be at least 1".into()))
+                }
                 Some(rf) => rf,
                 None => 3,
             },
@@ -332,12 +333,24 @@ impl ConfigFile {
             }
         };
         let defaults = cql_server::BatchLimits::default();
-        let warn_bytes = kib("batch_size_warn_threshold", &self.batch_size_warn_threshold, self.batch_size_warn_threshold_in_kb, defaults.warn_bytes)?;
-        let fail_bytes = kib("batch_size_fail_threshold", &self.batch_size_fail_threshold, self.batch_size_fail_threshold_in_kb, defaults.fail_bytes)?;
+        let warn_bytes = kib(
+            "batch_size_warn_threshold",
+            &self.batch_size_warn_threshold,
+            self.batch_size_warn_threshold_in_kb,
+            defaults.warn_bytes,
+        )?;
+        let fail_bytes = kib(
+            "batch_size_fail_threshold",
+            &self.batch_size_fail_threshold,
+            self.batch_size_fail_threshold_in_kb,
+            defaults.fail_bytes,
+        )?;
         Ok(cql_server::BatchLimits {
             warn_bytes,
             fail_bytes,
-            unlogged_partitions_warn: self.unlogged_batch_across_partitions_warn_threshold.unwrap_or(defaults.unlogged_partitions_warn),
+            unlogged_partitions_warn: self
+                .unlogged_batch_across_partitions_warn_threshold
+                .unwrap_or(defaults.unlogged_partitions_warn),
         })
     }
 }
@@ -443,13 +456,19 @@ mod tests {
     fn bad_values_are_explained() {
         let err = ConfigFile::parse("commitlog_sync: sometimes\n").unwrap().build(Overrides::default()).unwrap_err();
         assert!(err.0.contains("commitlog_sync"), "{}", err.0);
-        let err = ConfigFile::parse("commitlog_sync_period: 10 parsecs\n").unwrap().build(Overrides::default()).unwrap_err();
+        let err =
+            ConfigFile::parse("commitlog_sync_period: 10 parsecs\n").unwrap().build(Overrides::default()).unwrap_err();
         assert!(err.0.contains("commitlog_sync_period"), "{}", err.0);
     }
 
     #[test]
     fn flags_override_the_file() {
-        let o = Overrides { native_port: Some(9999), data_dir: Some("/tmp/x".into()), admin_port: Some(7299), ..Overrides::default() };
+        let o = Overrides {
+            native_port: Some(9999),
+            data_dir: Some("/tmp/x".into()),
+            admin_port: Some(7299),
+            ..Overrides::default()
+        };
         let c = ConfigFile::parse("native_transport_port: 1234\nadmin_port: 7200\n").unwrap().build(o).unwrap();
         assert_eq!(c.native_port, 9999);
         assert_eq!(c.admin_port, 7299);

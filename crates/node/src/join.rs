@@ -45,12 +45,20 @@ fn seed_addrs(config: &NodeConfig) -> Vec<SocketAddr> {
         .iter()
         .filter_map(|s| {
             let s = s.trim();
-            s.parse::<SocketAddr>().ok().or_else(|| s.parse::<std::net::IpAddr>().ok().map(|ip| SocketAddr::new(ip, config.storage_port)))
+            s.parse::<SocketAddr>()
+                .ok()
+                .or_else(|| s.parse::<std::net::IpAddr>().ok().map(|ip| SocketAddr::new(ip, config.storage_port)))
         })
         .collect()
 }
 
-pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, generation: u64, release_version: &str) -> anyhow::Result<Joined> {
+pub async fn join(
+    config: &NodeConfig,
+    storage: &Arc<Storage>,
+    host_id: Uuid,
+    generation: u64,
+    release_version: &str,
+) -> anyhow::Result<Joined> {
     let internode = SocketAddr::new(config.listen_address, config.storage_port);
     let (transport, inbound) = TcpTransport::bind(TcpConfig::new(internode))
         .await
@@ -63,10 +71,8 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
         })
         .context("cannot open the hints directory")?,
     );
-    let persisted: Vec<i64> = storage
-        .local_get("tokens")
-        .map(|t| t.split(',').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_default();
+    let persisted: Vec<i64> =
+        storage.local_get("tokens").map(|t| t.split(',').filter_map(|x| x.parse().ok()).collect()).unwrap_or_default();
     let local = LocalState {
         host_id,
         internode,
@@ -80,7 +86,9 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
     let mut gossip_config = GossipConfig::new(&config.cluster_name, generation, internode, seeds.clone());
     gossip_config.phi_convict_threshold = config.phi_convict_threshold;
     let status = if persisted.is_empty() { Status::Joining } else { Status::Normal };
-    let gossip = Arc::new(Gossip::start(&gossip_config, local.clone(), status, &persisted).await.context("cannot start gossip")?);
+    let gossip = Arc::new(
+        Gossip::start(&gossip_config, local.clone(), status, &persisted).await.context("cannot start gossip")?,
+    );
 
     let me = local.endpoint(persisted.clone(), status, generation);
     let view = Arc::new(ViewHandle::new(ClusterView::single(&config.cluster_name, me)));
@@ -95,7 +103,14 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
         // still tells nodes apart instead.
         let in_dc = ring.ring.dc_node_count(&config.dc) as u32;
         let rf = config.allocation_rf.min(in_dc).max(1);
-        let tokens = ring::allocation::allocate_tokens(&ring.ring, &config.dc, &config.rack, config.num_tokens as usize, rf, &mut rng);
+        let tokens = ring::allocation::allocate_tokens(
+            &ring.ring,
+            &config.dc,
+            &config.rack,
+            config.num_tokens as usize,
+            rf,
+            &mut rng,
+        );
         let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
         storage.local_set("tokens", &text.join(","))?;
         tracing::info!(count = tokens.len(), peers = ring.endpoints.len().saturating_sub(1), "allocated tokens");
@@ -111,7 +126,13 @@ pub async fn join(config: &NodeConfig, storage: &Arc<Storage>, host_id: Uuid, ge
         hinted_handoff_enabled: config.hinted_handoff_enabled,
         max_hint_window: config.max_hint_window,
     };
-    let coordinator = Arc::new(Coordinator::new(Arc::clone(&view), Arc::clone(storage), transport.clone(), Arc::clone(&hints), coordinator_config));
+    let coordinator = Arc::new(Coordinator::new(
+        Arc::clone(&view),
+        Arc::clone(storage),
+        transport.clone(),
+        Arc::clone(&hints),
+        coordinator_config,
+    ));
     // First real view before serving.
     view.publish(gossip.view().await);
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -127,7 +148,8 @@ async fn wait_for_ring(gossip: &Gossip, i_am_seed: bool, seeds: &[SocketAddr]) -
     loop {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let view = gossip.view().await;
-        let normal_peers = view.peers().filter(|e| e.status == Status::Normal && e.alive && !e.tokens.is_empty()).count();
+        let normal_peers =
+            view.peers().filter(|e| e.status == Status::Normal && e.alive && !e.tokens.is_empty()).count();
         let joining_peers = view.peers().filter(|e| e.status == Status::Joining && e.alive).count();
         if normal_peers > 0 && start.elapsed() >= settle && joining_peers == 0 {
             return Ok(view);
@@ -155,7 +177,12 @@ impl Joined {
             tokio::spawn(verbs::serve(Arc::clone(&self.coordinator), Arc::clone(&schema), inbound));
         }
         tokio::spawn(verbs::dispatch_hints(Arc::clone(&self.coordinator), Duration::from_millis(500)));
-        tokio::spawn(verbs::sync_schema(Arc::clone(&self.view), self.transport.clone(), Arc::clone(&schema), Duration::from_millis(500)));
+        tokio::spawn(verbs::sync_schema(
+            Arc::clone(&self.view),
+            self.transport.clone(),
+            Arc::clone(&schema),
+            Duration::from_millis(500),
+        ));
         // Driver events, and the hint window's down-since clock.
         if let Some(mut events) = self.events.take() {
             let coordinator = Arc::clone(&self.coordinator);
@@ -164,10 +191,18 @@ impl Joined {
                 while let Some(ev) = events.recv().await {
                     coordinator.observe_liveness(&view.snapshot());
                     let event = match ev {
-                        ClusterEvent::NewNode(addr) => Event::TopologyChange { change: TopologyChangeType::NewNode, addr },
-                        ClusterEvent::RemovedNode(addr) => Event::TopologyChange { change: TopologyChangeType::RemovedNode, addr },
-                        ClusterEvent::Up { native, .. } => Event::StatusChange { change: StatusChangeType::Up, addr: native },
-                        ClusterEvent::Down { native, .. } => Event::StatusChange { change: StatusChangeType::Down, addr: native },
+                        ClusterEvent::NewNode(addr) => {
+                            Event::TopologyChange { change: TopologyChangeType::NewNode, addr }
+                        }
+                        ClusterEvent::RemovedNode(addr) => {
+                            Event::TopologyChange { change: TopologyChangeType::RemovedNode, addr }
+                        }
+                        ClusterEvent::Up { native, .. } => {
+                            Event::StatusChange { change: StatusChangeType::Up, addr: native }
+                        }
+                        ClusterEvent::Down { native, .. } => {
+                            Event::StatusChange { change: StatusChangeType::Down, addr: native }
+                        }
                     };
                     let _ = processor_events.send(event);
                 }
@@ -211,4 +246,3 @@ impl Joined {
         });
     }
 }
-

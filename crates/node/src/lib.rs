@@ -74,7 +74,8 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
     let result = runtime.block_on(async {
         // Join the ring first: CQL clients are served once the node is NORMAL.
         let generation = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let mut joined = join::join(&config, &storage, host_id, generation, cql_server::system::RELEASE_VERSION).await?;
+        let mut joined =
+            join::join(&config, &storage, host_id, generation, cql_server::system::RELEASE_VERSION).await?;
         let node = NodeInfo {
             cluster_name: config.cluster_name.clone(),
             host_id,
@@ -89,7 +90,8 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         };
         let schema = Arc::new(SchemaService::new(Arc::clone(&storage), keyspaces));
         let (schema_tx, schema_rx) = tokio::sync::mpsc::unbounded_channel();
-        let data_plane = Arc::new(plane::ClusterPlane { coordinator: Arc::clone(&joined.coordinator), schema_changed: schema_tx });
+        let data_plane =
+            Arc::new(plane::ClusterPlane { coordinator: Arc::clone(&joined.coordinator), schema_changed: schema_tx });
         let processor = Arc::new(
             Processor::new(Arc::clone(&schema), Arc::clone(&storage), node)
                 .with_data_plane(data_plane)
@@ -97,11 +99,15 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         );
         let (load_schema, load_storage) = (Arc::clone(&schema), Arc::clone(&storage));
         let load = Arc::new(move || admin::local_load(&load_schema.snapshot(), &load_storage));
-        joined.spawn_tasks(Arc::new(plane::SchemaAdapter(Arc::clone(&schema))), processor.events.clone(), schema_rx, load);
+        joined.spawn_tasks(
+            Arc::new(plane::SchemaAdapter(Arc::clone(&schema))),
+            processor.events.clone(),
+            schema_rx,
+            load,
+        );
 
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen for CQL on {addr}"))?;
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for CQL on {addr}"))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let server_config = ServerConfig { max_frame_bytes: config.max_frame_bytes };
         let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx.clone()));

@@ -52,7 +52,9 @@ fn run<T>(fut: impl Future<Output = T>) -> T {
 
 pub fn query_error(e: CoordError) -> QueryError {
     match e {
-        CoordError::Unavailable { consistency, required, alive } => QueryError::Unavailable { consistency, required, alive },
+        CoordError::Unavailable { consistency, required, alive } => {
+            QueryError::Unavailable { consistency, required, alive }
+        }
         CoordError::WriteTimeout { consistency, received, block_for, write_type } => {
             QueryError::WriteTimeout { consistency, received, block_for, write_type: write_type.to_string() }
         }
@@ -65,7 +67,13 @@ pub fn query_error(e: CoordError) -> QueryError {
 }
 
 impl DataPlane for ClusterPlane {
-    fn mutate(&self, ks: &Arc<KeyspaceDef>, mutations: Vec<Mutation>, cl: Consistency, write_type: &'static str) -> Result<(), QueryError> {
+    fn mutate(
+        &self,
+        ks: &Arc<KeyspaceDef>,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        write_type: &'static str,
+    ) -> Result<(), QueryError> {
         let view = self.coordinator.view.snapshot();
         if let Some(done) = self.coordinator.mutate_here(&view, ks, &mutations, cl) {
             return done.map_err(query_error);
@@ -92,7 +100,12 @@ impl DataPlane for ClusterPlane {
         run(self.coordinator.read(ks, read, cl)).map_err(query_error)
     }
 
-    fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
+    fn scan_keys(
+        &self,
+        ks: &KeyspaceDef,
+        scan: &ScanRange,
+        cl: Consistency,
+    ) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
         run(self.coordinator.scan_keys(ks, scan.clone(), cl)).map_err(query_error)
     }
 

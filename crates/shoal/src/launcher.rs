@@ -138,7 +138,9 @@ pub fn main(args: ClusterArgs) -> ExitCode {
         ClusterCommand::Up(up) => cmd_up(&args.dir, up),
         ClusterCommand::Status { json } => cmd_status(&args.dir, json),
         ClusterCommand::Stop { node, graceful } => cmd_stop(&args.dir, node, graceful),
-        ClusterCommand::Start { node, address, timeout } => cmd_start(&args.dir, node, address, Duration::from_secs(timeout)),
+        ClusterCommand::Start { node, address, timeout } => {
+            cmd_start(&args.dir, node, address, Duration::from_secs(timeout))
+        }
         ClusterCommand::Down { clear } => cmd_down(&args.dir, clear),
     };
     match result {
@@ -180,7 +182,8 @@ fn state_path(dir: &Path) -> PathBuf {
 
 fn load(dir: &Path) -> Result<ClusterState, String> {
     let path = state_path(dir);
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("no cluster in {}: cannot read {}: {e}", dir.display(), path.display()))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("no cluster in {}: cannot read {}: {e}", dir.display(), path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -194,7 +197,11 @@ fn save(dir: &Path, state: &ClusterState) -> Result<(), String> {
 
 fn node_mut(state: &mut ClusterState, index: usize) -> Result<&mut NodeState, String> {
     let count = state.nodes.len();
-    state.nodes.iter_mut().find(|n| n.index == index).ok_or_else(|| format!("no node {index} (the cluster has {count})"))
+    state
+        .nodes
+        .iter_mut()
+        .find(|n| n.index == index)
+        .ok_or_else(|| format!("no node {index} (the cluster has {count})"))
 }
 
 // ---------------------------------------------------------------- processes
@@ -298,7 +305,12 @@ fn text_of(v: &Json) -> String {
 
 /// The admin API's `/v1/status` nodes, flattened over data centers.
 fn status_nodes(status: &Json) -> Vec<&Json> {
-    status["datacenters"].as_array().into_iter().flatten().flat_map(|dc| dc["nodes"].as_array().into_iter().flatten()).collect()
+    status["datacenters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|dc| dc["nodes"].as_array().into_iter().flatten())
+        .collect()
 }
 
 /// Whether the node (process `pid`) answers its admin API and reports itself NORMAL.
@@ -359,7 +371,12 @@ fn wait_all_up(state: &ClusterState, timeout: Duration) -> Result<(), String> {
             let seen = match tool::get(&node.address.to_string(), state.admin_port, "/v1/status") {
                 Ok(status) => status_nodes(&status)
                     .iter()
-                    .map(|n| (n["address"].as_str().unwrap_or_default().to_string(), n["state"].as_str().unwrap_or_default().to_string()))
+                    .map(|n| {
+                        (
+                            n["address"].as_str().unwrap_or_default().to_string(),
+                            n["state"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
                     .collect::<Vec<_>>(),
                 Err(e) => {
                     problem = Some((node, format!("its admin API does not answer: {e}")));
@@ -369,7 +386,8 @@ fn wait_all_up(state: &ClusterState, timeout: Duration) -> Result<(), String> {
             let up: Vec<&String> = seen.iter().filter(|(_, s)| s == "UN").map(|(a, _)| a).collect();
             if !expected.iter().all(|a| up.contains(&a)) {
                 let view: Vec<String> = seen.iter().map(|(a, s)| format!("{a} {s}")).collect();
-                problem = Some((node, format!("it sees {} of {} nodes UN ({})", up.len(), expected.len(), view.join(", "))));
+                problem =
+                    Some((node, format!("it sees {} of {} nodes UN ({})", up.len(), expected.len(), view.join(", "))));
                 break;
             }
         }
@@ -498,7 +516,12 @@ fn cmd_status(dir: &Path, json: bool) -> Result<(), String> {
         if let Ok(status) = tool::get(&node.address.to_string(), state.admin_port, "/v1/status") {
             view = status_nodes(&status)
                 .iter()
-                .map(|n| (n["address"].as_str().unwrap_or_default().to_string(), n["state"].as_str().unwrap_or_default().to_string()))
+                .map(|n| {
+                    (
+                        n["address"].as_str().unwrap_or_default().to_string(),
+                        n["state"].as_str().unwrap_or_default().to_string(),
+                    )
+                })
                 .collect();
             observer = Some(node.index);
             break;
@@ -572,7 +595,11 @@ fn cmd_stop(dir: &Path, index: usize, graceful: bool) -> Result<(), String> {
     } else {
         signal(node, libc::SIGKILL)?;
         if !wait_exit(node, STOP_TIMEOUT) {
-            return Err(format!("node {index} (pid {}) survived SIGKILL for {} s", node.pid.unwrap_or_default(), STOP_TIMEOUT.as_secs()));
+            return Err(format!(
+                "node {index} (pid {}) survived SIGKILL for {} s",
+                node.pid.unwrap_or_default(),
+                STOP_TIMEOUT.as_secs()
+            ));
         }
     }
     println!("node {index} ({}) stopped{}", node.address, if graceful { "" } else { " (SIGKILL)" });
@@ -631,7 +658,12 @@ fn cmd_down(dir: &Path, clear: bool) -> Result<(), String> {
     for node in &state.nodes {
         let left = deadline.saturating_duration_since(Instant::now());
         if !wait_exit(node, left) {
-            eprintln!("node {} (pid {}) did not exit within {} s of SIGTERM: SIGKILL", node.index, node.pid.unwrap_or_default(), STOP_TIMEOUT.as_secs());
+            eprintln!(
+                "node {} (pid {}) did not exit within {} s of SIGTERM: SIGKILL",
+                node.index,
+                node.pid.unwrap_or_default(),
+                STOP_TIMEOUT.as_secs()
+            );
             signal(node, libc::SIGKILL)?;
             if !wait_exit(node, STOP_TIMEOUT) {
                 return Err(format!("node {} (pid {}) survived SIGKILL", node.index, node.pid.unwrap_or_default()));

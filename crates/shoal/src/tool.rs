@@ -112,7 +112,11 @@ pub struct Reply {
 impl Reply {
     /// The API's error message, for a non-200 answer.
     pub fn error(&self) -> String {
-        self.body.get("error").and_then(Json::as_str).map(str::to_string).unwrap_or_else(|| format!("HTTP {}", self.status))
+        self.body
+            .get("error")
+            .and_then(Json::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("HTTP {}", self.status))
     }
 }
 
@@ -131,8 +135,7 @@ pub fn encode(s: &str) -> String {
 
 /// `path?k=v&...` with encoded values; empty values are left out.
 pub fn with_query(path: &str, params: &[(&str, Option<&str>)]) -> String {
-    let parts: Vec<String> =
-        params.iter().filter_map(|(k, v)| v.map(|v| format!("{k}={}", encode(v)))).collect();
+    let parts: Vec<String> = params.iter().filter_map(|(k, v)| v.map(|v| format!("{k}={}", encode(v)))).collect();
     if parts.is_empty() {
         path.to_string()
     } else {
@@ -221,8 +224,12 @@ fn call(args: &ToolArgs, method: &str, path: &str, timeout: Duration) -> Result<
 
 fn run(args: &ToolArgs) -> Result<(), Failure> {
     let (method, paths, timeout): (&str, Vec<String>, Duration) = match &args.command {
-        ToolCommand::Status { keyspace } => ("GET", vec![with_query("/v1/status", &[("keyspace", keyspace.as_deref())])], QUICK_TIMEOUT),
-        ToolCommand::Ring { keyspace } => ("GET", vec![with_query("/v1/ring", &[("keyspace", keyspace.as_deref())])], QUICK_TIMEOUT),
+        ToolCommand::Status { keyspace } => {
+            ("GET", vec![with_query("/v1/status", &[("keyspace", keyspace.as_deref())])], QUICK_TIMEOUT)
+        }
+        ToolCommand::Ring { keyspace } => {
+            ("GET", vec![with_query("/v1/ring", &[("keyspace", keyspace.as_deref())])], QUICK_TIMEOUT)
+        }
         ToolCommand::Describecluster => ("GET", vec!["/v1/describecluster".to_string()], QUICK_TIMEOUT),
         ToolCommand::Getendpoints { keyspace, table, key } => (
             "GET",
@@ -239,7 +246,10 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             let paths = if tables.is_empty() {
                 vec![with_query(path, &[("keyspace", keyspace.as_deref())])]
             } else {
-                tables.iter().map(|t| with_query(path, &[("keyspace", keyspace.as_deref()), ("table", Some(t))])).collect()
+                tables
+                    .iter()
+                    .map(|t| with_query(path, &[("keyspace", keyspace.as_deref()), ("table", Some(t))]))
+                    .collect()
             };
             ("POST", paths, MAINTENANCE_TIMEOUT)
         }
@@ -287,8 +297,12 @@ fn text(v: &Json) -> String {
 /// Sizes as nodetool prints them (FileUtils.stringifyFileSize: `#.##` and
 /// binary units): `512 bytes`, `1.2 MiB`, `108.45 KiB`.
 pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [(&str, f64); 4] =
-        [("TiB", 1024.0 * 1024.0 * 1024.0 * 1024.0), ("GiB", 1024.0 * 1024.0 * 1024.0), ("MiB", 1024.0 * 1024.0), ("KiB", 1024.0)];
+    const UNITS: [(&str, f64); 4] = [
+        ("TiB", 1024.0 * 1024.0 * 1024.0 * 1024.0),
+        ("GiB", 1024.0 * 1024.0 * 1024.0),
+        ("MiB", 1024.0 * 1024.0),
+        ("KiB", 1024.0),
+    ];
     let b = bytes as f64;
     for (unit, size) in UNITS {
         if b >= size {
@@ -315,8 +329,9 @@ fn percent(v: &Json, decimals: usize) -> String {
 /// Left-aligned columns separated by two spaces (nodetool's TableBuilder).
 fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> =
-        (0..columns).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .collect();
     let mut out = String::new();
     for row in rows {
         let mut line = String::new();
@@ -340,7 +355,8 @@ fn format_status(s: &Json) -> String {
         let title = format!("Datacenter: {}", text(&dc["name"]));
         out.push_str(&format!("{title}\n{}\n", "=".repeat(title.chars().count())));
         out.push_str("Status=Up/Down\n|/ State=Normal/Leaving/Joining/Moving\n");
-        let mut rows = vec![["--", "Address", "Load", "Tokens", owns_header, "Host ID", "Rack"].map(str::to_string).to_vec()];
+        let mut rows =
+            vec![["--", "Address", "Load", "Tokens", owns_header, "Host ID", "Rack"].map(str::to_string).to_vec()];
         for n in dc["nodes"].as_array().into_iter().flatten() {
             rows.push(vec![
                 text(&n["state"]),
@@ -368,10 +384,19 @@ fn format_ring(r: &Json) -> String {
         let in_dc: Vec<&&Json> = entries.iter().filter(|e| text(&e["dc"]) == dc).collect();
         let title = format!("Datacenter: {dc}");
         out.push_str(&format!("\n{title}\n{}\n", "=".repeat(title.chars().count())));
-        let mut rows = vec![["Address", "Rack", "Status", "State", "Load", "Owns", "Token"].map(str::to_string).to_vec()];
+        let mut rows =
+            vec![["Address", "Rack", "Status", "State", "Load", "Owns", "Token"].map(str::to_string).to_vec()];
         // nodetool's first row: the last token, where the ring wraps.
         if let Some(last) = in_dc.last() {
-            rows.push(vec![String::new(), String::new(), String::new(), String::new(), String::new(), String::new(), text(&last["token"])]);
+            rows.push(vec![
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                text(&last["token"]),
+            ]);
         }
         for e in in_dc {
             rows.push(vec![
@@ -402,7 +427,13 @@ fn format_describecluster(d: &Json) -> String {
     }
     let stats = &d["stats"];
     out.push_str("Stats for all nodes:\n");
-    for (label, key) in [("Live", "live"), ("Joining", "joining"), ("Moving", "moving"), ("Leaving", "leaving"), ("Unreachable", "unreachable")] {
+    for (label, key) in [
+        ("Live", "live"),
+        ("Joining", "joining"),
+        ("Moving", "moving"),
+        ("Leaving", "leaving"),
+        ("Unreachable", "unreachable"),
+    ] {
         out.push_str(&format!("\t{label}: {}\n", text(&stats[key])));
     }
     out.push_str("\nData Centers: \n");

@@ -248,8 +248,12 @@ impl Table {
         }
         let mut cql = format!("CREATE TABLE {} ({}, PRIMARY KEY ({key}))", self.full_name(), cols.join(", "));
         if !self.ck.is_empty() {
-            let orders: Vec<String> =
-                self.ck.iter().zip(&self.desc).map(|(c, d)| format!("{} {}", c.name, if *d { "DESC" } else { "ASC" })).collect();
+            let orders: Vec<String> = self
+                .ck
+                .iter()
+                .zip(&self.desc)
+                .map(|(c, d)| format!("{} {}", c.name, if *d { "DESC" } else { "ASC" }))
+                .collect();
             let _ = write!(cql, " WITH CLUSTERING ORDER BY ({})", orders.join(", "));
         }
         cql
@@ -482,7 +486,8 @@ impl Op {
     }
 
     fn cql(&self, t: &Table, ts: i64) -> String {
-        let using = |ttl: bool| if ttl { format!("USING TTL 1 AND TIMESTAMP {ts}") } else { format!("USING TIMESTAMP {ts}") };
+        let using =
+            |ttl: bool| if ttl { format!("USING TTL 1 AND TIMESTAMP {ts}") } else { format!("USING TIMESTAMP {ts}") };
         let table = t.full_name();
         let stat_name = t.stat.as_ref().map(|s| s.name.clone()).unwrap_or_default();
         let row_where = |key: &[Val], ck: &[Val]| {
@@ -518,7 +523,12 @@ impl Op {
                 format!("UPDATE {table} {} SET {} WHERE {}", using(*ttl), sets(regs), row_where(key, ck))
             }
             Op::UpdateStatic { key, stat, ttl } => {
-                format!("UPDATE {table} {} SET {stat_name} = {} WHERE {}", using(*ttl), stat.literal(), row_where(key, &[]))
+                format!(
+                    "UPDATE {table} {} SET {stat_name} = {} WHERE {}",
+                    using(*ttl),
+                    stat.literal(),
+                    row_where(key, &[])
+                )
             }
             Op::DeleteRow { key, ck } => format!("DELETE FROM {table} {} WHERE {}", using(false), row_where(key, ck)),
             Op::DeleteRange { key, slice } => {
@@ -526,7 +536,9 @@ impl Op {
                 c.extend(slice.conditions(t));
                 format!("DELETE FROM {table} {} WHERE {}", using(false), c.join(" AND "))
             }
-            Op::DeletePartition { key } => format!("DELETE FROM {table} {} WHERE {}", using(false), row_where(key, &[])),
+            Op::DeletePartition { key } => {
+                format!("DELETE FROM {table} {} WHERE {}", using(false), row_where(key, &[]))
+            }
             Op::DeleteCells { key, ck, regs } => {
                 let names: Vec<&str> = regs.iter().map(|i| t.regs[*i].name.as_str()).collect();
                 format!("DELETE {} FROM {table} {} WHERE {}", names.join(", "), using(false), row_where(key, ck))
@@ -552,7 +564,8 @@ impl Model {
         let cell = |v: &Option<Val>, ttl: bool| v.as_ref().map(|v| Cell { val: v.clone(), ttl });
         match op {
             Op::Insert { ck, regs, stat, ttl, .. } => {
-                let row = part.rows.entry(ck.clone()).or_insert_with(|| MRow { marker: None, cells: vec![None; nregs] });
+                let row =
+                    part.rows.entry(ck.clone()).or_insert_with(|| MRow { marker: None, cells: vec![None; nregs] });
                 row.marker = Some(*ttl);
                 for (i, v) in regs {
                     row.cells[*i] = cell(v, *ttl);
@@ -565,7 +578,8 @@ impl Model {
                 part.stat = Some(Cell { val: stat.clone(), ttl: *ttl })
             }
             Op::Update { ck, regs, ttl, .. } => {
-                let row = part.rows.entry(ck.clone()).or_insert_with(|| MRow { marker: None, cells: vec![None; nregs] });
+                let row =
+                    part.rows.entry(ck.clone()).or_insert_with(|| MRow { marker: None, cells: vec![None; nregs] });
                 for (i, v) in regs {
                     row.cells[*i] = cell(v, *ttl);
                 }
@@ -652,7 +666,11 @@ fn gen_writes(rng: &mut Rng, t: &Table, model: &mut Model) -> Vec<Op> {
         let mut regs = Vec::new();
         for (i, c) in t.regs.iter().enumerate() {
             if rng.percent(if for_insert { 75 } else { 65 }) {
-                let v = if rng.percent(if for_insert { 15 } else { 10 }) { None } else { Some(gen_val(rng, c.ty, Role::Value)) };
+                let v = if rng.percent(if for_insert { 15 } else { 10 }) {
+                    None
+                } else {
+                    Some(gen_val(rng, c.ty, Role::Value))
+                };
                 regs.push((i, v));
             }
         }
@@ -709,7 +727,8 @@ fn gen_writes(rng: &mut Rng, t: &Table, model: &mut Model) -> Vec<Op> {
     // Then changes: deletions of every kind, nulls, more rows (some expired).
     let nchanges = nparts * rng.below(4) / 2 + rng.below(3);
     for _ in 0..nchanges {
-        let key = if !keys.is_empty() && rng.percent(90) { keys[rng.below(keys.len())].clone() } else { t.gen_key(rng) };
+        let key =
+            if !keys.is_empty() && rng.percent(90) { keys[rng.below(keys.len())].clone() } else { t.gen_key(rng) };
         let existing = model.clusterings(&key);
         let ck = if !existing.is_empty() && rng.percent(80) {
             existing[rng.below(existing.len())].clone()
@@ -1014,7 +1033,8 @@ impl Query {
                 let key = pick_key(rng);
                 let rows = model.clusterings(&key);
                 let slice = if rng.percent(60) { Slice::generate(rng, t, &rows, false) } else { Slice::default() };
-                let order = (!t.ck.is_empty() && rng.percent(45)).then(|| (rng.percent(60), t.ck.len() == 1 || rng.percent(50)));
+                let order = (!t.ck.is_empty() && rng.percent(45))
+                    .then(|| (rng.percent(60), t.ck.len() == 1 || rng.percent(50)));
                 Where::Partition { key, slice, order }
             }
             _ => {
@@ -1177,7 +1197,8 @@ fn describe_diff(want_label: &str, want: &Rows, got_label: &str, got: &Rows) -> 
             let from = i.saturating_sub(2);
             (from..(i + 3).min(rows.len())).map(|j| format!("\n      [{j}] {}", show_row(&rows[j]))).collect()
         };
-        let _ = write!(s, "; first difference at row {i}\n    {want_label}:{}\n    {got_label}:{}", show(want), show(got));
+        let _ =
+            write!(s, "; first difference at row {i}\n    {want_label}:{}\n    {got_label}:{}", show(want), show(got));
     }
     let mut counts: BTreeMap<&Vec<Option<Val>>, i64> = BTreeMap::new();
     for r in want {
@@ -1484,11 +1505,17 @@ async fn paging_regressions() {
     let node = Node::start();
     let session = Arc::new(connect(&node).await);
     session
-        .query_unpaged("CREATE KEYSPACE reg WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}", &[])
+        .query_unpaged(
+            "CREATE KEYSPACE reg WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+            &[],
+        )
         .await
         .expect("create keyspace");
     session.query_unpaged("CREATE TABLE reg.wide (k int PRIMARY KEY, v int)", &[]).await.expect("create table");
-    session.query_unpaged("CREATE TABLE reg.small (k int, c int, v int, PRIMARY KEY (k, c))", &[]).await.expect("create table");
+    session
+        .query_unpaged("CREATE TABLE reg.small (k int, c int, v int, PRIMARY KEY (k, c))", &[])
+        .await
+        .expect("create table");
     session.await_schema_agreement().await.expect("schema agreement");
     let mut writes = Vec::new();
     for k in 0..1000i32 {
@@ -1515,7 +1542,13 @@ async fn paging_regressions() {
 
 /// Pages through `cql` at `page_size`; every row of `want` must come exactly
 /// once (in any order), and paging must end. Returns what went wrong.
-async fn regression(session: &Session, cql: &str, cols: &[&str], want: &[Vec<i32>], page_size: usize) -> Option<String> {
+async fn regression(
+    session: &Session,
+    cql: &str,
+    cols: &[&str],
+    want: &[Vec<i32>],
+    page_size: usize,
+) -> Option<String> {
     let want_cols: Vec<String> = cols.iter().map(|c| c.to_string()).collect();
     let mut want: Rows = want.iter().map(|r| r.iter().map(|v| Some(Val::Int(*v))).collect()).collect();
     want.sort();

@@ -23,7 +23,10 @@ async fn scylla_driver_core_flow() {
     let session = connect(&node).await;
 
     session
-        .query_unpaged("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}", &[])
+        .query_unpaged(
+            "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+            &[],
+        )
         .await
         .expect("create keyspace");
     session
@@ -34,7 +37,8 @@ async fn scylla_driver_core_flow() {
     session.refresh_metadata().await.expect("refresh metadata");
 
     // Prepared statements carry the partition key indexes: token-aware routing.
-    let insert = session.prepare("INSERT INTO ks.events (k, c, v, tags) VALUES (?, ?, ?, ?)").await.expect("prepare insert");
+    let insert =
+        session.prepare("INSERT INTO ks.events (k, c, v, tags) VALUES (?, ?, ?, ?)").await.expect("prepare insert");
     assert!(insert.is_token_aware(), "prepared INSERT must carry pk indexes");
     for c in 0..250i32 {
         let tags: Vec<String> = vec![format!("t{}", c % 3)];
@@ -93,7 +97,10 @@ async fn scylla_driver_core_flow() {
         .expect("rows");
     let (server_token,): (i64,) = rows.single_row().expect("token row");
     assert_eq!(token.value(), server_token);
-    assert!(state.get_keyspace("ks").is_some_and(|k| k.tables.contains_key("events")), "driver metadata shows the table");
+    assert!(
+        state.get_keyspace("ks").is_some_and(|k| k.tables.contains_key("events")),
+        "driver metadata shows the table"
+    );
     assert_eq!(state.get_nodes_info().len(), 1);
 
     // Errors keep their kinds: an unknown table is Invalid, not a dropped connection.

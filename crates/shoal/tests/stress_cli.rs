@@ -39,13 +39,33 @@ fn write_then_verify_against_a_real_node() {
     let file = |name: &str| out.path().join(name).display().to_string();
 
     let write = stress(&[
-        "write", "n=2000", "-rate", "threads=16", "-node", "127.0.0.1", "-port", &port, "--json", &file("write.json"), "--csv",
-        &file("write.csv"), "--hdr-log", &file("write.hlog"), "--plot", &file("write.png"), "--server-pid", &pid,
-        "--cost-per-hour", "1.0",
+        "write",
+        "n=2000",
+        "-rate",
+        "threads=16",
+        "-node",
+        "127.0.0.1",
+        "-port",
+        &port,
+        "--json",
+        &file("write.json"),
+        "--csv",
+        &file("write.csv"),
+        "--hdr-log",
+        &file("write.hlog"),
+        "--plot",
+        &file("write.png"),
+        "--server-pid",
+        &pid,
+        "--cost-per-hour",
+        "1.0",
     ]);
     assert_eq!(write.status.code(), Some(0), "write run");
     let stdout = String::from_utf8_lossy(&write.stdout);
-    assert!(stdout.lines().any(|l| l.starts_with("total,interval_op_rate,interval_key_rate,avg_latency,elapsed_time,")), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("total,interval_op_rate,interval_key_rate,avg_latency,elapsed_time,")),
+        "{stdout}"
+    );
     let report = json(&out.path().join("write.json"));
     let summary = &report["summary"];
     assert_eq!(summary["ops"], 2000);
@@ -66,7 +86,10 @@ fn write_then_verify_against_a_real_node() {
     let verify = stress(&["verify", "n=2000", "-port", &port, "--json", &file("verify.json")]);
     assert_eq!(verify.status.code(), Some(0), "verify finds every value");
     let summary = json(&out.path().join("verify.json"))["summary"].clone();
-    assert_eq!((summary["ops"].as_u64(), summary["missing"].as_u64(), summary["mismatched"].as_u64()), (Some(2000), Some(0), Some(0)));
+    assert_eq!(
+        (summary["ops"].as_u64(), summary["missing"].as_u64(), summary["mismatched"].as_u64()),
+        (Some(2000), Some(0), Some(0))
+    );
 
     // Other values (another seed) and keys never written are reported, with exit code 1.
     let wrong = stress(&["verify", "n=100", "seed=2", "-port", &port]);
@@ -77,20 +100,42 @@ fn write_then_verify_against_a_real_node() {
     assert!(String::from_utf8_lossy(&missing.stdout).contains("50 missing, 0 with wrong values"));
 
     // A mixed open-loop run reports service time next to the corrected latency.
-    let mixed = stress(&["mixed", "read=9", "write=1", "duration=1s", "no-warmup", "-pop", "uniform(1..2000)", "-rate", "fixed=500/s", "-port", &port, "--json", &file("mixed.json")]);
+    let mixed = stress(&[
+        "mixed",
+        "read=9",
+        "write=1",
+        "duration=1s",
+        "no-warmup",
+        "-pop",
+        "uniform(1..2000)",
+        "-rate",
+        "fixed=500/s",
+        "-port",
+        &port,
+        "--json",
+        &file("mixed.json"),
+    ]);
     assert_eq!(mixed.status.code(), Some(0));
     let summary = json(&out.path().join("mixed.json"))["summary"].clone();
     assert!(summary["reads"].as_u64().unwrap_or(0) > summary["writes"].as_u64().unwrap_or(0));
     assert_eq!(summary["missing"], 0);
     assert!(summary["service_time"]["p50_ms"].as_f64().unwrap_or(0.0) > 0.0);
     // Per operation type: separate histograms and lines for reads and writes.
-    let (reads, writes) = (summary["read"]["ops"].as_u64().expect("read ops"), summary["write"]["ops"].as_u64().expect("write ops"));
+    let (reads, writes) =
+        (summary["read"]["ops"].as_u64().expect("read ops"), summary["write"]["ops"].as_u64().expect("write ops"));
     assert_eq!(Some(reads + writes), summary["ops"].as_u64());
     assert_eq!(Some(reads), summary["reads"].as_u64());
-    assert!(summary["read"]["latency_hdr"].is_string() && summary["write"]["service_hdr"].is_string(), "fixed rate: both histograms");
+    assert!(
+        summary["read"]["latency_hdr"].is_string() && summary["write"]["service_hdr"].is_string(),
+        "fixed rate: both histograms"
+    );
     let text = String::from_utf8_lossy(&mixed.stdout);
     assert!(text.contains("Read latency") && text.contains("Write latency"), "{text}");
-    assert!(text.lines().any(|l| l.ends_with(",read_op_rate,read_mean_ms,read_p99_ms,write_op_rate,write_mean_ms,write_p99_ms")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.ends_with(",read_op_rate,read_mean_ms,read_p99_ms,write_op_rate,write_mean_ms,write_p99_ms")),
+        "{text}"
+    );
 
     // The legacy syntax, with its one line saying how it was read.
     let host = format!("127.0.0.1:{}", node.port);
@@ -106,12 +151,34 @@ fn write_then_verify_against_a_real_node() {
     let fail = stress(&["write", "n=50", "cl=THREE", "no-warmup", "-port", &port]);
     assert_eq!(fail.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&fail.stderr).contains("stopped at the first error"));
-    let counted = stress(&["write", "n=50", "cl=THREE", "no-warmup", "keep-going", "-port", &port, "--json", &file("errors.json")]);
+    let counted = stress(&[
+        "write",
+        "n=50",
+        "cl=THREE",
+        "no-warmup",
+        "keep-going",
+        "-port",
+        &port,
+        "--json",
+        &file("errors.json"),
+    ]);
     let summary = json(&out.path().join("errors.json"))["summary"].clone();
     // Each operation had cassandra-stress's ten tries: the first and 9 retries.
     assert_eq!((summary["errors"].as_u64(), summary["retries"].as_u64()), (Some(50), Some(450)));
     assert_eq!(counted.status.code(), Some(1), "every operation failed");
-    let once = stress(&["write", "n=50", "cl=THREE", "no-warmup", "-errors", "ignore", "retries=0", "-port", &port, "--json", &file("once.json")]);
+    let once = stress(&[
+        "write",
+        "n=50",
+        "cl=THREE",
+        "no-warmup",
+        "-errors",
+        "ignore",
+        "retries=0",
+        "-port",
+        &port,
+        "--json",
+        &file("once.json"),
+    ]);
     assert_eq!(once.status.code(), Some(1));
     let summary = json(&out.path().join("once.json"))["summary"].clone();
     assert_eq!((summary["errors"].as_u64(), summary["retries"].as_u64()), (Some(50), Some(0)));
@@ -128,7 +195,9 @@ fn simplenative_client_against_a_real_node() {
     let file = |name: &str| out.path().join(name).display().to_string();
     let sn = ["-mode", "simplenative"];
 
-    let write = stress(&[&["write", "n=3000", "-rate", "threads=32", "-port", &port, "--json", &file("w.json")][..], &sn].concat());
+    let write = stress(
+        &[&["write", "n=3000", "-rate", "threads=32", "-port", &port, "--json", &file("w.json")][..], &sn].concat(),
+    );
     assert_eq!(write.status.code(), Some(0), "write run");
     let summary = json(&out.path().join("w.json"))["summary"].clone();
     assert_eq!((summary["ops"].as_u64(), summary["errors"].as_u64()), (Some(3000), Some(0)));
@@ -139,7 +208,10 @@ fn simplenative_client_against_a_real_node() {
     let by_native = stress(&[&["verify", "n=3000", "-port", &port, "--json", &file("v.json")][..], &sn].concat());
     assert_eq!(by_native.status.code(), Some(0));
     let summary = json(&out.path().join("v.json"))["summary"].clone();
-    assert_eq!((summary["ops"].as_u64(), summary["missing"].as_u64(), summary["mismatched"].as_u64()), (Some(3000), Some(0), Some(0)));
+    assert_eq!(
+        (summary["ops"].as_u64(), summary["missing"].as_u64(), summary["mismatched"].as_u64()),
+        (Some(3000), Some(0), Some(0))
+    );
     let wrong = stress(&[&["verify", "n=100", "seed=2", "-port", &port][..], &sn].concat());
     assert_eq!(wrong.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&wrong.stdout).contains("0 missing, 100 with wrong values"));
@@ -147,8 +219,21 @@ fn simplenative_client_against_a_real_node() {
     assert!(String::from_utf8_lossy(&missing.stdout).contains("50 missing, 0 with wrong values"));
 
     let mixed = stress(
-        &[&["mixed", "ratio(read=9,write=1)", "n=2000", "-pop", "dist=uniform(1..3000)", "-port", &port, "--json", &file("m.json")][..], &sn]
-            .concat(),
+        &[
+            &[
+                "mixed",
+                "ratio(read=9,write=1)",
+                "n=2000",
+                "-pop",
+                "dist=uniform(1..3000)",
+                "-port",
+                &port,
+                "--json",
+                &file("m.json"),
+            ][..],
+            &sn,
+        ]
+        .concat(),
     );
     assert_eq!(mixed.status.code(), Some(0));
     let summary = json(&out.path().join("m.json"))["summary"].clone();
@@ -214,7 +299,11 @@ impl Background {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.split(',').count() >= 12 && line.chars().next().is_some_and(|c| c.is_ascii_digit()) => return,
+                Ok(line)
+                    if line.split(',').count() >= 12 && line.chars().next().is_some_and(|c| c.is_ascii_digit()) =>
+                {
+                    return
+                }
                 Ok(_) => {}
                 Err(e) => panic!("shoal stress {} printed no interval line: {e}", self.args),
             }
@@ -281,10 +370,17 @@ fn two_concurrent_clients_merge_into_one_report() {
     let ops = |s: &serde_json::Value| s["ops"].as_u64().expect("ops");
     assert_eq!(ops(sm), ops(sa) + ops(sb));
     assert_eq!(ops(sm), 6000);
-    let ((na, ma), (nb, mb), (nm, mm)) = (hdr_count_and_max(&sa["latency_hdr"]), hdr_count_and_max(&sb["latency_hdr"]), hdr_count_and_max(&sm["latency_hdr"]));
+    let ((na, ma), (nb, mb), (nm, mm)) = (
+        hdr_count_and_max(&sa["latency_hdr"]),
+        hdr_count_and_max(&sb["latency_hdr"]),
+        hdr_count_and_max(&sm["latency_hdr"]),
+    );
     assert_eq!(nm, na + nb, "merged histogram count");
     assert_eq!(mm, ma.max(mb), "merged max");
-    assert_eq!(sm["latency"]["max_ms"].as_f64(), [sa["latency"]["max_ms"].as_f64(), sb["latency"]["max_ms"].as_f64()].into_iter().flatten().reduce(f64::max));
+    assert_eq!(
+        sm["latency"]["max_ms"].as_f64(),
+        [sa["latency"]["max_ms"].as_f64(), sb["latency"]["max_ms"].as_f64()].into_iter().flatten().reduce(f64::max)
+    );
     assert_eq!(sm["clients"], 2);
     assert_eq!(m["settings"]["threads"], 16);
     let intervals = m["intervals"].as_array().expect("intervals");
@@ -315,21 +411,40 @@ fn keep_going_rides_through_a_killed_server() {
     let port = format!("native={}", node.port);
     let report = out.path().join("kill.json").display().to_string();
     let started = Instant::now();
-    let run = Background::start(&["write", "duration=6s", "--keep-going", "-rate", "threads=8", "-port", &port, "--json", &report]);
+    let run = Background::start(&[
+        "write",
+        "duration=6s",
+        "--keep-going",
+        "-rate",
+        "threads=8",
+        "-port",
+        &port,
+        "--json",
+        &report,
+    ]);
     run.wait_for_first_interval();
     let _ = node.child.kill();
     let _ = node.child.wait();
     let killed_at = started.elapsed();
     let (code, stdout, stderr) = run.finish(Duration::from_secs(30));
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(started.elapsed() < Duration::from_secs(6) + killed_at + Duration::from_secs(5), "ended near its duration: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(6) + killed_at + Duration::from_secs(5),
+        "ended near its duration: {:?}",
+        started.elapsed()
+    );
     let summary = json(Path::new(&report))["summary"].clone();
     let errors = summary["errors"].as_u64().expect("errors");
     assert!(errors > 0, "errors counted after the kill");
     assert!(summary["ops"].as_u64().unwrap_or(0) > 0);
     assert!(summary["elapsed_s"].as_f64().unwrap_or(0.0) >= 5.9, "ran to its end: {summary}");
     let total = stdout.lines().find(|l| l.starts_with("Total errors")).expect("a Total errors line");
-    let printed: u64 = total.rsplit(':').next().and_then(|v| v.trim().replace(',', "").split(' ').next().map(str::to_string)).and_then(|v| v.parse().ok()).expect("a count");
+    let printed: u64 = total
+        .rsplit(':')
+        .next()
+        .and_then(|v| v.trim().replace(',', "").split(' ').next().map(str::to_string))
+        .and_then(|v| v.parse().ok())
+        .expect("a count");
     assert_eq!(printed, errors, "{total}");
     // The backoff bounds the error rate. Without it workers spun at ~1M errors/s;
     // with it 8 workers produce a few hundred to a few thousand (timing-dependent),

@@ -95,9 +95,20 @@ async fn tool_commands_against_a_real_node() {
     assert_eq!(table.status.code(), Some(0));
     let text = stdout(&table);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[..4], ["Datacenter: datacenter1", "=======================", "Status=Up/Down", "|/ State=Normal/Leaving/Joining/Moving"]);
+    assert_eq!(
+        lines[..4],
+        [
+            "Datacenter: datacenter1",
+            "=======================",
+            "Status=Up/Down",
+            "|/ State=Normal/Leaving/Joining/Moving"
+        ]
+    );
     assert!(lines[4].starts_with("--  Address    Load") && lines[4].contains("Owns (effective)  Host ID"), "{text}");
-    assert!(lines[5].starts_with("UN  127.0.0.1  ") && lines[5].contains(&host_id) && lines[5].contains("100.0%"), "{text}");
+    assert!(
+        lines[5].starts_with("UN  127.0.0.1  ") && lines[5].contains(&host_id) && lines[5].contains("100.0%"),
+        "{text}"
+    );
 
     let missing = tokio::task::block_in_place(|| tool(&node, &["status", "nope"]));
     assert_eq!(missing.status.code(), Some(1));
@@ -141,7 +152,12 @@ async fn tool_commands_against_a_real_node() {
     assert_eq!(e["endpoints"], serde_json::json!(["127.0.0.1"]));
     let expected = ring::token_of(&42i32.to_be_bytes());
     assert_eq!(e["token"], expected.to_string());
-    let rows = session.query_unpaged("SELECT token(k) FROM ks.t WHERE k = 42", &[]).await.expect("token()").into_rows_result().expect("rows");
+    let rows = session
+        .query_unpaged("SELECT token(k) FROM ks.t WHERE k = 42", &[])
+        .await
+        .expect("token()")
+        .into_rows_result()
+        .expect("rows");
     let (server_token,): (i64,) = rows.single_row().expect("one row");
     assert_eq!(server_token, expected);
     let text = stdout(&tokio::task::block_in_place(|| tool(&node, &["getendpoints", "ks", "t", "42"])));
@@ -171,8 +187,12 @@ async fn tool_commands_against_a_real_node() {
 
     // ring: one entry per token, sorted.
     let r = tokio::task::block_in_place(|| tool_json(&node, &["ring"]));
-    let tokens: Vec<i64> =
-        r["ring"].as_array().expect("ring").iter().map(|e| e["token"].as_str().and_then(|t| t.parse().ok()).expect("token")).collect();
+    let tokens: Vec<i64> = r["ring"]
+        .as_array()
+        .expect("ring")
+        .iter()
+        .map(|e| e["token"].as_str().and_then(|t| t.parse().ok()).expect("token"))
+        .collect();
     assert_eq!(tokens.len(), 16);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
 
@@ -196,7 +216,12 @@ async fn tool_commands_against_a_real_node() {
     }
 
     // The data is still there after flush and compaction.
-    let rows = session.query_unpaged("SELECT v FROM ks.t WHERE k = 7", &[]).await.expect("read").into_rows_result().expect("rows");
+    let rows = session
+        .query_unpaged("SELECT v FROM ks.t WHERE k = 7", &[])
+        .await
+        .expect("read")
+        .into_rows_result()
+        .expect("rows");
     let (v,): (String,) = rows.single_row().expect("one row");
     assert_eq!(v.len(), 200);
 
@@ -287,7 +312,9 @@ fn nodes_json(dir: &Path) -> Json {
 /// Whether a pid is a live (not zombie) process.
 fn alive(pid: u64) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()), Some('Z') | Some('X')),
+        Ok(stat) => {
+            !matches!(stat.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()), Some('Z') | Some('X'))
+        }
         Err(_) => false,
     }
 }
@@ -305,12 +332,29 @@ fn launcher_up_status_stop_start_down_with_one_node() {
     std::fs::write(&config, format!("storage_port: {}\n", free_port())).expect("config");
     let config = config.display().to_string();
 
-    let up = shoal(&["cluster", "up", "-n", "1", "--dir", &d, "--native-port", &native, "--admin-port", &admin, "--", "--config", &config]);
+    let up = shoal(&[
+        "cluster",
+        "up",
+        "-n",
+        "1",
+        "--dir",
+        &d,
+        "--native-port",
+        &native,
+        "--admin-port",
+        &admin,
+        "--",
+        "--config",
+        &config,
+    ]);
     assert_eq!(up.status.code(), Some(0));
     assert_eq!(stdout(&up).lines().last(), Some("127.0.0.1"));
     let state = nodes_json(&dir);
     let node = &state["nodes"][0];
-    assert_eq!((node["index"].as_u64(), node["address"].as_str(), node["dc"].as_str(), node["rack"].as_str()), (Some(1), Some("127.0.0.1"), Some("dc1"), Some("rack1")));
+    assert_eq!(
+        (node["index"].as_u64(), node["address"].as_str(), node["dc"].as_str(), node["rack"].as_str()),
+        (Some(1), Some("127.0.0.1"), Some("dc1"), Some("rack1"))
+    );
     let pid = node["pid"].as_u64().expect("pid");
     assert!(alive(pid));
     assert!(dir.join("node1/data").is_dir() && dir.join("node1/node.log").is_file());
@@ -335,20 +379,28 @@ fn launcher_up_status_stop_start_down_with_one_node() {
     assert_eq!(status["nodes"][0]["running"], true);
     assert_eq!(status["nodes"][0]["state"], "UN");
     let table = stdout(&shoal(&["cluster", "status", "--dir", &d]));
-    assert!(table.lines().nth(1).is_some_and(|l| l.starts_with("1 ") && l.contains("127.0.0.1") && l.contains("yes") && l.ends_with("UN")), "{table}");
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("1 ") && l.contains("127.0.0.1") && l.contains("yes") && l.ends_with("UN")),
+        "{table}"
+    );
 
     // stop (SIGKILL), start again on the same data: same host id.
     let host_id = info["host_id"].clone();
     assert_eq!(shoal(&["cluster", "stop", "1", "--dir", &d]).status.code(), Some(0));
     assert!(!alive(pid));
     assert!(nodes_json(&dir)["nodes"][0]["pid"].is_null());
-    let status: Json = serde_json::from_slice(&shoal(&["cluster", "status", "--dir", &d, "--json"]).stdout).expect("status JSON");
+    let status: Json =
+        serde_json::from_slice(&shoal(&["cluster", "status", "--dir", &d, "--json"]).stdout).expect("status JSON");
     assert_eq!(status["nodes"][0]["running"], false);
     assert_eq!(shoal(&["cluster", "start", "1", "--dir", &d]).status.code(), Some(0));
     let pid2 = nodes_json(&dir)["nodes"][0]["pid"].as_u64().expect("new pid");
     assert_ne!(pid, pid2);
     assert!(alive(pid2));
-    let info: Json = serde_json::from_slice(&shoal(&["tool", "-p", &admin, "info", "--json"]).stdout).expect("info JSON");
+    let info: Json =
+        serde_json::from_slice(&shoal(&["tool", "-p", &admin, "info", "--json"]).stdout).expect("info JSON");
     assert_eq!(info["host_id"], host_id);
     assert_eq!(shoal(&["cluster", "start", "1", "--dir", &d]).status.code(), Some(1), "already running");
 

@@ -130,7 +130,10 @@ pub fn check_no_lost_writes(history: &History, snapshots: &[Snapshot]) -> Result
                     Some(v) => format!("an older version ts={}", v.ts),
                     None => "no such row".to_string(),
                 };
-                return Err(Violation::new(Property::NoLostWrite, format!("{} is lost: {} holds {held}", describe(w), s.source)));
+                return Err(Violation::new(
+                    Property::NoLostWrite,
+                    format!("{} is lost: {} holds {held}", describe(w), s.source),
+                ));
             }
         }
     }
@@ -153,7 +156,11 @@ pub fn check_written_values(history: &History, snapshots: &[Snapshot]) -> Result
     }
     let reads = history.reads.iter().filter_map(|r| {
         let rows = r.result.as_ref().ok()?;
-        Some((format!("QUORUM read{} via n{} at {:.3}s (op #{})", r.shape, r.node, r.start_at.as_secs_f64(), r.start), r.pk, rows))
+        Some((
+            format!("QUORUM read{} via n{} at {:.3}s (op #{})", r.shape, r.node, r.start_at.as_secs_f64(), r.start),
+            r.pk,
+            rows,
+        ))
     });
     let snaps = snapshots.iter().map(|s| (s.source.clone(), s.pk, &s.rows));
     for (source, pk, rows) in reads.chain(snaps) {
@@ -259,7 +266,15 @@ pub fn check_monotonic_reads(history: &History) -> Result<(), Violation> {
                         format!(
                             "QUORUM read pk={}{} via n{} [ops #{}..#{}] returned {held} for c={c}, \
                              but the earlier read{} via n{} [ops #{}..#{}] returned ts={ts}",
-                            r.pk, r.shape, r.node, r.start, r.end, earlier.shape, earlier.node, earlier.start, earlier.end
+                            r.pk,
+                            r.shape,
+                            r.node,
+                            r.start,
+                            r.end,
+                            earlier.shape,
+                            earlier.node,
+                            earlier.start,
+                            earlier.end
                         ),
                     ));
                 }
@@ -326,7 +341,16 @@ mod tests {
     fn read(h: &mut History, pk: i32, shape: ReadShape, rows: Rows) {
         let start = h.tick();
         let end = h.tick();
-        h.reads.push(ReadRecord { pk, shape, node: 1, start, end, start_at: Duration::ZERO, end_at: Duration::ZERO, result: Ok(rows) });
+        h.reads.push(ReadRecord {
+            pk,
+            shape,
+            node: 1,
+            start,
+            end,
+            start_at: Duration::ZERO,
+            end_at: Duration::ZERO,
+            result: Ok(rows),
+        });
     }
 
     #[test]
@@ -366,7 +390,11 @@ mod tests {
         read(&mut h, 1, slice, Rows::from([(2, version(t2, 1, 2))]));
         assert!(check_read_your_writes(&h).is_ok() && check_written_values(&h, &[]).is_ok());
         read(&mut h, 1, slice, Rows::from([(0, version(t2 - 1, 1, 0)), (2, version(t2, 1, 2))]));
-        assert_eq!(check_written_values(&h, &[]).unwrap_err().property, Property::WrittenValues, "row 0 is outside 1..=2");
+        assert_eq!(
+            check_written_values(&h, &[]).unwrap_err().property,
+            Property::WrittenValues,
+            "row 0 is outside 1..=2"
+        );
     }
 
     #[test]

@@ -172,8 +172,13 @@ impl SimCluster {
             let (transport, inbound) = net.add_node(addr);
             let storage = Arc::new(storage);
             let hints = Arc::new(hints);
-            let coordinator =
-                Arc::new(Coordinator::new(Arc::clone(&view), Arc::clone(&storage), transport, Arc::clone(&hints), coordinator_config()));
+            let coordinator = Arc::new(Coordinator::new(
+                Arc::clone(&view),
+                Arc::clone(&storage),
+                transport,
+                Arc::clone(&hints),
+                coordinator_config(),
+            ));
             tokio::spawn(verbs::serve(Arc::clone(&coordinator), Arc::new(FixedSchema), inbound));
             nodes.push(Arc::new(SimNode { index, host_id, addr, view, coordinator, storage, hints }));
         }
@@ -226,7 +231,9 @@ async fn failure_detector(
         // Queued now, all at once (send_request sends when called).
         let sends: Vec<_> = peers
             .iter()
-            .map(|(_, _, addr)| me.coordinator.transport.send_request(*addr, Verb::Echo, Bytes::new(), HEARTBEAT_TIMEOUT))
+            .map(|(_, _, addr)| {
+                me.coordinator.transport.send_request(*addr, Verb::Echo, Bytes::new(), HEARTBEAT_TIMEOUT)
+            })
             .collect();
         let mut changed = false;
         for ((send, (index, id, _)), failed) in sends.into_iter().zip(&peers).zip(failures.iter_mut()) {

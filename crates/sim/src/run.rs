@@ -171,7 +171,11 @@ pub struct SimFailure {
 
 impl fmt::Display for SimFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "simulation failed: SIM_SEED={} (replay: SIM_SEED={} cargo test --release -p sim)", self.seed, self.seed)?;
+        writeln!(
+            f,
+            "simulation failed: SIM_SEED={} (replay: SIM_SEED={} cargo test --release -p sim)",
+            self.seed, self.seed
+        )?;
         writeln!(f, "{}", self.violation)?;
         if let Some(p) = &self.params {
             writeln!(f, "run: {p}")?;
@@ -214,7 +218,10 @@ pub fn run_seed(seed: u64, config: &SimConfig) -> Result<SimReport, SimFailure> 
     count_panics();
     let wall = std::time::Instant::now();
     let fail = |violation: Violation| SimFailure { seed, violation, params: None, trace_tail: Vec::new() };
-    let dir = tempfile::Builder::new().prefix("shoal-sim-").tempdir().map_err(|e| fail(harness_error(format!("tempdir: {e}"))))?;
+    let dir = tempfile::Builder::new()
+        .prefix("shoal-sim-")
+        .tempdir()
+        .map_err(|e| fail(harness_error(format!("tempdir: {e}"))))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -368,17 +375,26 @@ async fn write(shared: &Shared, who: &str, node: usize, rows: &[(i32, i32)], cl:
     };
     let start_at = shared.clock.now();
     let values: Vec<Vec<u8>> = rows.iter().zip(&stamps).map(|(&(pk, c), &ts)| table::value_of(ts, pk, c)).collect();
-    let mutations = rows.iter().zip(&stamps).zip(&values).map(|((&(pk, c), &ts), v)| table::write(pk, c, ts, v)).collect();
+    let mutations =
+        rows.iter().zip(&stamps).zip(&values).map(|((&(pk, c), &ts), v)| table::write(pk, c, ts, v)).collect();
     let write_type = if rows.len() == 1 { "SIMPLE" } else { "UNLOGGED_BATCH" };
     let coordinator = &shared.cluster.nodes[node].coordinator;
     let result = coordinator.mutate(&shared.cluster.keyspace, mutations, cl, write_type).await.map_err(|e| short(&e));
     let end = lock(&shared.history).tick();
     let end_at = shared.clock.now();
-    let what: Vec<String> =
-        rows.iter().zip(&stamps).map(|((pk, c), ts)| format!("pk={pk} c={c} ts={}", ts - table::TIMESTAMP_BASE_MICROS)).collect();
+    let what: Vec<String> = rows
+        .iter()
+        .zip(&stamps)
+        .map(|((pk, c), ts)| format!("pk={pk} c={c} ts={}", ts - table::TIMESTAMP_BASE_MICROS))
+        .collect();
     shared.clock.event(
         who,
-        format_args!("n{node} write {} {} -> {}", cl_name(cl), what.join(", "), result.as_ref().map_or_else(|e| e.as_str(), |_| "ok")),
+        format_args!(
+            "n{node} write {} {} -> {}",
+            cl_name(cl),
+            what.join(", "),
+            result.as_ref().map_or_else(|e| e.as_str(), |_| "ok")
+        ),
     );
     let mut h = lock(&shared.history);
     for ((&(pk, c), ts), value) in rows.iter().zip(stamps).zip(values) {
@@ -388,7 +404,15 @@ async fn write(shared: &Shared, who: &str, node: usize, rows: &[(i32, i32)], cl:
 }
 
 /// One read of partition `pk` through node `node`; recorded when `record`.
-async fn read(shared: &Shared, who: &str, node: usize, pk: i32, shape: ReadShape, cl: Consistency, record: bool) -> Result<Rows, String> {
+async fn read(
+    shared: &Shared,
+    who: &str,
+    node: usize,
+    pk: i32,
+    shape: ReadShape,
+    cl: Consistency,
+    record: bool,
+) -> Result<Rows, String> {
     let start = lock(&shared.history).tick();
     let start_at = shared.clock.now();
     let coordinator = &shared.cluster.nodes[node].coordinator;
@@ -400,14 +424,24 @@ async fn read(shared: &Shared, who: &str, node: usize, pk: i32, shape: ReadShape
     let end_at = shared.clock.now();
     let outcome = match &result {
         Ok(rows) => {
-            let v: Vec<String> = rows.iter().map(|(c, v)| format!("{c}@{}", v.ts - table::TIMESTAMP_BASE_MICROS)).collect();
+            let v: Vec<String> =
+                rows.iter().map(|(c, v)| format!("{c}@{}", v.ts - table::TIMESTAMP_BASE_MICROS)).collect();
             format!("[{}]", v.join(" "))
         }
         Err(e) => e.clone(),
     };
     shared.clock.event(who, format_args!("n{node} read {} pk={pk}{shape} -> {outcome}", cl_name(cl)));
     if record {
-        lock(&shared.history).reads.push(ReadRecord { pk, shape, node, start, end, start_at, end_at, result: result.clone() });
+        lock(&shared.history).reads.push(ReadRecord {
+            pk,
+            shape,
+            node,
+            start,
+            end,
+            start_at,
+            end_at,
+            result: result.clone(),
+        });
     }
     result
 }
@@ -518,7 +552,10 @@ async fn nemesis(shared: Arc<Shared>, until: tokio::time::Instant) {
                 let faults = random_faults(&mut lock(&shared.rng), &shared.params);
                 shared.clock.event(
                     "net",
-                    format_args!("faults loss={:.2} delay={:?}..{:?}", faults.drop_probability, faults.delay_min, faults.delay_max),
+                    format_args!(
+                        "faults loss={:.2} delay={:?}..{:?}",
+                        faults.drop_probability, faults.delay_min, faults.delay_max
+                    ),
                 );
                 net.set_faults(faults);
             }
@@ -564,8 +601,11 @@ async fn phases(shared: &Arc<Shared>, config: &SimConfig, hints_delivered: &mut 
     };
     // The real hint dispatcher runs during the workload, as on a node, so
     // hints are also replayed into a faulty network.
-    let dispatchers: Vec<_> =
-        cluster.nodes.iter().map(|n| tokio::spawn(verbs::dispatch_hints(Arc::clone(&n.coordinator), p.hint_period))).collect();
+    let dispatchers: Vec<_> = cluster
+        .nodes
+        .iter()
+        .map(|n| tokio::spawn(verbs::dispatch_hints(Arc::clone(&n.coordinator), p.hint_period)))
+        .collect();
     let clients: Vec<_> = (0..p.clients).map(|id| tokio::spawn(client(id, Arc::clone(shared), until))).collect();
     for c in clients {
         c.await.map_err(|e| harness_error(format!("a client task failed: {e}")))?;
@@ -601,7 +641,11 @@ async fn phases(shared: &Arc<Shared>, config: &SimConfig, hints_delivered: &mut 
                 .flat_map(|n| {
                     let view = n.view.snapshot();
                     let who = n.index;
-                    cluster.nodes.iter().filter(move |p| !view.is_alive(p.host_id)).map(move |p| format!("n{who} sees n{} down", p.index))
+                    cluster
+                        .nodes
+                        .iter()
+                        .filter(move |p| !view.is_alive(p.host_id))
+                        .map(move |p| format!("n{who} sees n{} down", p.index))
                 })
                 .collect();
             return Err(Violation::new(
@@ -623,9 +667,14 @@ async fn phases(shared: &Arc<Shared>, config: &SimConfig, hints_delivered: &mut 
                 .nodes
                 .iter()
                 .filter(|n| n.hints.total_pending_bytes() > 0)
-                .map(|n| format!("n{} holds {} bytes for {:?}", n.index, n.hints.total_pending_bytes(), n.hints.targets()))
+                .map(|n| {
+                    format!("n{} holds {} bytes for {:?}", n.index, n.hints.total_pending_bytes(), n.hints.targets())
+                })
                 .collect();
-            return Err(Violation::new(Property::Liveness, format!("hints not drained after {passes} replay passes: {}", left.join(", "))));
+            return Err(Violation::new(
+                Property::Liveness,
+                format!("hints not drained after {passes} replay passes: {}", left.join(", ")),
+            ));
         }
         for node in &cluster.nodes {
             let delivered = verbs::replay_once(&node.coordinator).await;
@@ -641,7 +690,8 @@ async fn phases(shared: &Arc<Shared>, config: &SimConfig, hints_delivered: &mut 
 
     if let Some(Sabotage::DropReplicaData { node }) = config.sabotage {
         shared.clock.event("sim", format_args!("sabotage: truncating n{node}'s table"));
-        let storage = &cluster.nodes.get(node).ok_or_else(|| harness_error(format!("no node {node} to sabotage")))?.storage;
+        let storage =
+            &cluster.nodes.get(node).ok_or_else(|| harness_error(format!("no node {node} to sabotage")))?.storage;
         storage.truncate(&table::table_id()).map_err(|e| harness_error(format!("truncate: {e}")))?;
     }
 
@@ -657,9 +707,10 @@ async fn phases(shared: &Arc<Shared>, config: &SimConfig, hints_delivered: &mut 
     let mut all = Vec::new();
     for pk in 0..p.partitions {
         let node = lock(&shared.rng).gen_range(0..p.nodes);
-        let rows = read(shared, "final", node, pk, ReadShape::default(), Consistency::All, false)
-            .await
-            .map_err(|e| Violation::new(Property::Liveness, format!("ALL read pk={pk} via n{node} after healing failed: {e}")))?;
+        let rows =
+            read(shared, "final", node, pk, ReadShape::default(), Consistency::All, false).await.map_err(|e| {
+                Violation::new(Property::Liveness, format!("ALL read pk={pk} via n{node} after healing failed: {e}"))
+            })?;
         all.push(Snapshot { source: format!("the ALL read via n{node}"), pk, rows });
     }
     {
@@ -673,8 +724,10 @@ async fn phases(shared: &Arc<Shared>, config: &SimConfig, hints_delivered: &mut 
     let mut digests = Vec::new();
     for pk in 0..p.partitions {
         for node in cluster.replicas(pk) {
-            let raw =
-                cluster.nodes[node].storage.read_raw(&table::full_read(pk)).map_err(|e| harness_error(format!("n{node} read_raw: {e}")))?;
+            let raw = cluster.nodes[node]
+                .storage
+                .read_raw(&table::full_read(pk))
+                .map_err(|e| harness_error(format!("n{node} read_raw: {e}")))?;
             digests.push((pk, node, raw.digest()));
         }
     }
@@ -689,13 +742,16 @@ async fn phases(shared: &Arc<Shared>, config: &SimConfig, hints_delivered: &mut 
         for c in 0..p.rows {
             let node = (pk * p.rows + c) as usize % p.nodes;
             write(shared, "heal", node, &[(pk, c)], Consistency::Quorum).await.map_err(|e| {
-                Violation::new(Property::Liveness, format!("QUORUM write pk={pk} c={c} via n{node} after healing failed: {e}"))
+                Violation::new(
+                    Property::Liveness,
+                    format!("QUORUM write pk={pk} c={c} via n{node} after healing failed: {e}"),
+                )
             })?;
         }
         let node = (pk as usize + 1) % p.nodes;
-        read(shared, "heal", node, pk, ReadShape::default(), Consistency::Quorum, true)
-            .await
-            .map_err(|e| Violation::new(Property::Liveness, format!("QUORUM read pk={pk} via n{node} after healing failed: {e}")))?;
+        read(shared, "heal", node, pk, ReadShape::default(), Consistency::Quorum, true).await.map_err(|e| {
+            Violation::new(Property::Liveness, format!("QUORUM read pk={pk} via n{node} after healing failed: {e}"))
+        })?;
     }
 
     let history = lock(&shared.history);
@@ -711,7 +767,10 @@ fn local_snapshots(cluster: &SimCluster, p: &Params, when: &str) -> Result<Vec<S
     for pk in 0..p.partitions {
         let replicas = cluster.replicas(pk);
         if replicas.len() != table::REPLICATION_FACTOR as usize {
-            return Err(harness_error(format!("pk={pk} has replicas {replicas:?}, expected {}", table::REPLICATION_FACTOR)));
+            return Err(harness_error(format!(
+                "pk={pk} has replicas {replicas:?}, expected {}",
+                table::REPLICATION_FACTOR
+            )));
         }
         for node in replicas {
             let partition = cluster.nodes[node]

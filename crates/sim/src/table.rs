@@ -211,14 +211,17 @@ pub fn rows(partition: &Option<Partition>, reversed: bool) -> Result<Rows, Strin
     let mut previous: Option<i32> = None;
     for row in &p.rows {
         let c = match row.clustering.as_slice() {
-            [c] => {
-                <[u8; 4]>::try_from(c.as_slice()).map(i32::from_be_bytes).map_err(|_| format!("clustering value {c:?} is not an int"))?
-            }
+            [c] => <[u8; 4]>::try_from(c.as_slice())
+                .map(i32::from_be_bytes)
+                .map_err(|_| format!("clustering value {c:?} is not an int"))?,
             other => return Err(format!("row with clustering {other:?}")),
         };
         if let Some(before) = previous {
             if (reversed && c >= before) || (!reversed && c <= before) {
-                return Err(format!("row c={c} after c={before} in a {} read", if reversed { "descending" } else { "ascending" }));
+                return Err(format!(
+                    "row c={c} after c={before} in a {} read",
+                    if reversed { "descending" } else { "ascending" }
+                ));
             }
         }
         previous = Some(c);

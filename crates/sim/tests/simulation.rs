@@ -129,7 +129,8 @@ fn a_seed_replays_identically() {
 
 #[test]
 fn checker_catches_a_replica_that_lost_its_data() {
-    let config = SimConfig { nodes: Some(3), sabotage: Some(Sabotage::DropReplicaData { node: 1 }), ..SimConfig::default() };
+    let config =
+        SimConfig { nodes: Some(3), sabotage: Some(Sabotage::DropReplicaData { node: 1 }), ..SimConfig::default() };
     let failure = run_seed(7, &config).expect_err("a truncated replica must break no-lost-write");
     join_cleanup();
     assert_eq!(failure.violation.property, Property::NoLostWrite, "{failure}");

@@ -34,7 +34,9 @@ impl<'a> CellRef<'a> {
         let kind = *bytes.first()?;
         let timestamp = i64::from_be_bytes(bytes.get(1..9)?.try_into().ok()?);
         match kind {
-            KIND_LIVE => Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: NO_DELETION_TIME, value: &bytes[9..] }),
+            KIND_LIVE => {
+                Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: NO_DELETION_TIME, value: &bytes[9..] })
+            }
             KIND_EXPIRING => {
                 let ttl = i32::from_be_bytes(bytes.get(9..13)?.try_into().ok()?);
                 let expiry = i32::from_be_bytes(bytes.get(13..17)?.try_into().ok()?);

@@ -154,13 +154,15 @@ fn le<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
 /// fsyncs the directory.
 fn create_segment(dir: &Path, id: u64, spare: Option<PathBuf>) -> Result<(Segment, File), StorageError> {
     let path = dir.join(segment_name(id));
-    let reused = spare.and_then(|spare| match std::fs::rename(&spare, &path).and_then(|()| OpenOptions::new().write(true).open(&path)) {
-        Ok(file) => Some(file),
-        Err(e) => {
-            tracing::warn!(file = %spare.display(), "cannot reuse a spare commit log segment: {e}");
-            let _ = std::fs::remove_file(&spare);
-            let _ = std::fs::remove_file(&path);
-            None
+    let reused = spare.and_then(|spare| {
+        match std::fs::rename(&spare, &path).and_then(|()| OpenOptions::new().write(true).open(&path)) {
+            Ok(file) => Some(file),
+            Err(e) => {
+                tracing::warn!(file = %spare.display(), "cannot reuse a spare commit log segment: {e}");
+                let _ = std::fs::remove_file(&spare);
+                let _ = std::fs::remove_file(&path);
+                None
+            }
         }
     });
     let file = match reused {
@@ -267,7 +269,9 @@ impl CommitLog {
             let name = entry.file_name();
             match name.to_str().and_then(parse_segment_name) {
                 Some(id) => found.push((id, entry.path())),
-                None if name.to_str().is_some_and(|n| n.starts_with(SPARE_PREFIX)) => std::fs::remove_file(entry.path())?,
+                None if name.to_str().is_some_and(|n| n.starts_with(SPARE_PREFIX)) => {
+                    std::fs::remove_file(entry.path())?
+                }
                 None => {
                     tracing::warn!(file = %entry.path().display(), "ignoring unknown file in the commit log directory")
                 }
@@ -326,7 +330,10 @@ impl CommitLog {
     /// `RECORD_HEADER` bytes are room for the header: it is written there
     /// and the record goes to the file as it is, without a copy.
     pub(crate) fn append_framed(&self, seq: u64, record: &mut [u8]) -> Result<u64, StorageError> {
-        let payload_len = record.len().checked_sub(RECORD_HEADER).ok_or_else(|| StorageError::Invalid("commit log record without room for its header".into()))?;
+        let payload_len = record
+            .len()
+            .checked_sub(RECORD_HEADER)
+            .ok_or_else(|| StorageError::Invalid("commit log record without room for its header".into()))?;
         if payload_len > MAX_PAYLOAD {
             return Err(StorageError::Invalid(format!(
                 "commit log record of {payload_len} bytes is over the 256 MiB limit"
@@ -444,7 +451,9 @@ impl CommitLog {
                         deleted += 1;
                         continue;
                     }
-                    Err(e) => tracing::warn!(file = %segment.path.display(), "cannot keep a commit log segment as a spare: {e}"),
+                    Err(e) => {
+                        tracing::warn!(file = %segment.path.display(), "cannot keep a commit log segment as a spare: {e}")
+                    }
                 }
             }
             match std::fs::remove_file(&segment.path) {
@@ -547,10 +556,8 @@ mod tests {
         let written = write(&log, (1..=20).map(|i| i * 10));
         drop(log);
         let file = segment_files(dir.path()).pop().unwrap();
-        let offsets: Vec<u64> = written
-            .iter()
-            .scan(HEADER, |at, (_, p)| Some(std::mem::replace(at, *at + 16 + p.len() as u64)))
-            .collect();
+        let offsets: Vec<u64> =
+            written.iter().scan(HEADER, |at, (_, p)| Some(std::mem::replace(at, *at + 16 + p.len() as u64))).collect();
         damage(&file, &offsets);
         let (log, seen) = reopen(dir.path(), 1 << 20);
         assert_eq!(seen, written[..kept]);

@@ -15,7 +15,9 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rocksdb::{BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBWithThreadMode, MultiThreaded, Options};
+use rocksdb::{
+    BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBWithThreadMode, MultiThreaded, Options,
+};
 use types::mutation::Mutation;
 use types::schema::{KeyspaceDef, TableDef};
 use uuid::Uuid;
@@ -76,12 +78,28 @@ pub(crate) struct TableStore {
 }
 
 impl TableStore {
-    fn new(def: &TableDef, cf_name: String, durable: bool, gc_grace: Arc<AtomicI32>, mem: Option<Arc<RwLock<Memtables>>>) -> TableStore {
+    fn new(
+        def: &TableDef,
+        cf_name: String,
+        durable: bool,
+        gc_grace: Arc<AtomicI32>,
+        mem: Option<Arc<RwLock<Memtables>>>,
+    ) -> TableStore {
         let shape = tuning::shape(&def.options);
         let compressing = Arc::new(AtomicBool::new(shape.compress));
         let mem = mem.unwrap_or_default();
         let full_merge = Arc::new(AtomicBool::new(false));
-        TableStore { def: def.clone(), layout: Layout::of(def), cf_name, durable, gc_grace, shape, compressing, full_merge, mem }
+        TableStore {
+            def: def.clone(),
+            layout: Layout::of(def),
+            cf_name,
+            durable,
+            gc_grace,
+            shape,
+            compressing,
+            full_merge,
+            mem,
+        }
     }
 }
 
@@ -201,11 +219,8 @@ impl Storage {
         }
         // Column families left behind by a crash between creating/dropping a
         // column family and writing the manifest: open them, then drop them.
-        let existing = if db_path.join("CURRENT").exists() {
-            Db::list_cf(&Options::default(), &db_path)?
-        } else {
-            Vec::new()
-        };
+        let existing =
+            if db_path.join("CURRENT").exists() { Db::list_cf(&Options::default(), &db_path)? } else { Vec::new() };
         let named: Vec<String> = descriptors.iter().map(|d| d.name().to_string()).collect();
         let orphans: Vec<String> = existing.into_iter().filter(|n| !named.contains(n)).collect();
         for orphan in &orphans {
@@ -266,7 +281,14 @@ impl Storage {
         let log = Arc::new(log);
         let ingest_dir = config.data_dir.join("ingest");
         let _ = std::fs::remove_dir_all(&ingest_dir);
-        let flusher = Arc::new(Flusher::new(Arc::clone(&db), Arc::clone(&tables), Arc::clone(&log), ingest_dir, config.memtable_bytes, config.memtable_space));
+        let flusher = Arc::new(Flusher::new(
+            Arc::clone(&db),
+            Arc::clone(&tables),
+            Arc::clone(&log),
+            ingest_dir,
+            config.memtable_bytes,
+            config.memtable_space,
+        ));
         flusher.tune_merges();
         if replayed > 0 {
             tracing::info!(operands = replayed, "replayed the commit log; flushing it");
@@ -329,9 +351,8 @@ impl Storage {
         let group = Arc::clone(&self.group);
         let handle = match self.config.commitlog_sync {
             CommitlogSync::Batch => return,
-            CommitlogSync::Periodic { period } => std::thread::Builder::new()
-                .name("commitlog-sync".into())
-                .spawn(move || {
+            CommitlogSync::Periodic { period } => {
+                std::thread::Builder::new().name("commitlog-sync".into()).spawn(move || {
                     let tick = Duration::from_millis(50).min(period);
                     let mut waited = Duration::ZERO;
                     while !stop.load(Ordering::Relaxed) {
@@ -344,7 +365,8 @@ impl Storage {
                             }
                         }
                     }
-                }),
+                })
+            }
             CommitlogSync::Group { window } => std::thread::Builder::new()
                 .name("commitlog-group".into())
                 .spawn(move || group.run(&log, window, &stop, &poisoned)),
@@ -392,7 +414,8 @@ impl Storage {
     /// writes.
     pub fn in_write_group<R>(&self, f: impl FnOnce() -> R) -> (R, Result<(), StorageError>) {
         let (out, collected) = self.collect_writes(f);
-        let committed = if collected.is_empty() { Ok(()) } else { self.commit_collected(std::slice::from_ref(&collected)) };
+        let committed =
+            if collected.is_empty() { Ok(()) } else { self.commit_collected(std::slice::from_ref(&collected)) };
         (out, committed)
     }
 
@@ -498,7 +521,11 @@ impl Storage {
     /// Order (see `memtable`'s invariants): reserve a log seq, merge into
     /// the memtables, append the log record, sync. An unknown table fails
     /// the write before anything is made.
-    pub(crate) fn write<'a>(&self, ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])> + Clone, durable: bool) -> Result<(), StorageError> {
+    pub(crate) fn write<'a>(
+        &self,
+        ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])> + Clone,
+        durable: bool,
+    ) -> Result<(), StorageError> {
         self.check_poisoned()?;
         // The tables of the runs of consecutive operands of one table.
         let mut runs: Vec<(Arc<TableStore>, usize)> = Vec::new();
@@ -571,7 +598,9 @@ impl Storage {
             // counter its compaction filter factory reads (via the registry).
             let (cf_name, gc_grace, mem) = match &existing {
                 Some(store) => (store.cf_name.clone(), Arc::clone(&store.gc_grace), Some(Arc::clone(&store.mem))),
-                None => (format!("t_{}_0", id.simple()), Arc::new(AtomicI32::new(table.options.gc_grace_seconds)), None),
+                None => {
+                    (format!("t_{}_0", id.simple()), Arc::new(AtomicI32::new(table.options.gc_grace_seconds)), None)
+                }
             };
             gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
             let store = Arc::new(TableStore::new(table, cf_name, ks.durable_writes, gc_grace, mem));
@@ -680,7 +709,8 @@ impl Storage {
     fn sample(&self, store: &TableStore, cf: &Arc<BoundColumnFamily<'_>>) -> Vec<u8> {
         use crate::read::Cursor;
         // A randomly keyed hash: a different spot in token order each time.
-        let start = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8).to_be_bytes();
+        let start =
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8).to_be_bytes();
         let mut out = Vec::with_capacity(tuning::SAMPLE_BYTES);
         let mut it = self.cursor(store, cf, Vec::new(), vec![0xFF; 9]);
         it.seek(&start);
@@ -716,7 +746,10 @@ impl Storage {
         let gc_grace = Arc::new(AtomicI32::new(old.gc_grace.load(Ordering::Relaxed)));
         let store = Arc::new(TableStore::new(&old.def, name.clone(), old.durable, gc_grace, None));
         self.gc_registry.register(&store);
-        self.db.create_cf(&name, &table_options(&self.config, &self.cache, &store, &self.gc_registry, &self.purge_markers))?;
+        self.db.create_cf(
+            &name,
+            &table_options(&self.config, &self.cache, &store, &self.gc_registry, &self.purge_markers),
+        )?;
         manifest.column_families.insert(*table, name);
         // Records reserved from here on are the new table's; a replay skips
         // the older ones (the old memtables are dropped with the old store).
@@ -791,7 +824,11 @@ impl Storage {
         let Ok(store) = self.table(table) else { return 0 };
         let Ok(cf) = self.cf(&store) else { return 0 };
         let files = |level: usize| {
-            self.db.property_int_value_cf(&cf, &format!("rocksdb.num-files-at-level{level}")).ok().flatten().unwrap_or(0)
+            self.db
+                .property_int_value_cf(&cf, &format!("rocksdb.num-files-at-level{level}"))
+                .ok()
+                .flatten()
+                .unwrap_or(0)
         };
         files(0) + (1..7).filter(|&level| files(level) > 0).count() as u64
     }
@@ -947,7 +984,11 @@ fn table_options(
     opts.set_merge_operator_associative("shoal-lww", |key, existing, operands| {
         memtable::merge_values(key, existing, operands.iter())
     });
-    opts.set_compaction_filter_factory(filter::Factory::new(gc.clone(), Arc::clone(purge_markers), store.cf_name.clone()));
+    opts.set_compaction_filter_factory(filter::Factory::new(
+        gc.clone(),
+        Arc::clone(purge_markers),
+        store.cf_name.clone(),
+    ));
     opts.set_write_buffer_size(config.memtable_bytes);
     opts.set_max_write_buffer_number(4);
     let mut block = BlockBasedOptions::default();
@@ -964,7 +1005,8 @@ fn table_options(
 fn direct_io_works(dir: &Path) -> bool {
     use std::os::unix::fs::OpenOptionsExt;
     let probe = dir.join(".direct-io-probe");
-    let opened = std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&probe);
+    let opened =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&probe);
     // Some file systems open with O_DIRECT and refuse the writes: write one
     // aligned block (O_DIRECT needs the buffer aligned too).
     let works = opened.is_ok_and(|file| {
@@ -1056,7 +1098,12 @@ struct GroupState {
 }
 
 impl GroupCommit {
-    fn wait_synced(&self, poisoned: &Mutex<Option<String>>, stop: &AtomicBool, log: &CommitLog) -> Result<(), StorageError> {
+    fn wait_synced(
+        &self,
+        poisoned: &Mutex<Option<String>>,
+        stop: &AtomicBool,
+        log: &CommitLog,
+    ) -> Result<(), StorageError> {
         let mut state = lock(&self.state);
         let target = state.open_epoch + 1;
         state.waiting += 1;
@@ -1072,7 +1119,11 @@ impl GroupCommit {
                 state.waiting -= 1;
                 return Err(StorageError::Poisoned(reason.clone()));
             }
-            state = self.cond.wait_timeout(state, Duration::from_millis(100)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+            state = self
+                .cond
+                .wait_timeout(state, Duration::from_millis(100))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
         }
         state.waiting -= 1;
         Ok(())
@@ -1087,7 +1138,11 @@ impl GroupCommit {
             {
                 let mut state = lock(&self.state);
                 while state.waiting == 0 && !stop.load(Ordering::Relaxed) {
-                    state = self.cond.wait_timeout(state, Duration::from_millis(100)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                    state = self
+                        .cond
+                        .wait_timeout(state, Duration::from_millis(100))
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|p| p.into_inner().0);
                 }
             }
             if stop.load(Ordering::Relaxed) {

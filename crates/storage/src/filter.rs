@@ -165,7 +165,13 @@ impl Filter {
             }
             keys::SECTION_RANGE_TOMBSTONE => {
                 if let Some(b) = keys::decode_range_bounds(body) {
-                    self.ranges.push((b.start.to_vec(), b.start_inclusive, b.end.to_vec(), b.end_inclusive, c.timestamp));
+                    self.ranges.push((
+                        b.start.to_vec(),
+                        b.start_inclusive,
+                        b.end.to_vec(),
+                        b.end_inclusive,
+                        c.timestamp,
+                    ));
                 }
                 self.marker_decision(&c)
             }
@@ -196,7 +202,10 @@ impl Filter {
                     Verdict::Remove => {}
                     Verdict::Tombstone => {
                         let Some(c) = CellRef::decode(raw) else { continue };
-                        self.packer.add(|k| k.extend_from_slice(column_part), |v| cell::encode_tombstone(c.timestamp, c.local_deletion_time, v));
+                        self.packer.add(
+                            |k| k.extend_from_slice(column_part),
+                            |v| cell::encode_tombstone(c.timestamp, c.local_deletion_time, v),
+                        );
                     }
                 }
             }

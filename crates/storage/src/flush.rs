@@ -87,7 +87,14 @@ pub(crate) struct Flusher {
 const SPARE_CHUNKS_IDLE: Duration = Duration::from_secs(10);
 
 impl Flusher {
-    pub fn new(db: Arc<Db>, tables: Tables, log: Arc<CommitLog>, dir: PathBuf, memtable_bytes: usize, space: usize) -> Flusher {
+    pub fn new(
+        db: Arc<Db>,
+        tables: Tables,
+        log: Arc<CommitLog>,
+        dir: PathBuf,
+        memtable_bytes: usize,
+        space: usize,
+    ) -> Flusher {
         Flusher {
             db,
             tables,
@@ -125,7 +132,11 @@ impl Flusher {
         while too_many() && !self.stop.load(Ordering::Relaxed) {
             *wanted = true;
             self.cond.notify_all();
-            wanted = self.cond.wait_timeout(wanted, Duration::from_millis(50)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+            wanted = self
+                .cond
+                .wait_timeout(wanted, Duration::from_millis(50))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
         }
     }
 
@@ -135,7 +146,11 @@ impl Flusher {
             {
                 let mut wanted = lock(&self.wanted);
                 if !*wanted {
-                    wanted = self.cond.wait_timeout(wanted, Duration::from_millis(100)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+                    wanted = self
+                        .cond
+                        .wait_timeout(wanted, Duration::from_millis(100))
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|p| p.into_inner().0);
                 }
                 *wanted = false;
             }
@@ -169,7 +184,9 @@ impl Flusher {
             if sizes.iter().sum::<usize>() <= self.space {
                 return;
             }
-            let Some(largest) = sizes.iter().enumerate().max_by_key(|(_, b)| **b).map(|(i, _)| &stores[i]) else { return };
+            let Some(largest) = sizes.iter().enumerate().max_by_key(|(_, b)| **b).map(|(i, _)| &stores[i]) else {
+                return;
+            };
             tracing::debug!(table = %largest.cf_name, "memtables over memtable_heap_space: flushing the largest");
             if let Err(e) = self.flush_now(largest) {
                 tracing::error!(table = %largest.cf_name, "memtable flush failed, will retry: {e}");
@@ -231,7 +248,8 @@ impl Flusher {
             .db
             .cf_handle(&store.cf_name)
             .ok_or_else(|| StorageError::Engine(format!("column family {} is missing", store.cf_name)))?;
-        let max_runs = if store.full_merge.load(Ordering::Relaxed) { MAX_SORTED_RUNS_MERGED_WHOLE } else { MAX_SORTED_RUNS };
+        let max_runs =
+            if store.full_merge.load(Ordering::Relaxed) { MAX_SORTED_RUNS_MERGED_WHOLE } else { MAX_SORTED_RUNS };
         self.wait_for_compaction(&cf, max_runs);
         std::fs::create_dir_all(&self.dir)?;
         let n = self.files.fetch_add(1, Ordering::Relaxed);
@@ -260,7 +278,8 @@ impl Flusher {
         let mut all_full = true;
         for store in self.stores() {
             let Some(cf) = self.db.cf_handle(&store.cf_name) else { continue };
-            let live = self.db.property_int_value_cf(&cf, "rocksdb.estimate-live-data-size").ok().flatten().unwrap_or(0);
+            let live =
+                self.db.property_int_value_cf(&cf, "rocksdb.estimate-live-data-size").ok().flatten().unwrap_or(0);
             if store.shape.leveled {
                 all_full &= live == 0;
                 continue;

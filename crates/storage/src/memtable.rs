@@ -62,7 +62,11 @@ const FIRST_CHUNK: usize = 4;
 const MAX_CHUNK: usize = 128;
 
 /// Merges operands of one key: the function of the RocksDB merge operator.
-pub(crate) fn merge_values<'a>(key: &[u8], existing: Option<&'a [u8]>, operands: impl Iterator<Item = &'a [u8]>) -> Option<Vec<u8>> {
+pub(crate) fn merge_values<'a>(
+    key: &[u8],
+    existing: Option<&'a [u8]>,
+    operands: impl Iterator<Item = &'a [u8]>,
+) -> Option<Vec<u8>> {
     if packed::is_packed_key(key) {
         Some(packed::merge(existing, operands))
     } else {
@@ -366,7 +370,14 @@ impl Memtable {
 
     /// Up to `limit` entries within `[lower, upper)` after (`forward`) or
     /// before `from`, nearest first.
-    fn chunk(&self, lower: &[u8], upper: &[u8], from: Bound<&[u8]>, forward: bool, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn chunk(
+        &self,
+        lower: &[u8],
+        upper: &[u8],
+        from: Bound<&[u8]>,
+        forward: bool,
+        limit: usize,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
         let lo = MemKey::probe(lower);
         let hi = MemKey::probe(upper);
         let bounds: (Bound<MemKey>, Bound<MemKey>) = if forward {
@@ -435,7 +446,9 @@ impl Memtable {
 fn bounds_empty(b: &(Bound<MemKey>, Bound<MemKey>)) -> bool {
     match b {
         (Bound::Included(s), Bound::Included(e)) => s > e,
-        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e)) | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e)) | (Bound::Excluded(s), Bound::Included(e)) => {
+            s >= e
+        }
         _ => false,
     }
 }
@@ -490,7 +503,14 @@ pub(crate) struct MemCursor {
 
 impl MemCursor {
     pub fn new(mem: Arc<Memtable>, lower: &[u8], upper: &[u8]) -> MemCursor {
-        MemCursor { mem, lower: lower.to_vec(), upper: upper.to_vec(), chunk: Vec::new(), pos: usize::MAX, want: FIRST_CHUNK }
+        MemCursor {
+            mem,
+            lower: lower.to_vec(),
+            upper: upper.to_vec(),
+            chunk: Vec::new(),
+            pos: usize::MAX,
+            want: FIRST_CHUNK,
+        }
     }
 
     /// Repositions: the next refill is small again.
@@ -700,7 +720,16 @@ mod tests {
 
     #[test]
     fn key_order_is_byte_order() {
-        let mut keys: Vec<Vec<u8>> = vec![vec![], vec![0], vec![0, 0], vec![1], vec![1, 2, 3, 4, 5, 6, 7, 8, 9], vec![1, 2, 3, 4, 5, 6, 7, 8], vec![0xFF; 9], vec![1, 2, 3, 4, 5, 6, 7, 7, 0xFF]];
+        let mut keys: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 0],
+            vec![1],
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9],
+            vec![1, 2, 3, 4, 5, 6, 7, 8],
+            vec![0xFF; 9],
+            vec![1, 2, 3, 4, 5, 6, 7, 7, 0xFF],
+        ];
         let mut by_memkey = keys.clone();
         by_memkey.sort_by(|a, b| MemKey::probe(a).cmp(&MemKey::probe(b)));
         keys.sort();
@@ -794,7 +823,8 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let m = Arc::new(Memtable::default());
         let v = live(1, b"x");
-        let mut keys: Vec<Vec<u8>> = (0..2000).map(|_| (0..rng.gen_range(1..12)).map(|_| rng.gen::<u8>()).collect()).collect();
+        let mut keys: Vec<Vec<u8>> =
+            (0..2000).map(|_| (0..rng.gen_range(1..12)).map(|_| rng.gen::<u8>()).collect()).collect();
         m.insert(keys.iter().map(|k| (k.as_slice(), v.as_slice())), None);
         keys.sort();
         keys.dedup();
@@ -821,7 +851,8 @@ mod tests {
         let a: Vec<(Vec<u8>, Vec<u8>)> = [1, 3, 5, 7].iter().map(|&i| (key(i), live(1, b"a"))).collect();
         let b: Vec<(Vec<u8>, Vec<u8>)> = [2, 3, 6, 7, 9].iter().map(|&i| (key(i), live(2, b"b"))).collect();
         let (lo, hi) = (key(0), key(100));
-        let kids: Vec<Box<dyn Cursor>> = vec![Box::new(SliceCursor::new(a, &lo, &hi)), Box::new(SliceCursor::new(b, &lo, &hi))];
+        let kids: Vec<Box<dyn Cursor>> =
+            vec![Box::new(SliceCursor::new(a, &lo, &hi)), Box::new(SliceCursor::new(b, &lo, &hi))];
         let mut c = MergeCursor::new(kids);
         let want: Vec<Vec<u8>> = [1, 2, 3, 5, 6, 7, 9].iter().map(|&i| key(i)).collect();
         assert_eq!(collect_forward(&mut c), want);

@@ -197,7 +197,8 @@ impl RowPacker {
             self.spans.sort_by(|a, b| part(a).cmp(part(b)));
         }
         self.value.clear();
-        let iter = self.spans.iter().map(|&(s, m, e)| (&scratch[s as usize..m as usize], &scratch[m as usize..e as usize]));
+        let iter =
+            self.spans.iter().map(|&(s, m, e)| (&scratch[s as usize..m as usize], &scratch[m as usize..e as usize]));
         encode_sorted(iter, &mut self.value);
         &self.value
     }

@@ -415,12 +415,7 @@ pub fn merge_raw(parts: &[RawPartition], reversed: bool) -> RawPartition {
 /// coverage includes, so the repair stays within it.
 pub fn repair_diff(merged: &RawPartition, replica: &RawPartition) -> Vec<(Vec<u8>, Vec<u8>)> {
     let held: BTreeMap<&[u8], &[u8]> = replica.cells.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
-    merged
-        .cells
-        .iter()
-        .filter(|(k, v)| held.get(k.as_slice()) != Some(&v.as_slice()))
-        .cloned()
-        .collect()
+    merged.cells.iter().filter(|(k, v)| held.get(k.as_slice()) != Some(&v.as_slice())).cloned().collect()
 }
 
 #[cfg(test)]

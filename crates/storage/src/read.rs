@@ -12,8 +12,8 @@ use uuid::Uuid;
 
 use crate::cell::CellRef;
 use crate::engine::{read_lock, Db, Storage, TableStore};
-use crate::memtable::{merge_values, MemCursor, MergeCursor};
 use crate::keys::{self, ColumnPart};
+use crate::memtable::{merge_values, MemCursor, MergeCursor};
 use crate::packed::Unpacked;
 use crate::StorageError;
 
@@ -220,7 +220,8 @@ impl Storage {
         let point = store.layout.clustering.is_empty() && lower.last() == Some(&keys::SECTION_PARTITION_DELETION);
         let inner: Box<dyn Cursor + 'a> = if point {
             let prefix = &lower[..lower.len() - 1];
-            let keys = [with_section(prefix, keys::SECTION_PARTITION_DELETION), with_section(prefix, keys::SECTION_ROWS)];
+            let keys =
+                [with_section(prefix, keys::SECTION_PARTITION_DELETION), with_section(prefix, keys::SECTION_ROWS)];
             // Memtables before RocksDB (see `memtable`).
             let mems = read_lock(&store.mem).live();
             let mut found = Vec::with_capacity(2);
@@ -510,7 +511,9 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
         let mut static_acc = RowAcc::new(Vec::new(), false);
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
-            if let (Some((&section, body)), Some(c)) = (k.get(prefix.len()..).and_then(|r| r.split_first()), CellRef::decode(v)) {
+            if let (Some((&section, body)), Some(c)) =
+                (k.get(prefix.len()..).and_then(|r| r.split_first()), CellRef::decode(v))
+            {
                 match section {
                     keys::SECTION_PARTITION_DELETION => {
                         visitor.entry(k, v);
@@ -519,7 +522,13 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
                     keys::SECTION_RANGE_TOMBSTONE => {
                         if let Some(b) = keys::decode_range_bounds(body) {
                             visitor.entry(k, v);
-                            header.ranges.push((b.start.to_vec(), b.start_inclusive, b.end.to_vec(), b.end_inclusive, c.timestamp));
+                            header.ranges.push((
+                                b.start.to_vec(),
+                                b.start_inclusive,
+                                b.end.to_vec(),
+                                b.end_inclusive,
+                                c.timestamp,
+                            ));
                         }
                     }
                     keys::SECTION_STATIC => {
@@ -655,7 +664,15 @@ struct RowAcc {
 
 impl RowAcc {
     fn new(key: Vec<u8>, reversed: bool) -> RowAcc {
-        RowAcc { key, reversed, deletion: None, marker: None, complex_deletions: Vec::new(), simple: Vec::new(), elements: Vec::new() }
+        RowAcc {
+            key,
+            reversed,
+            deletion: None,
+            marker: None,
+            complex_deletions: Vec::new(),
+            simple: Vec::new(),
+            elements: Vec::new(),
+        }
     }
 
     fn add(&mut self, store: &TableStore, column_part: &[u8], c: &CellRef<'_>) {
@@ -668,7 +685,8 @@ impl RowAcc {
         };
         match part {
             ColumnPart::Simple(keys::COLUMN_ROW_DELETION) => {
-                self.deletion = Some(DeletionTime { timestamp: c.timestamp, local_deletion_time: c.local_deletion_time })
+                self.deletion =
+                    Some(DeletionTime { timestamp: c.timestamp, local_deletion_time: c.local_deletion_time })
             }
             ColumnPart::Simple(keys::COLUMN_ROW_MARKER) => {
                 if !c.is_tombstone() {

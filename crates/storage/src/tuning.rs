@@ -271,7 +271,10 @@ mod tests {
         let leveled = Shape { leveled: true, ..s };
         assert_eq!(
             mutable_options(&leveled, true, true),
-            vec![("compression", "kNoCompression".to_string()), ("bottommost_compression", "kLZ4Compression".to_string())]
+            vec![
+                ("compression", "kNoCompression".to_string()),
+                ("bottommost_compression", "kLZ4Compression".to_string())
+            ]
         );
     }
 
@@ -302,7 +305,8 @@ mod tests {
                 x as u8
             })
             .collect();
-        let text: Vec<u8> = b"sensor-42,temperature=21.5,humidity=40 ".iter().copied().cycle().take(SAMPLE_BYTES).collect();
+        let text: Vec<u8> =
+            b"sensor-42,temperature=21.5,humidity=40 ".iter().copied().cycle().take(SAMPLE_BYTES).collect();
         let (r_random, r_text) = (ratio(&random), ratio(&text));
         assert!(r_random > OFF_ABOVE, "{r_random}");
         assert!(r_text < ON_BELOW, "{r_text}");

@@ -707,7 +707,12 @@ fn memtable_space_flushes_the_largest_table() {
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while storage.memtable_bytes(&big) + storage.memtable_bytes(&small) > cfg.memtable_space as u64 {
-        assert!(Instant::now() < deadline, "memtables still hold {} + {} bytes", storage.memtable_bytes(&big), storage.memtable_bytes(&small));
+        assert!(
+            Instant::now() < deadline,
+            "memtables still hold {} + {} bytes",
+            storage.memtable_bytes(&big),
+            storage.memtable_bytes(&small)
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(storage.memtable_bytes(&small) > 0, "the small table was flushed too");
@@ -715,4 +720,3 @@ fn memtable_space_flushes_the_largest_table() {
         assert_eq!(kv_get(&storage, big, pk).as_deref(), Some(value.as_str()));
     }
 }
-

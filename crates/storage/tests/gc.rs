@@ -90,7 +90,9 @@ fn describe_raw(dir: &Path, table: &TableDef) -> Vec<String> {
                     let c1 = i32::from_be_bytes(ck[0].as_slice().try_into().unwrap());
                     let c2 = String::from_utf8_lossy(&ck[1]).to_string();
                     packed::entries(&v)
-                        .map(|(col, cell)| (format!("row ({c1},{c2:?}) {}", column(keys::parse_column_part(col))), cell.to_vec()))
+                        .map(|(col, cell)| {
+                            (format!("row ({c1},{c2:?}) {}", column(keys::parse_column_part(col))), cell.to_vec())
+                        })
                         .collect()
                 }
             };

@@ -58,7 +58,6 @@ impl Run {
     }
 }
 
-
 fn check_read(run: &Run, storage: &Storage, model: &Model, table: Uuid, token: i64, pk: i32, spec: &ReadSpec) {
     let expected = model.read(token, pk, spec);
     let actual = storage.read_partition(&spec.to_read(table, token, pk)).expect("read_partition");

@@ -78,7 +78,11 @@ fn point_reads_agree_with_a_last_write_wins_model() {
                 assert_eq!(get(&storage, t, *pk), expect, "seed {seed} step {step} pk {pk}");
                 let raw = storage.read_raw(&full_read(t, *pk, now_secs())).unwrap();
                 let resolved = storage.resolve_raw(&full_read(t, *pk, now_secs()), &raw).unwrap();
-                assert_eq!(resolved, storage.read_partition(&full_read(t, *pk, now_secs())).unwrap(), "seed {seed} pk {pk}");
+                assert_eq!(
+                    resolved,
+                    storage.read_partition(&full_read(t, *pk, now_secs())).unwrap(),
+                    "seed {seed} pk {pk}"
+                );
             }
         }
     }

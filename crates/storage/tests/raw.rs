@@ -240,7 +240,10 @@ fn run_seed(seed: u64, steps: usize) -> (usize, usize) {
                 // Short read: repair the rest with an unlimited read, after
                 // which the limited read must answer as C.
                 let full = PartitionRead { row_limit: usize::MAX, ..read.clone() };
-                assert!(read_repair(&r, &full, &format!("{what} (unlimited follow-up)")), "{what}: unlimited read not exhausted");
+                assert!(
+                    read_repair(&r, &full, &format!("{what} (unlimited follow-up)")),
+                    "{what}: unlimited read not exhausted"
+                );
                 let expected = r.c.read_partition(&read).expect("read C");
                 assert_eq!(r.a.read_partition(&read).expect("read A"), expected, "{what}: A after full repair");
                 assert_eq!(r.b.read_partition(&read).expect("read B"), expected, "{what}: B after full repair");
@@ -398,7 +401,10 @@ fn apply_raw_refuses_what_storage_did_not_write() {
         ("unknown section", vec![(bad_section, value.clone())]),
         ("garbage value", vec![(key.clone(), vec![9, 9, 9])]),
         ("empty value", vec![(key.clone(), Vec::new())]),
-        ("one bad pair among good ones", vec![(key.clone(), value.clone()), (key[..key.len() - 1].to_vec(), value.clone())]),
+        (
+            "one bad pair among good ones",
+            vec![(key.clone(), value.clone()), (key[..key.len() - 1].to_vec(), value.clone())],
+        ),
     ];
     for (what, cells) in bad_cases {
         assert!(r.b.apply_raw(&table, &cells).is_err(), "{what}: accepted");

@@ -81,7 +81,9 @@ pub fn parse(args: &[String]) -> Result<Invocation, UsageError> {
         "help" | "-h" | "--help" | "-help" => return Ok(Invocation::Help),
         "write" | "read" | "mixed" | "verify" => {}
         "counter_write" | "counter_read" | "user" | "print" => {
-            return err(format!("command `{first}` is not supported by shoal stress (yet); use write, read, mixed or verify"));
+            return err(format!(
+                "command `{first}` is not supported by shoal stress (yet); use write, read, mixed or verify"
+            ));
         }
         other if other.starts_with('-') => return legacy::parse(args).map(|s| Invocation::Run(Box::new(s))),
         other => return err(format!("unknown command `{other}`: use write, read, mixed or verify")),
@@ -209,7 +211,9 @@ fn command_param(settings: &mut Settings, word: &str) -> Result<(), UsageError> 
         }
         "interval" => settings.interval = parse_duration(value, "interval=")?,
         "seed" => settings.seed = parse_count(value, "seed=")?,
-        "err<" | "n<" | "n>" => return err(format!("`{key}` (auto-stop on error margins) is not supported; use n= or duration=")),
+        "err<" | "n<" | "n>" => {
+            return err(format!("`{key}` (auto-stop on error margins) is not supported; use n= or duration="))
+        }
         "read" | "write" | "insert" if settings.command == Command::Mixed => {
             // The shorthand `read=9 write=1`; a word overrides only its own weight.
             let weight = parse_u32(value, key)?;
@@ -244,7 +248,9 @@ fn rate_option(settings: &mut Settings, words: &[String]) -> Result<bool, UsageE
             }
             "fixed" => settings.rate = Rate::Fixed(parse_rate(value)?),
             "throttle" => settings.rate = Rate::Throttle(parse_rate(value)?),
-            "threads>" | "threads<" | "auto" => return err("-rate auto mode (threads>=N) is not supported; give threads=N"),
+            "threads>" | "threads<" | "auto" => {
+                return err("-rate auto mode (threads>=N) is not supported; give threads=N")
+            }
             _ => return err(format!("-rate: unknown word `{word}`")),
         }
     }
@@ -435,13 +441,16 @@ fn mode_option(settings: &mut Settings, words: &[String]) -> Result<(), UsageErr
         match word.split_once('=') {
             None if matches!(word.as_str(), "native" | "cql3" | "prepared") => {}
             None if word == "simplenative" => settings.simple_native = true,
-            None if word == "unprepared" => return err("-mode unprepared: shoal stress always prepares its statements"),
+            None if word == "unprepared" => {
+                return err("-mode unprepared: shoal stress always prepares its statements")
+            }
             Some(("user", v)) => settings.user = Some(v.to_string()),
             Some(("password", v)) => settings.password = Some(v.to_string()),
             Some(("connectionsPerHost", v)) => {
-                settings.connections_per_host = Some(
-                    v.parse().map_err(|_| UsageError(format!("-mode connectionsPerHost={v}: expected a count of 1 or more")))?,
-                )
+                settings.connections_per_host =
+                    Some(v.parse().map_err(|_| {
+                        UsageError(format!("-mode connectionsPerHost={v}: expected a count of 1 or more"))
+                    })?)
             }
             Some(("maxPending", _)) | Some(("protocolVersion", _)) | Some(("compression", _)) => {}
             _ => return err(format!("-mode: unknown word `{word}`")),
@@ -489,7 +498,10 @@ fn long_option(settings: &mut Settings, name: &str, value: &str) -> Result<(), U
         }
         "client-threads" => settings.client_threads = Some(parse_u32(value, "--client-threads")? as usize),
         "cost-per-hour" => {
-            let cost: f64 = value.trim_start_matches('$').parse().map_err(|_| UsageError(format!("--cost-per-hour {value}: not a number")))?;
+            let cost: f64 = value
+                .trim_start_matches('$')
+                .parse()
+                .map_err(|_| UsageError(format!("--cost-per-hour {value}: not a number")))?;
             if !(cost >= 0.0 && cost.is_finite()) {
                 return err(format!("--cost-per-hour {value}: must be a non-negative number"));
             }
@@ -526,7 +538,8 @@ fn parse_consistency(value: &str) -> Result<Consistency, UsageError> {
 }
 
 pub(crate) fn parse_consistency_named(value: &str, what: &str) -> Result<Consistency, UsageError> {
-    Consistency::parse(value).ok_or_else(|| UsageError(format!("{what} {value}: use one of {}", Consistency::ALL_NAMES)))
+    Consistency::parse(value)
+        .ok_or_else(|| UsageError(format!("{what} {value}: use one of {}", Consistency::ALL_NAMES)))
 }
 
 /// A count with an optional k/m/b suffix (thousand, million, billion), `_` allowed.

@@ -253,8 +253,10 @@ fn bad_command_lines_are_refused_with_a_reason() {
 fn help_and_output_options() {
     assert_eq!(run("help"), Err("help".to_string()));
     assert_eq!(run("--help"), Err("help".to_string()));
-    let s = run("write n=10 --json a.json --csv=b.csv --hdr-log c.hlog --plot d.png --server-pid 12,34 --cost-per-hour 1.5")
-        .expect("parses");
+    let s = run(
+        "write n=10 --json a.json --csv=b.csv --hdr-log c.hlog --plot d.png --server-pid 12,34 --cost-per-hour 1.5",
+    )
+    .expect("parses");
     assert_eq!(s.json.as_deref(), Some(std::path::Path::new("a.json")));
     assert_eq!(s.csv.as_deref(), Some(std::path::Path::new("b.csv")));
     assert_eq!(s.hdr_log.as_deref(), Some(std::path::Path::new("c.hlog")));

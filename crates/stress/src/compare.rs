@@ -151,13 +151,27 @@ fn describe(r: &Report) -> String {
 pub fn compare(a_name: &str, a: &Report, b_name: &str, b: &Report) -> Comparison {
     let mut metrics = Vec::new();
     let mut plain = |name: &str, va: Option<f64>, vb: Option<f64>| {
-        metrics.push(Metric { name: name.to_string(), a: va, b: vb, ratio: ratio(va, vb), ci95: None, ci95_missing: None });
+        metrics.push(Metric {
+            name: name.to_string(),
+            a: va,
+            b: vb,
+            ratio: ratio(va, vb),
+            ci95: None,
+            ci95_missing: None,
+        });
     };
     let (sa, sb) = (&a.summary, &b.summary);
     let with_series = |name: &str, va: f64, vb: f64, series: fn(&[IntervalRow]) -> Vec<f64>| {
         let ci = welch(&series(&a.intervals), &series(&b.intervals));
         let missing = ci.is_err().then(|| ci.clone().err().unwrap_or_default());
-        Metric { name: name.to_string(), a: Some(va), b: Some(vb), ratio: ratio(Some(va), Some(vb)), ci95: ci.ok(), ci95_missing: missing }
+        Metric {
+            name: name.to_string(),
+            a: Some(va),
+            b: Some(vb),
+            ratio: ratio(Some(va), Some(vb)),
+            ci95: ci.ok(),
+            ci95_missing: missing,
+        }
     };
     let throughput = with_series("op/s", sa.op_rate, sb.op_rate, rate_series);
     let mean = with_series("mean latency ms", sa.latency.mean_ms, sb.latency.mean_ms, mean_series);
@@ -334,7 +348,10 @@ fn beta_fraction(a: f64, b: f64, x: f64) -> f64 {
     let mut h = d;
     for m in 1..300 {
         let m = m as f64;
-        for numerator in [m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)), -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0))] {
+        for numerator in [
+            m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
+        ] {
             d = 1.0 + numerator * d;
             if d.abs() < TINY {
                 d = TINY;

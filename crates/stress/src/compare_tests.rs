@@ -8,7 +8,14 @@ use crate::settings::{Command, Settings};
 use crate::stats::Percentiles;
 
 fn row(op_rate: f64, mean_ms: f64, duration_s: f64) -> IntervalRow {
-    let latency = Percentiles { mean_ms, p50_ms: mean_ms, p95_ms: mean_ms * 2.0, p99_ms: mean_ms * 3.0, p999_ms: mean_ms * 4.0, max_ms: mean_ms * 5.0 };
+    let latency = Percentiles {
+        mean_ms,
+        p50_ms: mean_ms,
+        p95_ms: mean_ms * 2.0,
+        p99_ms: mean_ms * 3.0,
+        p999_ms: mean_ms * 4.0,
+        max_ms: mean_ms * 5.0,
+    };
     IntervalRow {
         total_ops: 0,
         op_rate,
@@ -35,7 +42,14 @@ fn report(rates: &[f64], means: &[f64], cpu_us: f64) -> Report {
     intervals.push(row(1e9, 1e3, 0.1));
     let ops: f64 = rates.iter().sum();
     let mean = means.iter().sum::<f64>() / means.len() as f64;
-    let latency = Percentiles { mean_ms: mean, p50_ms: mean, p95_ms: 2.0 * mean, p99_ms: 3.0 * mean, p999_ms: 4.0 * mean, max_ms: 10.0 * mean };
+    let latency = Percentiles {
+        mean_ms: mean,
+        p50_ms: mean,
+        p95_ms: 2.0 * mean,
+        p99_ms: 3.0 * mean,
+        p999_ms: 4.0 * mean,
+        max_ms: 10.0 * mean,
+    };
     let summary = Summary {
         command: "write".to_string(),
         ops: ops as u64,
@@ -82,7 +96,16 @@ fn close(a: f64, b: f64, tolerance: f64) -> bool {
 
 #[test]
 fn t_quantiles_match_the_tables() {
-    for (df, t) in [(1.0, 12.706), (2.0, 4.303), (4.0, 2.776), (8.0, 2.306), (10.0, 2.228), (30.0, 2.042), (120.0, 1.980), (2.5, 3.5747)] {
+    for (df, t) in [
+        (1.0, 12.706),
+        (2.0, 4.303),
+        (4.0, 2.776),
+        (8.0, 2.306),
+        (10.0, 2.228),
+        (30.0, 2.042),
+        (120.0, 1.980),
+        (2.5, 3.5747),
+    ] {
         let got = t_quantile_975(df);
         assert!(close(got, t, 0.0015), "df {df}: {got} vs {t}");
     }
@@ -132,7 +155,17 @@ fn side_by_side_with_ratios_and_intervals() {
     assert_eq!(get("errors").ratio, Some(1.0));
     assert!(get("p99.9 ms").ci95.is_none());
     let text = c.text();
-    for needle in ["op/s", "mean latency ms", "p99.9 ms", "max ms", "errors", "client CPU us/op", "server CPU us/op", "Welch", "B/A"] {
+    for needle in [
+        "op/s",
+        "mean latency ms",
+        "p99.9 ms",
+        "max ms",
+        "errors",
+        "client CPU us/op",
+        "server CPU us/op",
+        "Welch",
+        "B/A",
+    ] {
         assert!(text.contains(needle), "{needle} in\n{text}");
     }
     assert!(text.lines().any(|l| l.starts_with("op/s") && l.contains("2.000")), "{text}");
@@ -141,12 +174,22 @@ fn side_by_side_with_ratios_and_intervals() {
 
     // Per-type rows when both runs have them; no interval from a single interval.
     let mut one = report(&[1000.0], &[1.0], 10.0);
-    let stats = TypeStats { ops: 1, errors: 0, op_rate: 10.0, latency: Percentiles::default(), service_time: Percentiles::default(), latency_hdr: None, service_hdr: None };
+    let stats = TypeStats {
+        ops: 1,
+        errors: 0,
+        op_rate: 10.0,
+        latency: Percentiles::default(),
+        service_time: Percentiles::default(),
+        latency_hdr: None,
+        service_hdr: None,
+    };
     one.summary.read = Some(stats.clone());
     let mut other = one.clone();
     other.summary.read = Some(TypeStats { op_rate: 15.0, ..stats });
     let c = compare("x", &one, "y", &other);
-    assert!(c.metrics[0].ci95.is_none() && c.metrics[0].ci95_missing.as_deref().is_some_and(|w| w.contains("at least 2")));
+    assert!(
+        c.metrics[0].ci95.is_none() && c.metrics[0].ci95_missing.as_deref().is_some_and(|w| w.contains("at least 2"))
+    );
     assert!(c.metrics.iter().any(|m| m.name == "read op/s" && m.ratio == Some(1.5)));
     assert!(c.text().contains("n/a: needs at least 2 full intervals"));
 }

@@ -146,12 +146,8 @@ pub fn parse(args: &[String]) -> Result<Settings, UsageError> {
     });
     settings.validate().map_err(UsageError)?;
 
-    let mut line = format!(
-        "legacy syntax: {} {} keys, {} columns",
-        settings.command.name(),
-        group_thousands(n),
-        settings.columns
-    );
+    let mut line =
+        format!("legacy syntax: {} {} keys, {} columns", settings.command.name(), group_thousands(n), settings.columns);
     if settings.column_size != 34 {
         line.push_str(&format!(" of {} bytes", settings.column_size));
     }

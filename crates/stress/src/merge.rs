@@ -130,7 +130,8 @@ fn run(files: &[PathBuf], json: Option<&Path>, plot_path: Option<&Path>) -> Resu
         merged.write(path)?;
     }
     if let Some(path) = plot_path {
-        let title = format!("shoal stress merge of {} clients: {} threads={}", s.clients, s.command, merged.settings.threads);
+        let title =
+            format!("shoal stress merge of {} clients: {} threads={}", s.clients, s.command, merged.settings.threads);
         plot::write_png(path, &title, s.latency_from_intended, &merged.intervals)?;
     }
     Ok(())
@@ -163,7 +164,12 @@ fn typed<'a>(
     write: &'a Option<TypeStats>,
 ) -> [Option<TypePiece<'a>>; 2] {
     let of = |t: &'a Option<TypeStats>| {
-        t.as_ref().map(|t| TypePiece { ops: t.ops, errors: t.errors, latency_hdr: &t.latency_hdr, service_hdr: &t.service_hdr })
+        t.as_ref().map(|t| TypePiece {
+            ops: t.ops,
+            errors: t.errors,
+            latency_hdr: &t.latency_hdr,
+            service_hdr: &t.service_hdr,
+        })
     };
     let whole = || Some(TypePiece { ops, errors, latency_hdr, service_hdr });
     match command {
@@ -187,11 +193,20 @@ impl Acc {
     }
 
     /// Adds a piece; its service time is its latency where it has none of its own.
-    fn add(&mut self, ops: u64, errors: u64, latency_hdr: &Option<String>, service_hdr: &Option<String>, what: &str) -> Result<(), String> {
+    fn add(
+        &mut self,
+        ops: u64,
+        errors: u64,
+        latency_hdr: &Option<String>,
+        service_hdr: &Option<String>,
+        what: &str,
+    ) -> Result<(), String> {
         self.ops += ops;
         self.errors += errors;
         let Some(latency_text) = latency_hdr else {
-            return Err(format!("{what} has no latency histogram (written by an older shoal stress?); merge needs them"));
+            return Err(format!(
+                "{what} has no latency histogram (written by an older shoal stress?); merge needs them"
+            ));
         };
         let latency = hdr::decode(latency_text).map_err(|e| format!("{what}: {e}"))?;
         let service = match service_hdr {
@@ -265,7 +280,9 @@ pub fn merge(inputs: &[(String, Report)]) -> Result<Report, String> {
     for (name, r) in inputs {
         let s = &r.summary;
         if s.start_unix_s <= 0.0 || s.end_unix_s < s.start_unix_s {
-            return Err(format!("{name} has no wall-clock times (written by an older shoal stress?); merge needs them"));
+            return Err(format!(
+                "{name} has no wall-clock times (written by an older shoal stress?); merge needs them"
+            ));
         }
         all.add(s.ops, s.errors, &s.latency_hdr, &s.service_hdr, name)?;
         if per_type {
@@ -378,7 +395,11 @@ fn server_cpu(reports: &[&Report]) -> (Vec<u32>, Option<f64>, Option<(f64, f64)>
                 Some(b - a)
             }
             // Without readings, the largest window is the best lower bound.
-            _ => summaries.iter().map(|s| s.server_cpu_s).collect::<Option<Vec<f64>>>().map(|v| v.into_iter().fold(0.0, f64::max)),
+            _ => summaries
+                .iter()
+                .map(|s| s.server_cpu_s)
+                .collect::<Option<Vec<f64>>>()
+                .map(|v| v.into_iter().fold(0.0, f64::max)),
         };
         total = total.zip(cpu).map(|(t, c)| t + c);
     }
@@ -389,7 +410,11 @@ fn server_cpu(reports: &[&Report]) -> (Vec<u32>, Option<f64>, Option<(f64, f64)>
 }
 
 /// The intervals of all inputs on one wall-clock grid, and the grid's step.
-fn merge_intervals(inputs: &[(String, Report)], per_type: bool, with_service: bool) -> Result<(Vec<IntervalRow>, f64), String> {
+fn merge_intervals(
+    inputs: &[(String, Report)],
+    per_type: bool,
+    with_service: bool,
+) -> Result<(Vec<IntervalRow>, f64), String> {
     let step = inputs.iter().map(|(_, r)| r.settings.interval_s).fold(0.0, f64::max);
     if step.is_nan() || step <= 0.0 {
         return Err("the reports give no interval length".to_string());
@@ -402,7 +427,9 @@ fn merge_intervals(inputs: &[(String, Report)], per_type: bool, with_service: bo
         for (n, row) in r.intervals.iter().enumerate() {
             let what = format!("{name} interval {}", n + 1);
             if row.start_unix_s <= 0.0 {
-                return Err(format!("{what} has no wall-clock start (written by an older shoal stress?); merge needs it"));
+                return Err(format!(
+                    "{what} has no wall-clock start (written by an older shoal stress?); merge needs it"
+                ));
             }
             let mid = row.start_unix_s + row.duration_s / 2.0;
             // A sliver (the end of a run) joins its predecessor's slot rather than opening one.
@@ -426,7 +453,15 @@ fn merge_intervals(inputs: &[(String, Report)], per_type: bool, with_service: bo
             part.rows += row.rows;
             part.seconds += row.duration_s;
             if per_type {
-                let pieces = typed(&r.summary.command, row.ops, row.errors, &row.latency_hdr, &row.service_hdr, &row.read, &row.write);
+                let pieces = typed(
+                    &r.summary.command,
+                    row.ops,
+                    row.errors,
+                    &row.latency_hdr,
+                    &row.service_hdr,
+                    &row.read,
+                    &row.write,
+                );
                 for (i, (acc, piece)) in slot.types.iter_mut().zip(pieces).enumerate() {
                     if let (Some(acc), Some(p)) = (acc.as_mut(), piece) {
                         part.type_ops[i] += p.ops;
@@ -446,9 +481,8 @@ fn merge_intervals(inputs: &[(String, Report)], per_type: bool, with_service: bo
         let start = key as f64 * step;
         let op_rate = rate(&|p| p.ops);
         let row_rate = rate(&|p| p.rows);
-        let [read, write] = [0, 1].map(|i| {
-            slot.types[i].as_ref().map(|acc| acc.type_stats(rate(&|p| p.type_ops[i]), with_service))
-        });
+        let [read, write] =
+            [0, 1].map(|i| slot.types[i].as_ref().map(|acc| acc.type_stats(rate(&|p| p.type_ops[i]), with_service)));
         debug_assert_eq!(OpType::Write as usize, 1);
         out.push(IntervalRow {
             total_ops,

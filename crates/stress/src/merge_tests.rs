@@ -86,7 +86,12 @@ fn count(text: &Option<String>) -> u64 {
 #[test]
 fn counts_and_histograms_add_and_intervals_align_on_wall_clock() {
     const T: f64 = 1_800_000_000.0;
-    let a = fake(Command::Write, T, &[writes(1.0, &[100, 200, 300]), writes(1.0, &[400, 500]), writes(0.2, &[600])], Some((10.0, 12.0)));
+    let a = fake(
+        Command::Write,
+        T,
+        &[writes(1.0, &[100, 200, 300]), writes(1.0, &[400, 500]), writes(0.2, &[600])],
+        Some((10.0, 12.0)),
+    );
     // B starts 0.3 s later and has the slowest operation.
     let b = fake(
         Command::Write,
@@ -136,7 +141,12 @@ fn counts_and_histograms_add_and_intervals_align_on_wall_clock() {
 fn a_write_process_and_a_read_process_make_a_mixed_report() {
     const T: f64 = 1_800_000_000.0;
     let w = fake(Command::Write, T, &[writes(1.0, &[100, 200])], None);
-    let r = fake(Command::Read, T, &[Fake { seconds: 1.0, writes: Vec::new(), reads: vec![5_000, 6_000, 7_000], errors: 0 }], None);
+    let r = fake(
+        Command::Read,
+        T,
+        &[Fake { seconds: 1.0, writes: Vec::new(), reads: vec![5_000, 6_000, 7_000], errors: 0 }],
+        None,
+    );
     let m = fake(Command::Mixed, T, &[Fake { seconds: 1.0, writes: vec![300], reads: vec![8_000], errors: 0 }], None);
     let merged = merge(&[("w".to_string(), w.clone()), ("r".to_string(), r), ("m".to_string(), m)]).expect("merges");
     let s = &merged.summary;
@@ -167,7 +177,9 @@ fn refuses_reports_without_histograms() {
     let e = merge(&[("old.json".to_string(), old)]).expect_err("refused");
     assert!(e.contains("old.json has no latency histogram"), "{e}");
     assert!(parse(&[]).is_err());
-    let (files, json, plot) = parse(&["a".into(), "--json".into(), "o.json".into(), "b".into(), "--plot=p.png".into()]).expect("parses").expect("not help");
+    let (files, json, plot) = parse(&["a".into(), "--json".into(), "o.json".into(), "b".into(), "--plot=p.png".into()])
+        .expect("parses")
+        .expect("not help");
     assert_eq!((files.len(), json.is_some(), plot.is_some()), (2, true, true));
     assert!(parse(&["a".into(), "--bogus".into()]).is_err());
 }

@@ -114,7 +114,11 @@ impl Conn {
         Conn::open_with(addr, auth, TIMEOUT).await
     }
 
-    async fn open_with(addr: SocketAddr, auth: Option<&(String, String)>, timeout: Duration) -> Result<Arc<Conn>, String> {
+    async fn open_with(
+        addr: SocketAddr,
+        auth: Option<&(String, String)>,
+        timeout: Duration,
+    ) -> Result<Arc<Conn>, String> {
         let socket = TcpStream::connect(addr).await.map_err(|e| format!("cannot connect to {addr}: {e}"))?;
         socket.set_nodelay(true).map_err(|e| format!("{addr}: TCP_NODELAY: {e}"))?;
         let (rd, wr) = socket.into_split();
@@ -550,8 +554,10 @@ impl Native {
         };
         let mut id = id.clone();
         for attempt in 0..2 {
-            let (header, body) =
-                link.conn.call(|out, stream| encode_execute(out, stream, &id, self.consistency, skip_metadata, cells())).await?;
+            let (header, body) = link
+                .conn
+                .call(|out, stream| encode_execute(out, stream, &id, self.consistency, skip_metadata, cells()))
+                .await?;
             if header.opcode == Opcode::Result && header.flags == 0 && body[..] == RESULT_VOID {
                 return Ok(None);
             }

@@ -15,9 +15,9 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use serde::{Deserialize, Serialize};
 
+use crate::hdr;
 use crate::legacy::group_thousands;
 use crate::settings::{Command, Rate, RunLength, Settings};
-use crate::hdr;
 use crate::stats::{OpType, Percentiles, Recorder, TypeRecorder};
 
 /// The header of the interval lines.
@@ -111,7 +111,8 @@ impl IntervalRow {
         );
         if self.read.is_some() || self.write.is_some() {
             for t in [&self.read, &self.write] {
-                let (rate, mean, p99) = t.as_ref().map_or((0.0, 0.0, 0.0), |t| (t.op_rate, t.latency.mean_ms, t.latency.p99_ms));
+                let (rate, mean, p99) =
+                    t.as_ref().map_or((0.0, 0.0, 0.0), |t| (t.op_rate, t.latency.mean_ms, t.latency.p99_ms));
                 line.push_str(&format!(",{rate:.0},{mean:.3},{p99:.3}"));
             }
         }
@@ -166,7 +167,9 @@ impl Reporter {
         };
         let fixed = matches!(settings.rate, Rate::Fixed(_));
         let hdr = match &settings.hdr_log {
-            Some(path) => Some(HdrLog { file: create(path)?, serializer: V2DeflateSerializer::new(), with_service: fixed }),
+            Some(path) => {
+                Some(HdrLog { file: create(path)?, serializer: V2DeflateSerializer::new(), with_service: fixed })
+            }
             None => None,
         };
         Ok(Reporter {
@@ -203,7 +206,9 @@ impl Reporter {
         }
         if let Some(hdr) = &mut self.hdr {
             let result = IntervalLogWriterBuilder::new()
-                .add_comment("shoal stress: latency in microseconds (tag latency; tag service: service time of fixed-rate runs)")
+                .add_comment(
+                    "shoal stress: latency in microseconds (tag latency; tag service: service time of fixed-rate runs)",
+                )
                 .with_start_time(started)
                 .with_base_time(started)
                 .begin_log_with(&mut hdr.file, &mut hdr.serializer)
@@ -255,13 +260,14 @@ impl Reporter {
             if hdr.with_service {
                 tagged.push((&interval.service, "service"));
             }
-            let result = IntervalLogWriterBuilder::new().begin_log_with(&mut hdr.file, &mut hdr.serializer).and_then(|mut w| {
-                for (histogram, tag) in tagged {
-                    w.write_histogram(histogram, start, duration, Tag::new(tag))
-                        .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-                }
-                Ok(())
-            });
+            let result =
+                IntervalLogWriterBuilder::new().begin_log_with(&mut hdr.file, &mut hdr.serializer).and_then(|mut w| {
+                    for (histogram, tag) in tagged {
+                        w.write_histogram(histogram, start, duration, Tag::new(tag))
+                            .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+                    }
+                    Ok(())
+                });
             if let Err(e) = result {
                 eprintln!("warning: --hdr-log: {e}");
                 self.hdr = None;
@@ -422,7 +428,8 @@ impl Summary {
     pub fn new(settings: &Settings, m: &crate::run::Measured) -> Summary {
         let t = &m.total;
         let seconds = m.elapsed.as_secs_f64().max(1e-9);
-        let per_op = |cpu: Option<f64>| cpu.filter(|_| t.ops + t.errors > 0).map(|c| c * 1e6 / (t.ops + t.errors) as f64);
+        let per_op =
+            |cpu: Option<f64>| cpu.filter(|_| t.ops + t.errors > 0).map(|c| c * 1e6 / (t.ops + t.errors) as f64);
         let cores = crate::cpu::available_cores();
         let op_rate = t.ops as f64 / seconds;
         let fixed = matches!(settings.rate, Rate::Fixed(_));
@@ -446,7 +453,9 @@ impl Summary {
             client_cpu_us_per_op: per_op(m.client_cpu_s),
             client_cores: cores,
             client_threads: m.client_threads,
-            client_cpu_utilisation: m.client_cpu_s.map(|c| c / (seconds * m.client_threads.clamp(1, cores.max(1)) as f64)),
+            client_cpu_utilisation: m
+                .client_cpu_s
+                .map(|c| c / (seconds * m.client_threads.clamp(1, cores.max(1)) as f64)),
             server_pids: settings.server_pids.clone(),
             server_cpu_s: m.server_cpu.map(|(a, b)| b - a),
             server_cpu_us_per_op: per_op(m.server_cpu.map(|(a, b)| b - a)),
@@ -494,7 +503,12 @@ impl Summary {
             let Some(t) = stats else { continue };
             line(
                 &format!("{name}s"),
-                format!("{} ops, {} op/s, {} errors", group_thousands(t.ops), group_thousands(t.op_rate.round() as u64), group_thousands(t.errors)),
+                format!(
+                    "{} ops, {} op/s, {} errors",
+                    group_thousands(t.ops),
+                    group_thousands(t.op_rate.round() as u64),
+                    group_thousands(t.errors)
+                ),
             );
             line(&format!("{name} latency"), percentile_list(&t.latency));
             if fixed {
@@ -502,7 +516,14 @@ impl Summary {
             }
         }
         line("Total operations", group_thousands(self.ops));
-        line("Total errors", format!("{}{}", group_thousands(self.errors), if self.retries > 0 { format!(" ({} retries)", self.retries) } else { String::new() }));
+        line(
+            "Total errors",
+            format!(
+                "{}{}",
+                group_thousands(self.errors),
+                if self.retries > 0 { format!(" ({} retries)", self.retries) } else { String::new() }
+            ),
+        );
         let reads = matches!(self.command.as_str(), "read" | "mixed" | "verify");
         if self.missing > 0 || reads {
             line("Rows not found", group_thousands(self.missing));
@@ -513,15 +534,25 @@ impl Summary {
         line("Total operation time", clock(self.elapsed_s));
         if let Some(us) = self.client_cpu_us_per_op {
             let detail = match self.client_cpu_utilisation {
-                _ if self.elapsed_s < MIN_CPU_SECONDS => format!("rough: under {MIN_CPU_SECONDS} s, /proc counts 10 ms ticks"),
-                Some(share) => format!("{:.0}% of {} runtime threads; {} cores", share * 100.0, self.client_threads, self.client_cores),
+                _ if self.elapsed_s < MIN_CPU_SECONDS => {
+                    format!("rough: under {MIN_CPU_SECONDS} s, /proc counts 10 ms ticks")
+                }
+                Some(share) => format!(
+                    "{:.0}% of {} runtime threads; {} cores",
+                    share * 100.0,
+                    self.client_threads,
+                    self.client_cores
+                ),
                 None => format!("{} client processes", self.clients),
             };
             line("Client CPU", format!("{us:.1} us/op ({detail})"));
         }
         if let (Some(us), Some(cpu)) = (self.server_cpu_us_per_op, self.server_cpu_s) {
             let pids: Vec<String> = self.server_pids.iter().map(u32::to_string).collect();
-            line("Server CPU", format!("{us:.1} us/op ({:.2} cores busy; pid {})", cpu / self.elapsed_s.max(1e-9), pids.join(",")));
+            line(
+                "Server CPU",
+                format!("{us:.1} us/op ({:.2} cores busy; pid {})", cpu / self.elapsed_s.max(1e-9), pids.join(",")),
+            );
         } else if !self.server_pids.is_empty() {
             line("Server CPU", "unavailable (a server process could not be read in /proc)".to_string());
         }
@@ -575,7 +606,12 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(command_line: &[String], settings: JsonSettings, summary: Summary, intervals: Vec<IntervalRow>) -> Report {
+    pub fn new(
+        command_line: &[String],
+        settings: JsonSettings,
+        summary: Summary,
+        intervals: Vec<IntervalRow>,
+    ) -> Report {
         Report {
             tool: "shoal stress".to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -666,7 +702,9 @@ mod tests {
 
     #[test]
     fn progress_fits_in_79_columns() {
-        for (done, planned) in [(0, 1), (5, 10), (21_752, 200_000), (543_210_987, 1_000_000_000), (500_000_000_000, 999_999_999_999)] {
+        for (done, planned) in
+            [(0, 1), (5, 10), (21_752, 200_000), (543_210_987, 1_000_000_000), (500_000_000_000, 999_999_999_999)]
+        {
             let line = progress_line(done, planned, Duration::from_secs(3));
             assert!(line.chars().count() <= 79, "{line}");
         }
@@ -697,10 +735,21 @@ mod tests {
         };
         assert_eq!(row.line(true), "100,50,50,0.002000,2,2.000,1.000,3.000,4.000,5.000,6.000,1");
         assert_eq!(row.line(true).split(',').count(), HEADER.split(',').count());
-        let t = TypeStats { ops: 40, errors: 0, op_rate: 40.0, latency: p, service_time: p, latency_hdr: None, service_hdr: None };
+        let t = TypeStats {
+            ops: 40,
+            errors: 0,
+            op_rate: 40.0,
+            latency: p,
+            service_time: p,
+            latency_hdr: None,
+            service_hdr: None,
+        };
         row.read = Some(t.clone());
         row.write = Some(TypeStats { op_rate: 10.0, ..t });
-        assert_eq!(row.line(true), "100,50,50,0.002000,2,2.000,1.000,3.000,4.000,5.000,6.000,1,40,2.000,4.000,10,2.000,4.000");
+        assert_eq!(
+            row.line(true),
+            "100,50,50,0.002000,2,2.000,1.000,3.000,4.000,5.000,6.000,1,40,2.000,4.000,10,2.000,4.000"
+        );
         assert_eq!(row.line(true).split(',').count(), header(true).split(',').count());
     }
 }

@@ -81,7 +81,8 @@ struct Engine {
 pub fn resolve_hosts(settings: &Settings) -> Result<Vec<String>, RunError> {
     let mut hosts = settings.nodes.hosts.clone();
     if let Some(file) = &settings.nodes.file {
-        let text = std::fs::read_to_string(file).map_err(|e| RunError(format!("cannot read node file {}: {e}", file.display())))?;
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| RunError(format!("cannot read node file {}: {e}", file.display())))?;
         for line in text.lines() {
             let line = line.split('#').next().unwrap_or("").trim();
             hosts.extend(line.split([',', ' ', '\t']).filter(|h| !h.is_empty()).map(str::to_string));
@@ -168,7 +169,9 @@ pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measure
         _ => None,
     };
     let select = match settings.command {
-        Command::Read | Command::Mixed | Command::Verify => Some(prepare(workload::select_cql(keyspace, settings.columns)).await?),
+        Command::Read | Command::Mixed | Command::Verify => {
+            Some(prepare(workload::select_cql(keyspace, settings.columns)).await?)
+        }
         _ => None,
     };
     let native = if settings.simple_native {
@@ -177,7 +180,14 @@ pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measure
     } else {
         None
     };
-    let engine = Arc::new(Engine { settings: settings.clone(), session, insert, select, population: settings.effective_population(), native });
+    let engine = Arc::new(Engine {
+        settings: settings.clone(),
+        session,
+        insert,
+        select,
+        population: settings.effective_population(),
+        native,
+    });
 
     if settings.truncate != Truncate::Never {
         truncate(&engine).await?;
@@ -187,7 +197,9 @@ pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measure
         reporter.note(&format!("warming up: {} operations or {:.1} s, whichever ends first", ops, time.as_secs_f64()));
         let warm = run_phase(&engine, Some(ops), Some(time), None).await?;
         if let Some(error) = warm.stopped_by {
-            return Err(RunError(format!("the warmup stopped at the first error (use --keep-going to count errors and go on): {error}")));
+            return Err(RunError(format!(
+                "the warmup stopped at the first error (use --keep-going to count errors and go on): {error}"
+            )));
         }
         if settings.truncate == Truncate::Always {
             truncate(&engine).await?;
@@ -443,7 +455,12 @@ async fn worker_loop(engine: &Engine, state: &PhaseState, worker: usize) {
 /// Runs operation `op` with its retries (each after a `backoff`; none once the phase
 /// is over): its type, the outcome, the retries spent, and the error text if it
 /// failed for good.
-async fn execute(engine: &Engine, state: &PhaseState, op: u64, buffer: &mut Vec<u8>) -> (OpType, Outcome, u32, Option<String>) {
+async fn execute(
+    engine: &Engine,
+    state: &PhaseState,
+    op: u64,
+    buffer: &mut Vec<u8>,
+) -> (OpType, Outcome, u32, Option<String>) {
     let settings = &engine.settings;
     let kind = workload::op_kind(settings, op);
     let op_type = match kind {
@@ -473,13 +490,25 @@ async fn execute(engine: &Engine, state: &PhaseState, op: u64, buffer: &mut Vec<
                     OpKind::Verify => "verify read",
                 };
                 let tries = if attempt > 0 { format!(" after {} tries", attempt + 1) } else { String::new() };
-                return (op_type, Outcome::Failed, attempt, Some(format!("{what} of key {}{tries}: {e}", String::from_utf8_lossy(&key))));
+                return (
+                    op_type,
+                    Outcome::Failed,
+                    attempt,
+                    Some(format!("{what} of key {}{tries}: {e}", String::from_utf8_lossy(&key))),
+                );
             }
         }
     }
 }
 
-async fn write(engine: &Engine, op: u64, attempt: u32, index: u64, key: &[u8], buffer: &mut Vec<u8>) -> Result<Outcome, String> {
+async fn write(
+    engine: &Engine,
+    op: u64,
+    attempt: u32,
+    index: u64,
+    key: &[u8],
+    buffer: &mut Vec<u8>,
+) -> Result<Outcome, String> {
     let settings = &engine.settings;
     let Some(insert) = &engine.insert else { return Err("no INSERT statement prepared".to_string()) };
     workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
@@ -502,7 +531,11 @@ struct InsertRow<'a> {
 }
 
 impl SerializeRow for InsertRow<'_> {
-    fn serialize(&self, ctx: &RowSerializationContext<'_>, writer: &mut RowWriter<'_>) -> Result<(), SerializationError> {
+    fn serialize(
+        &self,
+        ctx: &RowSerializationContext<'_>,
+        writer: &mut RowWriter<'_>,
+    ) -> Result<(), SerializationError> {
         let expected = 1 + self.values.len() / self.size;
         if ctx.columns().len() != expected {
             return Err(SerializationError::new(BindMismatch { expected, prepared: ctx.columns().len() }));
@@ -535,7 +568,13 @@ impl std::error::Error for BindMismatch {}
 
 /// A read; with `expect` (verify) the row's values are compared with the ones
 /// the write computed.
-async fn read(engine: &Engine, op: u64, attempt: u32, key: &[u8], expect: Option<(u64, &mut Vec<u8>)>) -> Result<Outcome, String> {
+async fn read(
+    engine: &Engine,
+    op: u64,
+    attempt: u32,
+    key: &[u8],
+    expect: Option<(u64, &mut Vec<u8>)>,
+) -> Result<Outcome, String> {
     let settings = &engine.settings;
     let Some(select) = &engine.select else { return Err("no SELECT statement prepared".to_string()) };
     if let Some(native) = &engine.native {
@@ -566,7 +605,12 @@ async fn read(engine: &Engine, op: u64, attempt: u32, key: &[u8], expect: Option
 
 /// Verify: whether `cells` (null as `None`) are exactly the values the write of
 /// key `index` computed (recomputed into `buffer`).
-fn check_row<'a>(settings: &Settings, index: u64, buffer: &mut Vec<u8>, cells: impl ExactSizeIterator<Item = Option<&'a [u8]>>) -> Outcome {
+fn check_row<'a>(
+    settings: &Settings,
+    index: u64,
+    buffer: &mut Vec<u8>,
+    cells: impl ExactSizeIterator<Item = Option<&'a [u8]>>,
+) -> Outcome {
     workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
     let expected = buffer.chunks(settings.column_size as usize);
     let same = cells.len() == settings.columns as usize && cells.zip(expected).all(|(got, want)| got == Some(want));

@@ -117,10 +117,19 @@ pub enum Truncate {
 /// 1-based as in cassandra-stress (`seq=1..N`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Population {
-    Seq { lo: u64, hi: u64 },
-    Uniform { lo: u64, hi: u64 },
+    Seq {
+        lo: u64,
+        hi: u64,
+    },
+    Uniform {
+        lo: u64,
+        hi: u64,
+    },
     /// Mean at the middle of the range, standard deviation a sixth of its width, clamped.
-    Gaussian { lo: u64, hi: u64 },
+    Gaussian {
+        lo: u64,
+        hi: u64,
+    },
 }
 
 impl Population {
@@ -369,7 +378,10 @@ impl Settings {
             return Err(format!("-pop range {lo}..{hi} is empty"));
         }
         if hi >= KEY_INDEX_LIMIT {
-            return Err(format!("-pop range ends at {hi}; keys are 10 digits, so the largest is {}", KEY_INDEX_LIMIT - 1));
+            return Err(format!(
+                "-pop range ends at {hi}; keys are 10 digits, so the largest is {}",
+                KEY_INDEX_LIMIT - 1
+            ));
         }
         if self.command == Command::Mixed && self.ratio.read == 0 && self.ratio.write == 0 {
             return Err("ratio(read=..,write=..) needs at least one non-zero weight".to_string());

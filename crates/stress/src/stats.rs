@@ -277,7 +277,15 @@ impl Shards {
         Shards { shards: (0..count).map(|_| Mutex::new(fresh())).collect(), types }
     }
 
-    pub fn record(&self, worker: usize, op_type: OpType, outcome: Outcome, latency_us: u64, service_us: u64, retries: u32) {
+    pub fn record(
+        &self,
+        worker: usize,
+        op_type: OpType,
+        outcome: Outcome,
+        latency_us: u64,
+        service_us: u64,
+        retries: u32,
+    ) {
         let shard = &self.shards[worker % self.shards.len()];
         let mut guard = shard.lock().unwrap_or_else(|p| p.into_inner());
         guard.record(op_type, outcome, latency_us, service_us, retries);
@@ -321,7 +329,8 @@ mod tests {
     fn per_type_statistics_add_up_to_the_totals() {
         let shards = Shards::new(2, true);
         for i in 0..10u64 {
-            let (op_type, outcome) = if i % 3 == 0 { (OpType::Write, Outcome::Written) } else { (OpType::Read, Outcome::Read) };
+            let (op_type, outcome) =
+                if i % 3 == 0 { (OpType::Write, Outcome::Written) } else { (OpType::Read, Outcome::Read) };
             shards.record(i as usize, op_type, outcome, 100 + i * 1000, 100 + i * 1000, 0);
         }
         shards.record(1, OpType::Read, Outcome::Failed, 7, 7, 0);

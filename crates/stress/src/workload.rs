@@ -138,7 +138,8 @@ pub fn create_keyspace_cql(schema: &Schema) -> String {
 /// `CREATE TABLE IF NOT EXISTS ks.standard1 (...)`.
 pub fn create_table_cql(schema: &Schema, columns: u32) -> String {
     let cols: Vec<String> = column_names(columns).into_iter().map(|c| format!("{c} blob")).collect();
-    let mut cql = format!("CREATE TABLE IF NOT EXISTS {}.{TABLE} (key blob PRIMARY KEY, {})", schema.keyspace, cols.join(", "));
+    let mut cql =
+        format!("CREATE TABLE IF NOT EXISTS {}.{TABLE} (key blob PRIMARY KEY, {})", schema.keyspace, cols.join(", "));
     if let Some((class, options)) = &schema.compaction {
         cql.push_str(&format!(" WITH compaction = {{'class': '{}'", class.replace('\'', "''")));
         for (k, v) in options {
@@ -197,7 +198,11 @@ mod tests {
 
     #[test]
     fn populations_stay_in_range_and_are_reproducible() {
-        for pop in [Population::Seq { lo: 1, hi: 100 }, Population::Uniform { lo: 1, hi: 100 }, Population::Gaussian { lo: 1, hi: 100 }] {
+        for pop in [
+            Population::Seq { lo: 1, hi: 100 },
+            Population::Uniform { lo: 1, hi: 100 },
+            Population::Gaussian { lo: 1, hi: 100 },
+        ] {
             let draws: Vec<u64> = (0..10_000).map(|op| key_index(pop, 9, op)).collect();
             assert!(draws.iter().all(|k| (1..=100).contains(k)), "{pop:?}");
             let again: Vec<u64> = (0..10_000).map(|op| key_index(pop, 9, op)).collect();
@@ -205,7 +210,9 @@ mod tests {
         }
         assert_eq!(key_index(Population::Seq { lo: 1, hi: 3 }, 0, 4), 2);
         // The gaussian clusters around the middle: about 68% within one sd (width/6).
-        let near = (0..10_000).filter(|&op| (34..=67).contains(&key_index(Population::Gaussian { lo: 1, hi: 100 }, 3, op))).count();
+        let near = (0..10_000)
+            .filter(|&op| (34..=67).contains(&key_index(Population::Gaussian { lo: 1, hi: 100 }, 3, op)))
+            .count();
         assert!((6_000..7_600).contains(&near), "{near}");
         // The uniform spreads: every key of a small range is hit.
         let mut seen = [false; 10];
@@ -233,7 +240,10 @@ mod tests {
             create_table_cql(&schema, 2),
             "CREATE TABLE IF NOT EXISTS keyspace1.standard1 (key blob PRIMARY KEY, \"C0\" blob, \"C1\" blob)"
         );
-        assert_eq!(insert_cql("keyspace1", 2), "INSERT INTO keyspace1.standard1 (key, \"C0\", \"C1\") VALUES (?, ?, ?)");
+        assert_eq!(
+            insert_cql("keyspace1", 2),
+            "INSERT INTO keyspace1.standard1 (key, \"C0\", \"C1\") VALUES (?, ?, ?)"
+        );
         assert_eq!(select_cql("keyspace1", 2), "SELECT \"C0\", \"C1\" FROM keyspace1.standard1 WHERE key = ?");
     }
 }

@@ -595,9 +595,10 @@ fn build(ty: &CqlType, bytes: &[u8]) -> Result<Value, ValueError> {
         CqlType::Float => Value::Float(f32::from_bits(u32::from_be_bytes(fixed(bytes, ty)?))),
         CqlType::Double => Value::Double(f64::from_bits(u64::from_be_bytes(fixed(bytes, ty)?))),
         CqlType::Decimal => {
-            let scale = bytes.get(..4).and_then(be_i32).ok_or_else(|| {
-                ValueError::marshal(format!("Expected 0 or at least 4 bytes ({})", bytes.len()))
-            })?;
+            let scale = bytes
+                .get(..4)
+                .and_then(be_i32)
+                .ok_or_else(|| ValueError::marshal(format!("Expected 0 or at least 4 bytes ({})", bytes.len())))?;
             let rest = bytes.get(4..).unwrap_or_default();
             if rest.is_empty() {
                 return Err(ValueError::marshal("Zero length BigInteger"));
@@ -639,8 +640,10 @@ fn build(ty: &CqlType, bytes: &[u8]) -> Result<Value, ValueError> {
                 };
                 entries.push((build(key, k)?, build(value, v)?));
             }
-            let sorted: Vec<(Value, Value)> =
-                sorted_map(entries.iter().map(|(k, v)| (k, v))).into_iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let sorted: Vec<(Value, Value)> = sorted_map(entries.iter().map(|(k, v)| (k, v)))
+                .into_iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             Value::Map(sorted)
         }
         CqlType::Tuple(types) => Value::Tuple(build_fields(bytes, types.iter())?),

@@ -81,20 +81,18 @@ pub fn compare_serialized(ty: &CqlType, a: &[u8], b: &[u8]) -> Ordering {
             (Ok(x), Ok(y)) if uuid_version(&x) == 1 && uuid_version(&y) == 1 => timeuuid_cmp(&x, &y),
             _ => a.cmp(b),
         },
-        CqlType::List { elem, .. } | CqlType::Set { elem, .. } => {
-            match (split_collection(a), split_collection(b)) {
-                (Some(x), Some(y)) => {
-                    for (ea, eb) in x.iter().zip(y.iter()) {
-                        let c = compare_opt(elem, *ea, *eb);
-                        if c != Ordering::Equal {
-                            return c;
-                        }
+        CqlType::List { elem, .. } | CqlType::Set { elem, .. } => match (split_collection(a), split_collection(b)) {
+            (Some(x), Some(y)) => {
+                for (ea, eb) in x.iter().zip(y.iter()) {
+                    let c = compare_opt(elem, *ea, *eb);
+                    if c != Ordering::Equal {
+                        return c;
                     }
-                    x.len().cmp(&y.len())
                 }
-                _ => a.cmp(b),
+                x.len().cmp(&y.len())
             }
-        }
+            _ => a.cmp(b),
+        },
         CqlType::Map { key, value, .. } => match (split_map(a), split_map(b)) {
             (Some(x), Some(y)) => {
                 for ((ka, va), (kb, vb)) in x.iter().zip(y.iter()) {
@@ -204,11 +202,7 @@ pub(crate) fn uuid_cmp(a: &[u8; 16], b: &[u8; 16]) -> Ordering {
     if va != vb {
         return va.cmp(&vb);
     }
-    let c = if va == 1 {
-        (reorder_timestamp(ma) as i64).cmp(&(reorder_timestamp(mb) as i64))
-    } else {
-        ma.cmp(&mb)
-    };
+    let c = if va == 1 { (reorder_timestamp(ma) as i64).cmp(&(reorder_timestamp(mb) as i64)) } else { ma.cmp(&mb) };
     c.then_with(|| la.cmp(&lb))
 }
 
@@ -285,9 +279,7 @@ pub fn compare_values(a: &Value, b: &Value) -> Ordering {
         (V::TinyInt(x), V::TinyInt(y)) => x.cmp(y),
         (V::SmallInt(x), V::SmallInt(y)) => x.cmp(y),
         (V::Int(x), V::Int(y)) => x.cmp(y),
-        (V::BigInt(x), V::BigInt(y)) | (V::Counter(x), V::Counter(y)) | (V::Timestamp(x), V::Timestamp(y)) => {
-            x.cmp(y)
-        }
+        (V::BigInt(x), V::BigInt(y)) | (V::Counter(x), V::Counter(y)) | (V::Timestamp(x), V::Timestamp(y)) => x.cmp(y),
         (V::Time(x), V::Time(y)) => (*x as u64).cmp(&(*y as u64)),
         (V::Date(x), V::Date(y)) => x.cmp(y),
         (V::Varint(x), V::Varint(y)) => x.cmp(y),

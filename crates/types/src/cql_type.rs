@@ -26,13 +26,28 @@ pub enum CqlType {
     Time,
     Duration,
     Inet,
-    List { elem: Box<CqlType>, frozen: bool },
-    Set { elem: Box<CqlType>, frozen: bool },
-    Map { key: Box<CqlType>, value: Box<CqlType>, frozen: bool },
+    List {
+        elem: Box<CqlType>,
+        frozen: bool,
+    },
+    Set {
+        elem: Box<CqlType>,
+        frozen: bool,
+    },
+    Map {
+        key: Box<CqlType>,
+        value: Box<CqlType>,
+        frozen: bool,
+    },
     /// Tuples are always frozen.
     Tuple(Vec<CqlType>),
     /// A user-defined type, with its fields resolved from the keyspace's types.
-    Udt { keyspace: String, name: String, fields: Vec<(String, CqlType)>, frozen: bool },
+    Udt {
+        keyspace: String,
+        name: String,
+        fields: Vec<(String, CqlType)>,
+        frozen: bool,
+    },
 }
 
 impl CqlType {
@@ -97,8 +112,7 @@ impl CqlType {
     /// Types whose values Cassandra accepts in place of each other when
     /// validating a literal or bound value of this type (e.g. text/ascii).
     pub fn is_compatible_value_of(&self, other: &CqlType) -> bool {
-        self == other
-            || matches!((self, other), (CqlType::Text, CqlType::Ascii) | (CqlType::Uuid, CqlType::TimeUuid))
+        self == other || matches!((self, other), (CqlType::Text, CqlType::Ascii) | (CqlType::Uuid, CqlType::TimeUuid))
     }
 }
 

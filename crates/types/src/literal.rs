@@ -1065,8 +1065,7 @@ fn write_literal(v: &Value, ty: Option<&CqlType>, out: &mut String) {
                 _ => (None, None),
             };
             out.push('{');
-            for (i, (k, val)) in crate::codec::sorted_map(entries.iter().map(|(k, v)| (k, v))).into_iter().enumerate()
-            {
+            for (i, (k, val)) in crate::codec::sorted_map(entries.iter().map(|(k, v)| (k, v))).into_iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
@@ -1189,10 +1188,7 @@ mod tests {
         ] {
             assert!(parse_timestamp(bad).is_err(), "{bad}");
         }
-        assert_eq!(
-            parse_timestamp("abc").unwrap_err().to_string(),
-            "Unable to parse a date/time from 'abc'"
-        );
+        assert_eq!(parse_timestamp("abc").unwrap_err().to_string(), "Unable to parse a date/time from 'abc'");
         assert_eq!(
             parse_timestamp("99999999999999999999").unwrap_err().to_string(),
             "Unable to make long (for date) from: '99999999999999999999'"
@@ -1219,10 +1215,7 @@ mod tests {
         assert_eq!(parse_date("0"), Ok(0));
         assert_eq!(parse_date("4294967295"), Ok(u32::MAX));
         assert!(parse_date("4294967296").is_err());
-        assert_eq!(
-            parse_date("-1").unwrap_err().to_string(),
-            "Unable to make unsigned int (for date) from: '-1'"
-        );
+        assert_eq!(parse_date("-1").unwrap_err().to_string(), "Unable to make unsigned int (for date) from: '-1'");
         assert_eq!(parse_date("2000-02-29"), Ok(DATE_EPOCH + 11_016));
         assert_eq!(
             parse_date("2001-02-29").unwrap_err().to_string(),
@@ -1286,7 +1279,8 @@ mod tests {
             parse_time("86400000000000").unwrap_err().to_string(),
             "Unable to make long (for time) from: '86400000000000'"
         );
-        for bad in ["24:00:00", "08:60:00", "08:00:60", "08:12:54.1234567890", "08:12", "08:12:", "08:12:54.", "a:b:c"] {
+        for bad in ["24:00:00", "08:60:00", "08:00:60", "08:12:54.1234567890", "08:12", "08:12:", "08:12:54.", "a:b:c"]
+        {
             assert!(parse_time(bad).is_err(), "{bad}");
         }
         assert_eq!(
@@ -1359,10 +1353,7 @@ mod tests {
         assert_eq!(parse_uuid(u).unwrap().to_string(), u);
         assert_eq!(parse_uuid(&u.to_uppercase()).unwrap().to_string(), u);
         assert!(parse_uuid("550e8400e29b41d4a716446655440000").is_err());
-        assert_eq!(
-            parse_timeuuid(u).unwrap_err().to_string(),
-            "TimeUUID supports only version 1 UUIDs"
-        );
+        assert_eq!(parse_timeuuid(u).unwrap_err().to_string(), "TimeUUID supports only version 1 UUIDs");
         assert!(parse_timeuuid("13814000-1dd2-11b2-8080-808080808080").is_ok());
     }
 
@@ -1409,10 +1400,7 @@ mod tests {
         assert_eq!(lit(Value::Time(1)), "'00:00:00.000000001'");
         assert_eq!(lit(Value::Duration { months: 0, days: 0, nanos: NANOS_PER_HOUR + 2 * NANOS_PER_MINUTE }), "1h2m");
         assert_eq!(lit(Value::Inet("10.0.0.1".parse().unwrap())), "'10.0.0.1'");
-        assert_eq!(
-            lit(Value::List(vec![Value::Int(1), Value::Int(2)])),
-            "[1, 2]"
-        );
+        assert_eq!(lit(Value::List(vec![Value::Int(1), Value::Int(2)])), "[1, 2]");
         assert_eq!(lit(Value::Set(vec![Value::Int(2), Value::Int(1), Value::Int(2)])), "{1, 2}");
         assert_eq!(
             lit(Value::Map(vec![(Value::Text("b".into()), Value::Int(2)), (Value::Text("a".into()), Value::Int(1))])),

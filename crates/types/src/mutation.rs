@@ -91,7 +91,14 @@ pub struct Mutation {
 
 impl Mutation {
     pub fn new(table: Uuid, token: i64, partition_key: Bytes) -> Mutation {
-        Mutation { table, token, partition_key, partition_deletion: None, range_tombstones: Vec::new(), rows: Vec::new() }
+        Mutation {
+            table,
+            token,
+            partition_key,
+            partition_deletion: None,
+            range_tombstones: Vec::new(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -109,7 +116,8 @@ impl Mutation {
     /// collection column. The partition key is not counted.
     pub fn data_size(&self) -> u64 {
         let prefix = |p: &[Bytes]| p.iter().map(|v| v.len() as u64).sum::<u64>();
-        let ranges: u64 = self.range_tombstones.iter().map(|rt| prefix(&rt.start.prefix) + prefix(&rt.end.prefix) + 16).sum();
+        let ranges: u64 =
+            self.range_tombstones.iter().map(|rt| prefix(&rt.start.prefix) + prefix(&rt.end.prefix) + 16).sum();
         let rows: u64 = self
             .rows
             .iter()
@@ -123,7 +131,10 @@ impl Mutation {
                 let cells: u64 = r
                     .cells
                     .iter()
-                    .map(|c| 20 + c.value.as_ref().map_or(0, |v| v.len() as u64) + c.path.as_ref().map_or(0, |p| p.len() as u64))
+                    .map(|c| {
+                        20 + c.value.as_ref().map_or(0, |v| v.len() as u64)
+                            + c.path.as_ref().map_or(0, |p| p.len() as u64)
+                    })
                     .sum();
                 let mut complex: Vec<u16> = r.complex_deletions.iter().map(|(c, _)| *c).collect();
                 complex.extend(r.cells.iter().filter(|c| c.path.is_some()).map(|c| c.column));
@@ -165,20 +176,37 @@ mod tests {
         // INSERT (k) only: 50.
         assert_eq!(m(vec![RowWrite { marker: Some(live), ..RowWrite::default() }]).data_size(), 50);
         // kc (k int, c int, v text, s int static): a row with 'abc' 77; with the static 101.
-        let row = RowWrite { clustering: vec![int(1)], marker: Some(live), cells: vec![cell(2, Some(Bytes::from_static(b"abc")), None)], ..RowWrite::default() };
+        let row = RowWrite {
+            clustering: vec![int(1)],
+            marker: Some(live),
+            cells: vec![cell(2, Some(Bytes::from_static(b"abc")), None)],
+            ..RowWrite::default()
+        };
         assert_eq!(m(vec![row.clone()]).data_size(), 77);
         let stat = RowWrite { is_static: true, cells: vec![cell(3, Some(int(1)), None)], ..RowWrite::default() };
         assert_eq!(m(vec![stat, row]).data_size(), 101);
         // DELETE FROM kv WHERE k = ?: 29; DELETE v: 70; DELETE a kc row: 54.
         assert_eq!(Mutation { partition_deletion: Some(del), ..m(vec![]) }.data_size(), 29);
         assert_eq!(m(vec![RowWrite { cells: vec![cell(1, None, None)], ..RowWrite::default() }]).data_size(), 70);
-        assert_eq!(m(vec![RowWrite { clustering: vec![int(1)], deletion: Some(del), ..RowWrite::default() }]).data_size(), 54);
+        assert_eq!(
+            m(vec![RowWrite { clustering: vec![int(1)], deletion: Some(del), ..RowWrite::default() }]).data_size(),
+            54
+        );
         // DELETE ... WHERE k = ? AND c > 1: 49.
-        let rt = RangeTombstone { start: ClusteringBound { prefix: vec![int(1)], inclusive: false }, end: ClusteringBound::unbounded(), deletion: del };
+        let rt = RangeTombstone {
+            start: ClusteringBound { prefix: vec![int(1)], inclusive: false },
+            end: ClusteringBound::unbounded(),
+            deletion: del,
+        };
         assert_eq!(Mutation { range_tombstones: vec![rt], ..m(vec![]) }.data_size(), 49);
         // kl (k int PRIMARY KEY, m map<int,int>): INSERT {1:2} 90 (with its complex deletion), m = m + {3:4} 90.
         let entry = cell(1, Some(int(2)), Some(int(1)));
-        let map = RowWrite { marker: Some(live), complex_deletions: vec![(1, del)], cells: vec![entry.clone()], ..RowWrite::default() };
+        let map = RowWrite {
+            marker: Some(live),
+            complex_deletions: vec![(1, del)],
+            cells: vec![entry.clone()],
+            ..RowWrite::default()
+        };
         assert_eq!(m(vec![map]).data_size(), 90);
         assert_eq!(m(vec![RowWrite { cells: vec![entry], ..RowWrite::default() }]).data_size(), 90);
     }

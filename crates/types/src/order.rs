@@ -136,9 +136,7 @@ fn signed_fixed<const N: usize>(bytes: &[u8], out: &mut Vec<u8>) -> Option<()> {
 
 fn encode_payload(ty: &CqlType, bytes: &[u8], key: &mut Vec<u8>, tie: &mut Vec<u8>) -> Option<()> {
     match ty {
-        CqlType::Ascii | CqlType::Text | CqlType::Blob | CqlType::Inet | CqlType::Duration => {
-            write_escaped(bytes, key)
-        }
+        CqlType::Ascii | CqlType::Text | CqlType::Blob | CqlType::Inet | CqlType::Duration => write_escaped(bytes, key),
         CqlType::Boolean => {
             let [b]: [u8; 1] = bytes.try_into().ok()?;
             key.push(u8::from(b != 0));
@@ -415,9 +413,7 @@ fn unflip<const N: usize>(r: &mut Reader<'_>) -> Result<Node, ValueError> {
 
 fn parse_payload(ty: &CqlType, r: &mut Reader<'_>) -> Result<Node, ValueError> {
     Ok(match ty {
-        CqlType::Ascii | CqlType::Text | CqlType::Blob | CqlType::Inet | CqlType::Duration => {
-            Node::Exact(r.escaped()?)
-        }
+        CqlType::Ascii | CqlType::Text | CqlType::Blob | CqlType::Inet | CqlType::Duration => Node::Exact(r.escaped()?),
         CqlType::Boolean => match r.byte()? {
             0 => Node::Exact(vec![0]),
             1 => Node::True,

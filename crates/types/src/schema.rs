@@ -25,8 +25,12 @@ pub struct KeyspaceDef {
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Replication {
-    Simple { replication_factor: u32 },
-    NetworkTopology { data_centers: BTreeMap<String, u32> },
+    Simple {
+        replication_factor: u32,
+    },
+    NetworkTopology {
+        data_centers: BTreeMap<String, u32>,
+    },
     /// System keyspaces that live on every node and are never replicated.
     Local,
 }
@@ -117,10 +121,8 @@ pub struct TableOptions {
 impl Default for TableOptions {
     fn default() -> Self {
         let mut compaction = BTreeMap::new();
-        compaction.insert(
-            "class".to_string(),
-            "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy".to_string(),
-        );
+        compaction
+            .insert("class".to_string(), "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy".to_string());
         compaction.insert("max_threshold".to_string(), "32".to_string());
         compaction.insert("min_threshold".to_string(), "4".to_string());
         let mut compression = BTreeMap::new();

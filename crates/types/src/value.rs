@@ -38,7 +38,10 @@ pub enum Value {
     Float(f32),
     Double(f64),
     /// `unscaled * 10^-scale`.
-    Decimal { unscaled: BigInt, scale: i32 },
+    Decimal {
+        unscaled: BigInt,
+        scale: i32,
+    },
     Uuid(Uuid),
     TimeUuid(Uuid),
     /// Milliseconds since the Unix epoch.
@@ -47,7 +50,11 @@ pub enum Value {
     Date(u32),
     /// Nanoseconds since midnight.
     Time(i64),
-    Duration { months: i32, days: i32, nanos: i64 },
+    Duration {
+        months: i32,
+        days: i32,
+        nanos: i64,
+    },
     Inet(IpAddr),
     List(Vec<Value>),
     Set(Vec<Value>),

@@ -39,9 +39,7 @@ pub enum BatchStatement {
 impl BatchStatement {
     pub fn values(&self) -> &BoundValues {
         match self {
-            BatchStatement::Query { values, .. } | BatchStatement::Prepared { values, .. } => {
-                values
-            }
+            BatchStatement::Query { values, .. } | BatchStatement::Prepared { values, .. } => values,
         }
     }
 }
@@ -92,17 +90,11 @@ fn decode_with(r: &mut Reader, named: bool) -> Result<(Batch, u8), ProtocolError
         let statement = match r.read_u8()? {
             0 => {
                 let query = r.read_long_string()?;
-                BatchStatement::Query {
-                    query,
-                    values: decode_values(r, named)?,
-                }
+                BatchStatement::Query { query, values: decode_values(r, named)? }
             }
             1 => {
                 let id = r.read_short_bytes()?;
-                BatchStatement::Prepared {
-                    id,
-                    values: decode_values(r, named)?,
-                }
+                BatchStatement::Prepared { id, values: decode_values(r, named)? }
             }
             other => return Err(ProtocolError::InvalidBatchQueryKind(other)),
         };
@@ -113,35 +105,15 @@ fn decode_with(r: &mut Reader, named: bool) -> Result<(Batch, u8), ProtocolError
     if flags & RESERVED != 0 {
         return Err(ProtocolError::InvalidBatchFlags(flags));
     }
-    let serial_consistency = if flags & SERIAL_CONSISTENCY != 0 {
-        Some(r.read_consistency()?)
-    } else {
-        None
-    };
-    let default_timestamp = if flags & DEFAULT_TIMESTAMP != 0 {
-        Some(read_timestamp(r)?)
-    } else {
-        None
-    };
-    Ok((
-        Batch {
-            kind,
-            statements,
-            consistency,
-            serial_consistency,
-            default_timestamp,
-        },
-        flags,
-    ))
+    let serial_consistency = if flags & SERIAL_CONSISTENCY != 0 { Some(r.read_consistency()?) } else { None };
+    let default_timestamp = if flags & DEFAULT_TIMESTAMP != 0 { Some(read_timestamp(r)?) } else { None };
+    Ok((Batch { kind, statements, consistency, serial_consistency, default_timestamp }, flags))
 }
 
 /// Writes a BATCH body. If any statement has named values, the 0x40 flag is
 /// set and positional values of other statements are written with empty names.
 pub(super) fn encode(out: &mut BytesMut, b: &Batch) {
-    let named = b
-        .statements
-        .iter()
-        .any(|s| matches!(s.values(), BoundValues::Named(_)));
+    let named = b.statements.iter().any(|s| matches!(s.values(), BoundValues::Named(_)));
     wire::write_u8(out, b.kind as u8);
     let n = u16::try_from(b.statements.len()).expect("at most 65535 statements in a batch");
     wire::write_short(out, n);

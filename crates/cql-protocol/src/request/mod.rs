@@ -27,9 +27,7 @@ pub use startup::StartupOptions;
 
 use crate::compression::Compression;
 use crate::error::ProtocolError;
-use crate::frame::{
-    self, FrameHeader, Opcode, FLAG_CUSTOM_PAYLOAD, FLAG_TRACING, PROTOCOL_VERSION,
-};
+use crate::frame::{self, FrameHeader, Opcode, FLAG_CUSTOM_PAYLOAD, FLAG_TRACING, PROTOCOL_VERSION};
 use crate::wire::{self, Reader};
 
 /// A decoded request message.
@@ -110,11 +108,7 @@ pub fn decode_request_frame(
         body
     };
     let mut r = Reader::new(body);
-    let custom_payload = if header.has_custom_payload() {
-        Some(r.read_bytes_map()?)
-    } else {
-        None
-    };
+    let custom_payload = if header.has_custom_payload() { Some(r.read_bytes_map()?) } else { None };
     let request = match header.opcode {
         Opcode::Startup => Request::Startup(startup::decode(&mut r)?),
         Opcode::Options => options::decode(&mut r)?,
@@ -126,21 +120,12 @@ pub fn decode_request_frame(
         Opcode::AuthResponse => auth_response::decode(&mut r)?,
         other => return Err(ProtocolError::NotARequest(other)),
     };
-    Ok(RequestFrame {
-        tracing: header.is_tracing(),
-        custom_payload,
-        request,
-    })
+    Ok(RequestFrame { tracing: header.is_tracing(), custom_payload, request })
 }
 
 /// Client side: writes a whole request frame. STARTUP and OPTIONS are never
 /// compressed (compression is only agreed by STARTUP).
-pub fn encode_request(
-    out: &mut BytesMut,
-    stream: i16,
-    compression: Option<Compression>,
-    request: &Request,
-) {
+pub fn encode_request(out: &mut BytesMut, stream: i16, compression: Option<Compression>, request: &Request) {
     encode_request_with(out, stream, compression, false, None, request);
 }
 
@@ -164,29 +149,21 @@ pub fn encode_request_with(
     if custom_payload.is_some() {
         flags |= FLAG_CUSTOM_PAYLOAD;
     }
-    frame::write_frame(
-        out,
-        PROTOCOL_VERSION,
-        flags,
-        stream,
-        request.opcode(),
-        compression,
-        |out| {
-            if let Some(payload) = custom_payload {
-                wire::write_bytes_map(out, payload);
-            }
-            match request {
-                Request::Startup(o) => startup::encode(out, o),
-                Request::Options => {}
-                Request::Query { query, params } => query::encode(out, query, params),
-                Request::Prepare { query } => prepare::encode(out, query),
-                Request::Execute { id, params } => execute::encode(out, id, params),
-                Request::Batch(b) => batch::encode(out, b),
-                Request::Register { events } => register::encode(out, events),
-                Request::AuthResponse(token) => auth_response::encode(out, token),
-            }
-        },
-    );
+    frame::write_frame(out, PROTOCOL_VERSION, flags, stream, request.opcode(), compression, |out| {
+        if let Some(payload) = custom_payload {
+            wire::write_bytes_map(out, payload);
+        }
+        match request {
+            Request::Startup(o) => startup::encode(out, o),
+            Request::Options => {}
+            Request::Query { query, params } => query::encode(out, query, params),
+            Request::Prepare { query } => prepare::encode(out, query),
+            Request::Execute { id, params } => execute::encode(out, id, params),
+            Request::Batch(b) => batch::encode(out, b),
+            Request::Register { events } => register::encode(out, events),
+            Request::AuthResponse(token) => auth_response::encode(out, token),
+        }
+    });
 }
 
 #[cfg(test)]

@@ -8,9 +8,7 @@ use crate::request::Request;
 use crate::wire::{self, Reader};
 
 pub(super) fn decode(r: &mut Reader) -> Result<Request, ProtocolError> {
-    Ok(Request::Prepare {
-        query: r.read_long_string()?,
-    })
+    Ok(Request::Prepare { query: r.read_long_string()? })
 }
 
 pub(super) fn encode(out: &mut BytesMut, query: &str) {

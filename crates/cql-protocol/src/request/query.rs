@@ -158,31 +158,11 @@ pub(crate) fn decode_params(r: &mut Reader) -> Result<QueryParams, ProtocolError
     let consistency = r.read_consistency()?;
     let flags = r.read_u8()?;
     let has = |f: u8| flags & f != 0;
-    let values = if has(VALUES) {
-        decode_values(r, has(NAMES_FOR_VALUES))?
-    } else {
-        BoundValues::default()
-    };
-    let page_size = if has(PAGE_SIZE) {
-        Some(r.read_int()?)
-    } else {
-        None
-    };
-    let paging_state = if has(PAGING_STATE) {
-        r.read_bytes()?
-    } else {
-        None
-    };
-    let serial_consistency = if has(SERIAL_CONSISTENCY) {
-        Some(r.read_consistency()?)
-    } else {
-        None
-    };
-    let default_timestamp = if has(DEFAULT_TIMESTAMP) {
-        Some(read_timestamp(r)?)
-    } else {
-        None
-    };
+    let values = if has(VALUES) { decode_values(r, has(NAMES_FOR_VALUES))? } else { BoundValues::default() };
+    let page_size = if has(PAGE_SIZE) { Some(r.read_int()?) } else { None };
+    let paging_state = if has(PAGING_STATE) { r.read_bytes()? } else { None };
+    let serial_consistency = if has(SERIAL_CONSISTENCY) { Some(r.read_consistency()?) } else { None };
+    let default_timestamp = if has(DEFAULT_TIMESTAMP) { Some(read_timestamp(r)?) } else { None };
     Ok(QueryParams {
         consistency,
         values,

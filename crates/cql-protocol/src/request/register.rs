@@ -10,9 +10,7 @@ use crate::request::Request;
 use crate::wire::{self, Reader};
 
 pub(super) fn decode(r: &mut Reader) -> Result<Request, ProtocolError> {
-    Ok(Request::Register {
-        events: r.read_string_list()?,
-    })
+    Ok(Request::Register { events: r.read_string_list()? })
 }
 
 pub(super) fn encode(out: &mut BytesMut, events: &[String]) {

@@ -85,24 +85,10 @@ mod tests {
     #[test]
     fn checks() {
         assert_eq!(StartupOptions::new("3.0.0").check(), Ok(None));
-        assert_eq!(
-            StartupOptions::new("3.4.7")
-                .with("COMPRESSION", "LZ4")
-                .check(),
-            Ok(Some(Compression::Lz4))
-        );
-        assert_eq!(
-            StartupOptions::default().check(),
-            Err(ProtocolError::MissingCqlVersion)
-        );
-        assert!(matches!(
-            StartupOptions::new("2.0.0").check(),
-            Err(ProtocolError::UnsupportedCqlVersion(_))
-        ));
-        let e = StartupOptions::new("3.0.0")
-            .with("COMPRESSION", "zstd")
-            .check()
-            .unwrap_err();
+        assert_eq!(StartupOptions::new("3.4.7").with("COMPRESSION", "LZ4").check(), Ok(Some(Compression::Lz4)));
+        assert_eq!(StartupOptions::default().check(), Err(ProtocolError::MissingCqlVersion));
+        assert!(matches!(StartupOptions::new("2.0.0").check(), Err(ProtocolError::UnsupportedCqlVersion(_))));
+        let e = StartupOptions::new("3.0.0").with("COMPRESSION", "zstd").check().unwrap_err();
         assert_eq!(e.to_string(), "Unknown compression algorithm: zstd");
     }
 }

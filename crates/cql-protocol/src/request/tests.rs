@@ -37,11 +37,7 @@ fn value(b: &'static [u8]) -> BoundValue {
 fn full_params() -> QueryParams {
     QueryParams {
         consistency: Consistency::LocalQuorum,
-        values: BoundValues::Positional(vec![
-            value(b"\x00\x00\x00\x2a"),
-            BoundValue::Null,
-            BoundValue::Unset,
-        ]),
+        values: BoundValues::Positional(vec![value(b"\x00\x00\x00\x2a"), BoundValue::Null, BoundValue::Unset]),
         skip_metadata: true,
         page_size: Some(5000),
         paging_state: Some(Bytes::from_static(b"state")),
@@ -53,40 +49,16 @@ fn full_params() -> QueryParams {
 /// One of every request kind, with most options used.
 pub(crate) fn sample_requests() -> Vec<Request> {
     let mut named = QueryParams::new(Consistency::One);
-    named.values = BoundValues::Named(vec![
-        ("k".into(), value(b"abc")),
-        ("v".into(), BoundValue::Null),
-    ]);
+    named.values = BoundValues::Named(vec![("k".into(), value(b"abc")), ("v".into(), BoundValue::Null)]);
     vec![
-        Request::Startup(
-            StartupOptions::new("3.0.0")
-                .with("COMPRESSION", "lz4")
-                .with("DRIVER_NAME", "test"),
-        ),
+        Request::Startup(StartupOptions::new("3.0.0").with("COMPRESSION", "lz4").with("DRIVER_NAME", "test")),
         Request::Options,
-        Request::Query {
-            query: "SELECT * FROM ks.t WHERE k = ?".into(),
-            params: full_params(),
-        },
-        Request::Query {
-            query: "INSERT INTO t (k, v) VALUES (:k, :v)".into(),
-            params: named.clone(),
-        },
-        Request::Query {
-            query: "USE ks".into(),
-            params: QueryParams::new(Consistency::Any),
-        },
-        Request::Prepare {
-            query: "SELECT v FROM t WHERE k = ?".into(),
-        },
-        Request::Execute {
-            id: Bytes::from_static(&[0xde, 0xad, 0xbe, 0xef]),
-            params: full_params(),
-        },
-        Request::Execute {
-            id: Bytes::from_static(b"id"),
-            params: named,
-        },
+        Request::Query { query: "SELECT * FROM ks.t WHERE k = ?".into(), params: full_params() },
+        Request::Query { query: "INSERT INTO t (k, v) VALUES (:k, :v)".into(), params: named.clone() },
+        Request::Query { query: "USE ks".into(), params: QueryParams::new(Consistency::Any) },
+        Request::Prepare { query: "SELECT v FROM t WHERE k = ?".into() },
+        Request::Execute { id: Bytes::from_static(&[0xde, 0xad, 0xbe, 0xef]), params: full_params() },
+        Request::Execute { id: Bytes::from_static(b"id"), params: named },
         Request::Batch(Batch {
             kind: BatchKind::Unlogged,
             statements: vec![
@@ -107,22 +79,13 @@ pub(crate) fn sample_requests() -> Vec<Request> {
             kind: BatchKind::Counter,
             statements: vec![BatchStatement::Prepared {
                 id: Bytes::from_static(b"p"),
-                values: BoundValues::Named(vec![(
-                    "c".into(),
-                    value(b"\x00\x00\x00\x00\x00\x00\x00\x01"),
-                )]),
+                values: BoundValues::Named(vec![("c".into(), value(b"\x00\x00\x00\x00\x00\x00\x00\x01"))]),
             }],
             consistency: Consistency::One,
             serial_consistency: None,
             default_timestamp: None,
         }),
-        Request::Register {
-            events: vec![
-                "TOPOLOGY_CHANGE".into(),
-                "STATUS_CHANGE".into(),
-                "SCHEMA_CHANGE".into(),
-            ],
-        },
+        Request::Register { events: vec!["TOPOLOGY_CHANGE".into(), "STATUS_CHANGE".into(), "SCHEMA_CHANGE".into()] },
         Request::AuthResponse(Bytes::from_static(b"\0cassandra\0cassandra")),
     ]
 }
@@ -143,10 +106,7 @@ fn golden_startup() {
 #[test]
 fn golden_options() {
     let frame = encode(1, Some(Compression::Lz4), &Request::Options);
-    assert_eq!(
-        &frame[..],
-        &[0x04, 0x00, 0x00, 0x01, 0x05, 0x00, 0x00, 0x00, 0x00]
-    );
+    assert_eq!(&frame[..], &[0x04, 0x00, 0x00, 0x01, 0x05, 0x00, 0x00, 0x00, 0x00]);
 }
 
 #[test]
@@ -168,10 +128,7 @@ fn golden_query_with_values_and_paging() {
     params.values = BoundValues::Positional(vec![value(b"\x00\x00\x00\x01")]);
     params.page_size = Some(100);
     params.paging_state = Some(Bytes::from_static(b"ab"));
-    let req = Request::Query {
-        query: query.into(),
-        params,
-    };
+    let req = Request::Query { query: query.into(), params };
     assert_eq!(&encode(2, None, &req)[..], &want[..]);
     let (h, body) = split(&want);
     assert_eq!(decode_request(&h, body, None).unwrap(), req);
@@ -188,30 +145,16 @@ fn round_trips_plain_and_compressed() {
 
 #[test]
 fn startup_is_never_compressed() {
-    let frame = encode(
-        0,
-        Some(Compression::Snappy),
-        &Request::Startup(StartupOptions::new("3.0.0")),
-    );
+    let frame = encode(0, Some(Compression::Snappy), &Request::Startup(StartupOptions::new("3.0.0")));
     assert_eq!(frame[1] & crate::FLAG_COMPRESSION, 0);
 }
 
 #[test]
 fn tracing_and_custom_payload() {
-    let payload = vec![
-        ("k".to_string(), Some(Bytes::from_static(b"v"))),
-        ("n".to_string(), None),
-    ];
+    let payload = vec![("k".to_string(), Some(Bytes::from_static(b"v"))), ("n".to_string(), None)];
     for req in sample_requests() {
         let mut out = BytesMut::new();
-        encode_request_with(
-            &mut out,
-            9,
-            Some(Compression::Lz4),
-            true,
-            Some(&payload),
-            &req,
-        );
+        encode_request_with(&mut out, 9, Some(Compression::Lz4), true, Some(&payload), &req);
         let (h, body) = split(&out);
         assert!(h.is_tracing() && h.has_custom_payload());
         let f = decode_request_frame(&h, body, Some(Compression::Lz4)).unwrap();
@@ -223,110 +166,59 @@ fn tracing_and_custom_payload() {
 
 #[test]
 fn values_are_slices_of_the_body() {
-    let req = Request::Execute {
-        id: Bytes::from_static(b"id"),
-        params: full_params(),
-    };
+    let req = Request::Execute { id: Bytes::from_static(b"id"), params: full_params() };
     let frame = encode(0, None, &req);
     let (h, body) = split(&frame);
     let range = body.as_ptr_range();
-    let Request::Execute { id, params } = decode_request(&h, body.clone(), None).unwrap() else {
-        panic!()
-    };
+    let Request::Execute { id, params } = decode_request(&h, body.clone(), None).unwrap() else { panic!() };
     assert!(range.contains(&id.as_ptr()));
-    let BoundValues::Positional(values) = params.values else {
-        panic!()
-    };
-    let BoundValue::Set(v) = &values[0] else {
-        panic!()
-    };
+    let BoundValues::Positional(values) = params.values else { panic!() };
+    let BoundValue::Set(v) = &values[0] else { panic!() };
     assert!(range.contains(&v.as_ptr()));
     assert!(range.contains(&params.paging_state.unwrap().as_ptr()));
 }
 
 #[test]
 fn compressed_frame_without_negotiation_is_refused() {
-    let req = Request::Prepare {
-        query: "SELECT 1".into(),
-    };
+    let req = Request::Prepare { query: "SELECT 1".into() };
     let frame = encode(0, Some(Compression::Lz4), &req);
     let (h, body) = split(&frame);
-    assert_eq!(
-        decode_request(&h, body, None),
-        Err(ProtocolError::CompressionNotNegotiated)
-    );
+    assert_eq!(decode_request(&h, body, None), Err(ProtocolError::CompressionNotNegotiated));
 }
 
 #[test]
 fn bad_fields_give_cassandra_errors() {
     let decode = |opcode: Opcode, body: &[u8]| {
-        let h = FrameHeader {
-            version: 4,
-            flags: 0,
-            stream: 0,
-            opcode,
-            body_len: body.len() as u32,
-        };
+        let h = FrameHeader { version: 4, flags: 0, stream: 0, opcode, body_len: body.len() as u32 };
         decode_request(&h, Bytes::copy_from_slice(body), None)
     };
     // QUERY "" at consistency 0x000B.
-    assert_eq!(
-        decode(Opcode::Query, &[0, 0, 0, 0, 0, 0x0B, 0]),
-        Err(ProtocolError::UnknownConsistency(11))
-    );
+    assert_eq!(decode(Opcode::Query, &[0, 0, 0, 0, 0, 0x0B, 0]), Err(ProtocolError::UnknownConsistency(11)));
     // A value of length -3.
     let body = [0, 0, 0, 0, 0, 1, 0x01, 0, 1, 0xFF, 0xFF, 0xFF, 0xFD];
-    assert_eq!(
-        decode(Opcode::Query, &body),
-        Err(ProtocolError::InvalidValueLength(-3))
-    );
+    assert_eq!(decode(Opcode::Query, &body), Err(ProtocolError::InvalidValueLength(-3)));
     // Default timestamp i64::MIN.
     let mut body = vec![0, 0, 0, 0, 0, 1, 0x20];
     body.extend_from_slice(&i64::MIN.to_be_bytes());
-    assert_eq!(
-        decode(Opcode::Query, &body),
-        Err(ProtocolError::TimestampOutOfBound(i64::MIN))
-    );
+    assert_eq!(decode(Opcode::Query, &body), Err(ProtocolError::TimestampOutOfBound(i64::MIN)));
     // Batch type 3, query kind 2, reserved flag bits.
-    assert_eq!(
-        decode(Opcode::Batch, &[3, 0, 0, 0, 1, 0]),
-        Err(ProtocolError::InvalidBatchType(3))
-    );
-    assert_eq!(
-        decode(Opcode::Batch, &[0, 0, 1, 2]),
-        Err(ProtocolError::InvalidBatchQueryKind(2))
-    );
-    assert_eq!(
-        decode(Opcode::Batch, &[0, 0, 0, 0, 1, 0x01]),
-        Err(ProtocolError::InvalidBatchFlags(1))
-    );
+    assert_eq!(decode(Opcode::Batch, &[3, 0, 0, 0, 1, 0]), Err(ProtocolError::InvalidBatchType(3)));
+    assert_eq!(decode(Opcode::Batch, &[0, 0, 1, 2]), Err(ProtocolError::InvalidBatchQueryKind(2)));
+    assert_eq!(decode(Opcode::Batch, &[0, 0, 0, 0, 1, 0x01]), Err(ProtocolError::InvalidBatchFlags(1)));
     // A response opcode.
-    assert_eq!(
-        decode(Opcode::Ready, &[]),
-        Err(ProtocolError::NotARequest(Opcode::Ready))
-    );
+    assert_eq!(decode(Opcode::Ready, &[]), Err(ProtocolError::NotARequest(Opcode::Ready)));
 }
 
 #[test]
 fn batch_names_flag_is_honoured() {
     // Same statements, once positional and once named: each decodes as sent.
-    let positional = sample_requests()
-        .into_iter()
-        .find(|r| matches!(r, Request::Batch(_)))
-        .unwrap();
+    let positional = sample_requests().into_iter().find(|r| matches!(r, Request::Batch(_))).unwrap();
     round_trip(None, &positional);
-    let Request::Batch(mut b) = positional else {
-        unreachable!()
-    };
+    let Request::Batch(mut b) = positional else { unreachable!() };
     for s in &mut b.statements {
         let (BatchStatement::Query { values, .. } | BatchStatement::Prepared { values, .. }) = s;
         if let BoundValues::Positional(v) = values {
-            *values = BoundValues::Named(
-                v.iter()
-                    .enumerate()
-                    .map(|(i, v)| (format!("m{i}"), v.clone()))
-                    .collect(),
-            );
+            *values = BoundValues::Named(v.iter().enumerate().map(|(i, v)| (format!("m{i}"), v.clone())).collect());
         }
     }
     round_trip(None, &Request::Batch(b));
@@ -350,12 +242,7 @@ fn every_truncation_is_an_error() {
             let mut short = h;
             short.body_len = n as u32;
             let got = decode_request(&short, body.slice(..n), c);
-            assert!(
-                got.is_err(),
-                "{:?} cut at {n}/{} decoded: {got:?}",
-                h.opcode,
-                body.len()
-            );
+            assert!(got.is_err(), "{:?} cut at {n}/{} decoded: {got:?}", h.opcode, body.len());
         }
         // And the header itself, byte by byte.
         for n in 0..HEADER_LEN {
@@ -396,13 +283,7 @@ fn mutated_and_random_frames_never_panic() {
         let _ = parse_header(&bytes, MAX);
         let flags = rng.gen::<u8>() & 0x07;
         let opcode = opcodes[rng.gen_range(0..opcodes.len())];
-        let h = FrameHeader {
-            version: 4,
-            flags,
-            stream: 0,
-            opcode,
-            body_len: len as u32,
-        };
+        let h = FrameHeader { version: 4, flags, stream: 0, opcode, body_len: len as u32 };
         let c = [None, Some(Compression::Lz4), Some(Compression::Snappy)][rng.gen_range(0..3)];
         let _ = decode_request(&h, Bytes::from(bytes), c);
     }

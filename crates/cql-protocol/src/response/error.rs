@@ -59,11 +59,7 @@ pub enum ErrorKind {
     /// 0x0100
     AuthenticationError,
     /// 0x1000: not enough replicas alive to try.
-    Unavailable {
-        consistency: Consistency,
-        required: i32,
-        alive: i32,
-    },
+    Unavailable { consistency: Consistency, required: i32, alive: i32 },
     /// 0x1001
     Overloaded,
     /// 0x1002
@@ -71,41 +67,15 @@ pub enum ErrorKind {
     /// 0x1003
     TruncateError,
     /// 0x1100
-    WriteTimeout {
-        consistency: Consistency,
-        received: i32,
-        block_for: i32,
-        write_type: WriteType,
-    },
+    WriteTimeout { consistency: Consistency, received: i32, block_for: i32, write_type: WriteType },
     /// 0x1200
-    ReadTimeout {
-        consistency: Consistency,
-        received: i32,
-        block_for: i32,
-        data_present: bool,
-    },
+    ReadTimeout { consistency: Consistency, received: i32, block_for: i32, data_present: bool },
     /// 0x1300
-    ReadFailure {
-        consistency: Consistency,
-        received: i32,
-        block_for: i32,
-        num_failures: i32,
-        data_present: bool,
-    },
+    ReadFailure { consistency: Consistency, received: i32, block_for: i32, num_failures: i32, data_present: bool },
     /// 0x1400
-    FunctionFailure {
-        keyspace: String,
-        function: String,
-        arg_types: Vec<String>,
-    },
+    FunctionFailure { keyspace: String, function: String, arg_types: Vec<String> },
     /// 0x1500
-    WriteFailure {
-        consistency: Consistency,
-        received: i32,
-        block_for: i32,
-        num_failures: i32,
-        write_type: WriteType,
-    },
+    WriteFailure { consistency: Consistency, received: i32, block_for: i32, num_failures: i32, write_type: WriteType },
     /// 0x2000
     SyntaxError,
     /// 0x2100
@@ -173,10 +143,7 @@ pub struct ErrorBody {
 
 impl ErrorBody {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> ErrorBody {
-        ErrorBody {
-            kind,
-            message: message.into(),
-        }
+        ErrorBody { kind, message: message.into() }
     }
     pub fn server_error(message: impl Into<String>) -> ErrorBody {
         ErrorBody::new(ErrorKind::ServerError, message)
@@ -202,66 +169,36 @@ impl ErrorBody {
         wire::write_int(out, self.kind.code());
         wire::write_string(out, &self.message);
         match &self.kind {
-            ErrorKind::Unavailable {
-                consistency,
-                required,
-                alive,
-            } => {
+            ErrorKind::Unavailable { consistency, required, alive } => {
                 wire::write_consistency(out, *consistency);
                 wire::write_int(out, *required);
                 wire::write_int(out, *alive);
             }
-            ErrorKind::WriteTimeout {
-                consistency,
-                received,
-                block_for,
-                write_type,
-            } => {
+            ErrorKind::WriteTimeout { consistency, received, block_for, write_type } => {
                 wire::write_consistency(out, *consistency);
                 wire::write_int(out, *received);
                 wire::write_int(out, *block_for);
                 wire::write_string(out, write_type.name());
             }
-            ErrorKind::ReadTimeout {
-                consistency,
-                received,
-                block_for,
-                data_present,
-            } => {
+            ErrorKind::ReadTimeout { consistency, received, block_for, data_present } => {
                 wire::write_consistency(out, *consistency);
                 wire::write_int(out, *received);
                 wire::write_int(out, *block_for);
                 wire::write_u8(out, u8::from(*data_present));
             }
-            ErrorKind::ReadFailure {
-                consistency,
-                received,
-                block_for,
-                num_failures,
-                data_present,
-            } => {
+            ErrorKind::ReadFailure { consistency, received, block_for, num_failures, data_present } => {
                 wire::write_consistency(out, *consistency);
                 wire::write_int(out, *received);
                 wire::write_int(out, *block_for);
                 wire::write_int(out, *num_failures);
                 wire::write_u8(out, u8::from(*data_present));
             }
-            ErrorKind::FunctionFailure {
-                keyspace,
-                function,
-                arg_types,
-            } => {
+            ErrorKind::FunctionFailure { keyspace, function, arg_types } => {
                 wire::write_string(out, keyspace);
                 wire::write_string(out, function);
                 wire::write_string_list(out, arg_types);
             }
-            ErrorKind::WriteFailure {
-                consistency,
-                received,
-                block_for,
-                num_failures,
-                write_type,
-            } => {
+            ErrorKind::WriteFailure { consistency, received, block_for, num_failures, write_type } => {
                 wire::write_consistency(out, *consistency);
                 wire::write_int(out, *received);
                 wire::write_int(out, *block_for);
@@ -291,10 +228,7 @@ impl ErrorBody {
         let message = r.read_string()?;
         let write_type = |r: &mut Reader| {
             let name = r.read_string()?;
-            WriteType::from_name(&name).ok_or(ProtocolError::UnknownName {
-                what: "write type",
-                value: name,
-            })
+            WriteType::from_name(&name).ok_or(ProtocolError::UnknownName { what: "write type", value: name })
         };
         let kind = match code {
             SERVER_ERROR => ErrorKind::ServerError,
@@ -343,13 +277,8 @@ impl ErrorBody {
             UNAUTHORIZED => ErrorKind::Unauthorized,
             INVALID => ErrorKind::Invalid,
             CONFIG_ERROR => ErrorKind::ConfigError,
-            ALREADY_EXISTS => ErrorKind::AlreadyExists {
-                keyspace: r.read_string()?,
-                table: r.read_string()?,
-            },
-            UNPREPARED => ErrorKind::Unprepared {
-                id: r.read_short_bytes()?,
-            },
+            ALREADY_EXISTS => ErrorKind::AlreadyExists { keyspace: r.read_string()?, table: r.read_string()? },
+            UNPREPARED => ErrorKind::Unprepared { id: r.read_short_bytes()? },
             other => return Err(ProtocolError::UnknownErrorCode(other)),
         };
         Ok(ErrorBody { kind, message })

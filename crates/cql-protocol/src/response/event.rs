@@ -87,14 +87,8 @@ pub struct SchemaChange {
 /// A server-pushed event.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
-    TopologyChange {
-        change: TopologyChangeType,
-        addr: SocketAddr,
-    },
-    StatusChange {
-        change: StatusChangeType,
-        addr: SocketAddr,
-    },
+    TopologyChange { change: TopologyChangeType, addr: SocketAddr },
+    StatusChange { change: StatusChangeType, addr: SocketAddr },
     SchemaChange(SchemaChange),
 }
 
@@ -141,10 +135,7 @@ impl Event {
                     "MOVED_NODE" => TopologyChangeType::MovedNode,
                     other => return Err(unknown("topology change", other)),
                 };
-                Event::TopologyChange {
-                    change,
-                    addr: r.read_inet()?,
-                }
+                Event::TopologyChange { change, addr: r.read_inet()? }
             }
             "STATUS_CHANGE" => {
                 let change = match r.read_string()?.as_str() {
@@ -152,10 +143,7 @@ impl Event {
                     "DOWN" => StatusChangeType::Down,
                     other => return Err(unknown("status change", other)),
                 };
-                Event::StatusChange {
-                    change,
-                    addr: r.read_inet()?,
-                }
+                Event::StatusChange { change, addr: r.read_inet()? }
             }
             "SCHEMA_CHANGE" => Event::SchemaChange(SchemaChange::decode(r)?),
             other => return Err(unknown("event type", other)),
@@ -177,22 +165,14 @@ impl SchemaChange {
                 wire::write_string(out, ks);
             }
             SchemaChangeTarget::Table(ks, name) | SchemaChangeTarget::Type(ks, name) => {
-                let target = if matches!(self.target, SchemaChangeTarget::Table(..)) {
-                    "TABLE"
-                } else {
-                    "TYPE"
-                };
+                let target = if matches!(self.target, SchemaChangeTarget::Table(..)) { "TABLE" } else { "TYPE" };
                 wire::write_string(out, target);
                 wire::write_string(out, ks);
                 wire::write_string(out, name);
             }
-            SchemaChangeTarget::Function(ks, name, args)
-            | SchemaChangeTarget::Aggregate(ks, name, args) => {
-                let target = if matches!(self.target, SchemaChangeTarget::Function(..)) {
-                    "FUNCTION"
-                } else {
-                    "AGGREGATE"
-                };
+            SchemaChangeTarget::Function(ks, name, args) | SchemaChangeTarget::Aggregate(ks, name, args) => {
+                let target =
+                    if matches!(self.target, SchemaChangeTarget::Function(..)) { "FUNCTION" } else { "AGGREGATE" };
                 wire::write_string(out, target);
                 wire::write_string(out, ks);
                 wire::write_string(out, name);
@@ -212,16 +192,8 @@ impl SchemaChange {
             "KEYSPACE" => SchemaChangeTarget::Keyspace(r.read_string()?),
             "TABLE" => SchemaChangeTarget::Table(r.read_string()?, r.read_string()?),
             "TYPE" => SchemaChangeTarget::Type(r.read_string()?, r.read_string()?),
-            "FUNCTION" => SchemaChangeTarget::Function(
-                r.read_string()?,
-                r.read_string()?,
-                r.read_string_list()?,
-            ),
-            "AGGREGATE" => SchemaChangeTarget::Aggregate(
-                r.read_string()?,
-                r.read_string()?,
-                r.read_string_list()?,
-            ),
+            "FUNCTION" => SchemaChangeTarget::Function(r.read_string()?, r.read_string()?, r.read_string_list()?),
+            "AGGREGATE" => SchemaChangeTarget::Aggregate(r.read_string()?, r.read_string()?, r.read_string_list()?),
             other => return Err(unknown("schema change target", other)),
         };
         Ok(SchemaChange { change, target })
@@ -229,8 +201,5 @@ impl SchemaChange {
 }
 
 fn unknown(what: &'static str, value: &str) -> ProtocolError {
-    ProtocolError::UnknownName {
-        what,
-        value: value.to_string(),
-    }
+    ProtocolError::UnknownName { what, value: value.to_string() }
 }

@@ -20,19 +20,14 @@ use uuid::Uuid;
 
 pub use error::{ErrorBody, ErrorKind, WriteType};
 pub use event::{
-    Event, EventType, SchemaChange, SchemaChangeTarget, SchemaChangeType, StatusChangeType,
-    TopologyChangeType,
+    Event, EventType, SchemaChange, SchemaChangeTarget, SchemaChangeType, StatusChangeType, TopologyChangeType,
 };
-pub use result::{
-    ColumnSpec, Prepared, PreparedMetadata, ResultBody, Rows, RowsIter, RowsMetadata, RowsWriter,
-};
+pub use result::{ColumnSpec, Prepared, PreparedMetadata, ResultBody, Rows, RowsIter, RowsMetadata, RowsWriter};
 pub use supported::{supported_options, CQL_VERSION};
 
 use crate::compression::Compression;
 use crate::error::ProtocolError;
-use crate::frame::{
-    self, FrameHeader, Opcode, FLAG_TRACING, FLAG_WARNING, PROTOCOL_VERSION, RESPONSE_BIT,
-};
+use crate::frame::{self, FrameHeader, Opcode, FLAG_TRACING, FLAG_WARNING, PROTOCOL_VERSION, RESPONSE_BIT};
 use crate::wire::{self, Reader};
 
 /// The stream id of server-pushed EVENT frames.
@@ -101,38 +96,20 @@ pub fn encode_response_traced(
     warnings: &[String],
     response: &Response,
 ) {
-    write_response(
-        out,
-        stream,
-        compression,
-        tracing_id,
-        warnings,
-        response.opcode(),
-        |out| match response {
-            Response::Error(e) => e.encode(out),
-            Response::Ready => {}
-            Response::Authenticate(class) => authenticate::encode_authenticate(out, class),
-            Response::Supported(options) => supported::encode(out, options),
-            Response::Result(r) => r.encode(out),
-            Response::Event(e) => e.encode(out),
-            Response::AuthChallenge(token) | Response::AuthSuccess(token) => {
-                authenticate::encode_token(out, token)
-            }
-        },
-    );
+    write_response(out, stream, compression, tracing_id, warnings, response.opcode(), |out| match response {
+        Response::Error(e) => e.encode(out),
+        Response::Ready => {}
+        Response::Authenticate(class) => authenticate::encode_authenticate(out, class),
+        Response::Supported(options) => supported::encode(out, options),
+        Response::Result(r) => r.encode(out),
+        Response::Event(e) => e.encode(out),
+        Response::AuthChallenge(token) | Response::AuthSuccess(token) => authenticate::encode_token(out, token),
+    });
 }
 
 /// Writes a server-pushed EVENT frame (stream -1).
 pub fn encode_event(out: &mut BytesMut, compression: Option<Compression>, event: &Event) {
-    write_response(
-        out,
-        EVENT_STREAM,
-        compression,
-        None,
-        &[],
-        Opcode::Event,
-        |out| event.encode(out),
-    );
+    write_response(out, EVENT_STREAM, compression, None, &[], Opcode::Event, |out| event.encode(out));
 }
 
 fn write_response(
@@ -182,21 +159,9 @@ pub fn decode_response(
         body
     };
     let mut r = Reader::new(body);
-    let tracing_id = if header.is_tracing() {
-        Some(r.read_uuid()?)
-    } else {
-        None
-    };
-    let warnings = if header.has_warnings() {
-        r.read_string_list()?
-    } else {
-        Vec::new()
-    };
-    let custom_payload = if header.has_custom_payload() {
-        Some(r.read_bytes_map()?)
-    } else {
-        None
-    };
+    let tracing_id = if header.is_tracing() { Some(r.read_uuid()?) } else { None };
+    let warnings = if header.has_warnings() { r.read_string_list()? } else { Vec::new() };
+    let custom_payload = if header.has_custom_payload() { Some(r.read_bytes_map()?) } else { None };
     let response = match header.opcode {
         Opcode::Error => Response::Error(ErrorBody::decode(&mut r)?),
         Opcode::Ready => ready::decode(&mut r)?,
@@ -208,12 +173,7 @@ pub fn decode_response(
         Opcode::AuthSuccess => Response::AuthSuccess(authenticate::decode_token(&mut r)?),
         other => return Err(ProtocolError::NotAResponse(other)),
     };
-    Ok(ResponseFrame {
-        tracing_id,
-        warnings,
-        custom_payload,
-        response,
-    })
+    Ok(ResponseFrame { tracing_id, warnings, custom_payload, response })
 }
 
 #[cfg(test)]

@@ -121,10 +121,7 @@ impl RowsMetadata {
     }
 
     pub(crate) fn encode(&self, out: &mut BytesMut) {
-        let global = self
-            .global_table_spec
-            .as_ref()
-            .filter(|_| !self.no_metadata);
+        let global = self.global_table_spec.as_ref().filter(|_| !self.no_metadata);
         let mut flags = 0;
         if global.is_some() {
             flags |= FLAG_GLOBAL_TABLES_SPEC;
@@ -148,24 +145,14 @@ impl RowsMetadata {
     pub(crate) fn decode(r: &mut Reader) -> Result<RowsMetadata, ProtocolError> {
         let flags = r.read_int()?;
         let count = read_count(r, "a column count")?;
-        let paging_state = if flags & FLAG_HAS_MORE_PAGES != 0 {
-            r.read_bytes()?
-        } else {
-            None
-        };
+        let paging_state = if flags & FLAG_HAS_MORE_PAGES != 0 { r.read_bytes()? } else { None };
         let no_metadata = flags & FLAG_NO_METADATA != 0;
         let (global_table_spec, columns) = if no_metadata {
             (None, Vec::new())
         } else {
             decode_specs(r, flags & FLAG_GLOBAL_TABLES_SPEC != 0, count)?
         };
-        Ok(RowsMetadata {
-            global_table_spec,
-            columns,
-            columns_count: count,
-            paging_state,
-            no_metadata,
-        })
+        Ok(RowsMetadata { global_table_spec, columns, columns_count: count, paging_state, no_metadata })
     }
 }
 
@@ -198,10 +185,7 @@ impl Rows {
         let metadata = RowsMetadata::decode(r)?;
         let rows_count = r.read_int()?;
         if rows_count < 0 {
-            return Err(ProtocolError::NegativeLength {
-                what: "a rows count",
-                len: rows_count,
-            });
+            return Err(ProtocolError::NegativeLength { what: "a rows count", len: rows_count });
         }
         // Check that every cell is there (without copying anything), so that a
         // truncated result is an error here rather than while iterating.
@@ -215,11 +199,7 @@ impl Rows {
             }
         }
         let content = r.take(r.remaining() - scan.remaining(), "rows content")?;
-        Ok(Rows {
-            metadata,
-            rows_count,
-            content,
-        })
+        Ok(Rows { metadata, rows_count, content })
     }
 }
 
@@ -272,12 +252,7 @@ impl RowsWriter {
 
     /// With room for `bytes` bytes of cells.
     pub fn with_capacity(columns: usize, bytes: usize) -> RowsWriter {
-        RowsWriter {
-            buf: BytesMut::with_capacity(bytes),
-            columns,
-            cells_in_row: 0,
-            rows: 0,
-        }
+        RowsWriter { buf: BytesMut::with_capacity(bytes), columns, cells_in_row: 0, rows: 0 }
     }
 
     /// Appends the next cell of the current row; `None` is null.
@@ -299,15 +274,9 @@ impl RowsWriter {
 
     /// Closes the current row.
     pub fn end_row(&mut self) {
-        assert_eq!(
-            self.cells_in_row, self.columns,
-            "row ended with the wrong number of cells"
-        );
+        assert_eq!(self.cells_in_row, self.columns, "row ended with the wrong number of cells");
         self.cells_in_row = 0;
-        self.rows = self
-            .rows
-            .checked_add(1)
-            .expect("more than i32::MAX rows in one result");
+        self.rows = self.rows.checked_add(1).expect("more than i32::MAX rows in one result");
     }
 
     pub fn rows_count(&self) -> i32 {
@@ -321,27 +290,13 @@ impl RowsWriter {
 
     /// The finished Rows result.
     pub fn finish(self, metadata: RowsMetadata) -> Rows {
-        assert_eq!(
-            self.cells_in_row, 0,
-            "RowsWriter finished in the middle of a row"
-        );
-        assert_eq!(
-            metadata.column_count(),
-            self.columns,
-            "metadata and rows disagree on the column count"
-        );
-        Rows {
-            metadata,
-            rows_count: self.rows,
-            content: self.buf.freeze(),
-        }
+        assert_eq!(self.cells_in_row, 0, "RowsWriter finished in the middle of a row");
+        assert_eq!(metadata.column_count(), self.columns, "metadata and rows disagree on the column count");
+        Rows { metadata, rows_count: self.rows, content: self.buf.freeze() }
     }
 
     fn next_cell(&mut self) {
-        assert!(
-            self.cells_in_row < self.columns,
-            "more cells than columns in a row"
-        );
+        assert!(self.cells_in_row < self.columns, "more cells than columns in a row");
         self.cells_in_row += 1;
     }
 }
@@ -361,23 +316,12 @@ pub struct PreparedMetadata {
 impl PreparedMetadata {
     /// With a global table spec when all markers bind columns of one table.
     pub fn new(pk_indexes: Vec<u16>, columns: Vec<ColumnSpec>) -> PreparedMetadata {
-        PreparedMetadata {
-            pk_indexes,
-            global_table_spec: common_table(&columns),
-            columns,
-        }
+        PreparedMetadata { pk_indexes, global_table_spec: common_table(&columns), columns }
     }
 
     fn encode(&self, out: &mut BytesMut) {
         let global = self.global_table_spec.as_ref();
-        wire::write_int(
-            out,
-            if global.is_some() {
-                FLAG_GLOBAL_TABLES_SPEC
-            } else {
-                0
-            },
-        );
+        wire::write_int(out, if global.is_some() { FLAG_GLOBAL_TABLES_SPEC } else { 0 });
         wire::write_int(out, count_i32(self.columns.len()));
         wire::write_int(out, count_i32(self.pk_indexes.len()));
         for &i in &self.pk_indexes {
@@ -394,13 +338,8 @@ impl PreparedMetadata {
         for _ in 0..pk_count {
             pk_indexes.push(r.read_short()?);
         }
-        let (global_table_spec, columns) =
-            decode_specs(r, flags & FLAG_GLOBAL_TABLES_SPEC != 0, count)?;
-        Ok(PreparedMetadata {
-            pk_indexes,
-            global_table_spec,
-            columns,
-        })
+        let (global_table_spec, columns) = decode_specs(r, flags & FLAG_GLOBAL_TABLES_SPEC != 0, count)?;
+        Ok(PreparedMetadata { pk_indexes, global_table_spec, columns })
     }
 }
 
@@ -448,11 +387,7 @@ impl ResultBody {
                 let id = r.read_short_bytes()?;
                 let metadata = PreparedMetadata::decode(r)?;
                 let result_metadata = RowsMetadata::decode(r)?;
-                ResultBody::Prepared(Prepared {
-                    id,
-                    metadata,
-                    result_metadata,
-                })
+                ResultBody::Prepared(Prepared { id, metadata, result_metadata })
             }
             KIND_SCHEMA_CHANGE => ResultBody::SchemaChange(SchemaChange::decode(r)?),
             other => return Err(ProtocolError::UnknownResultKind(other)),
@@ -495,11 +430,7 @@ fn encode_specs(out: &mut BytesMut, global: Option<&(String, String)>, columns: 
 type Specs = (Option<(String, String)>, Vec<ColumnSpec>);
 
 fn decode_specs(r: &mut Reader, global: bool, count: usize) -> Result<Specs, ProtocolError> {
-    let global_table_spec = if global {
-        Some((r.read_string()?, r.read_string()?))
-    } else {
-        None
-    };
+    let global_table_spec = if global { Some((r.read_string()?, r.read_string()?)) } else { None };
     // A spec takes at least a 2-byte name length and a 2-byte type id.
     let mut columns = Vec::with_capacity(r.bounded_capacity(count, 4));
     for _ in 0..count {
@@ -509,12 +440,7 @@ fn decode_specs(r: &mut Reader, global: bool, count: usize) -> Result<Specs, Pro
         };
         let name = r.read_string()?;
         let ty = read_type(r)?;
-        columns.push(ColumnSpec {
-            keyspace,
-            table,
-            name,
-            ty,
-        });
+        columns.push(ColumnSpec { keyspace, table, name, ty });
     }
     Ok((global_table_spec, columns))
 }

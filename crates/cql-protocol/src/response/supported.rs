@@ -21,14 +21,8 @@ pub const CQL_VERSION: &str = "3.4.7";
 pub fn supported_options() -> BTreeMap<String, Vec<String>> {
     let mut m = BTreeMap::new();
     m.insert("CQL_VERSION".to_string(), vec![CQL_VERSION.to_string()]);
-    m.insert(
-        "COMPRESSION".to_string(),
-        vec!["lz4".to_string(), "snappy".to_string()],
-    );
-    m.insert(
-        "PROTOCOL_VERSIONS".to_string(),
-        vec![SUPPORTED_VERSIONS_DESCRIPTION.to_string()],
-    );
+    m.insert("COMPRESSION".to_string(), vec!["lz4".to_string(), "snappy".to_string()]);
+    m.insert("PROTOCOL_VERSIONS".to_string(), vec![SUPPORTED_VERSIONS_DESCRIPTION.to_string()]);
     m
 }
 

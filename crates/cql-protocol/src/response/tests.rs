@@ -16,26 +16,14 @@ fn split(frame: &[u8]) -> (FrameHeader, Bytes) {
 }
 
 fn col(name: &str, ty: CqlType) -> ColumnSpec {
-    ColumnSpec {
-        keyspace: "ks".into(),
-        table: "t".into(),
-        name: name.into(),
-        ty,
-    }
+    ColumnSpec { keyspace: "ks".into(), table: "t".into(), name: name.into(), ty }
 }
 
 fn sample_rows() -> Rows {
     let columns = vec![
         col("k", CqlType::Int),
         col("v", CqlType::Text),
-        col(
-            "m",
-            CqlType::Map {
-                key: Box::new(CqlType::Text),
-                value: Box::new(CqlType::BigInt),
-                frozen: false,
-            },
-        ),
+        col("m", CqlType::Map { key: Box::new(CqlType::Text), value: Box::new(CqlType::BigInt), frozen: false }),
     ];
     let mut w = RowsWriter::new(columns.len());
     for i in 0..3i32 {
@@ -53,44 +41,15 @@ fn errors() -> Vec<ErrorBody> {
         ErrorKind::ServerError,
         ErrorKind::ProtocolError,
         ErrorKind::AuthenticationError,
-        ErrorKind::Unavailable {
-            consistency: cl,
-            required: 2,
-            alive: 1,
-        },
+        ErrorKind::Unavailable { consistency: cl, required: 2, alive: 1 },
         ErrorKind::Overloaded,
         ErrorKind::IsBootstrapping,
         ErrorKind::TruncateError,
-        ErrorKind::WriteTimeout {
-            consistency: cl,
-            received: 1,
-            block_for: 2,
-            write_type: WriteType::Simple,
-        },
-        ErrorKind::WriteTimeout {
-            consistency: cl,
-            received: 0,
-            block_for: 2,
-            write_type: WriteType::BatchLog,
-        },
-        ErrorKind::ReadTimeout {
-            consistency: cl,
-            received: 1,
-            block_for: 2,
-            data_present: true,
-        },
-        ErrorKind::ReadFailure {
-            consistency: cl,
-            received: 1,
-            block_for: 2,
-            num_failures: 1,
-            data_present: false,
-        },
-        ErrorKind::FunctionFailure {
-            keyspace: "ks".into(),
-            function: "f".into(),
-            arg_types: vec!["int".into()],
-        },
+        ErrorKind::WriteTimeout { consistency: cl, received: 1, block_for: 2, write_type: WriteType::Simple },
+        ErrorKind::WriteTimeout { consistency: cl, received: 0, block_for: 2, write_type: WriteType::BatchLog },
+        ErrorKind::ReadTimeout { consistency: cl, received: 1, block_for: 2, data_present: true },
+        ErrorKind::ReadFailure { consistency: cl, received: 1, block_for: 2, num_failures: 1, data_present: false },
+        ErrorKind::FunctionFailure { keyspace: "ks".into(), function: "f".into(), arg_types: vec!["int".into()] },
         ErrorKind::WriteFailure {
             consistency: Consistency::All,
             received: 2,
@@ -102,22 +61,11 @@ fn errors() -> Vec<ErrorBody> {
         ErrorKind::Unauthorized,
         ErrorKind::Invalid,
         ErrorKind::ConfigError,
-        ErrorKind::AlreadyExists {
-            keyspace: "ks".into(),
-            table: "".into(),
-        },
-        ErrorKind::AlreadyExists {
-            keyspace: "ks".into(),
-            table: "t".into(),
-        },
-        ErrorKind::Unprepared {
-            id: Bytes::from_static(&[1, 2, 3]),
-        },
+        ErrorKind::AlreadyExists { keyspace: "ks".into(), table: "".into() },
+        ErrorKind::AlreadyExists { keyspace: "ks".into(), table: "t".into() },
+        ErrorKind::Unprepared { id: Bytes::from_static(&[1, 2, 3]) },
     ];
-    kinds
-        .into_iter()
-        .map(|k| ErrorBody::new(k, "something went wrong"))
-        .collect()
+    kinds.into_iter().map(|k| ErrorBody::new(k, "something went wrong")).collect()
 }
 
 fn schema_changes() -> Vec<SchemaChange> {
@@ -128,33 +76,17 @@ fn schema_changes() -> Vec<SchemaChange> {
         SchemaChangeTarget::Function("ks".into(), "f".into(), vec!["int".into(), "text".into()]),
         SchemaChangeTarget::Aggregate("ks".into(), "agg".into(), vec![]),
     ];
-    let changes = [
-        SchemaChangeType::Created,
-        SchemaChangeType::Updated,
-        SchemaChangeType::Dropped,
-    ];
-    targets
-        .iter()
-        .flat_map(|t| {
-            changes.iter().map(move |&change| SchemaChange {
-                change,
-                target: t.clone(),
-            })
-        })
-        .collect()
+    let changes = [SchemaChangeType::Created, SchemaChangeType::Updated, SchemaChangeType::Dropped];
+    targets.iter().flat_map(|t| changes.iter().map(move |&change| SchemaChange { change, target: t.clone() })).collect()
 }
 
 /// One of every response kind (every error kind, result kind and event).
 fn sample_responses() -> Vec<Response> {
     let mut v: Vec<Response> = errors().into_iter().map(Response::Error).collect();
     v.push(Response::Ready);
-    v.push(Response::Authenticate(
-        "org.apache.cassandra.auth.PasswordAuthenticator".into(),
-    ));
+    v.push(Response::Authenticate("org.apache.cassandra.auth.PasswordAuthenticator".into()));
     v.push(Response::Supported(supported_options()));
-    v.push(Response::AuthChallenge(Some(Bytes::from_static(
-        b"challenge",
-    ))));
+    v.push(Response::AuthChallenge(Some(Bytes::from_static(b"challenge"))));
     v.push(Response::AuthSuccess(None));
     v.push(Response::Result(ResultBody::Void));
     v.push(Response::Result(ResultBody::Rows(sample_rows())));
@@ -168,10 +100,7 @@ fn sample_responses() -> Vec<Response> {
     v.push(Response::Result(ResultBody::SetKeyspace("ks".into())));
     v.push(Response::Result(ResultBody::Prepared(Prepared {
         id: Bytes::from_static(&[0xAB; 16]),
-        metadata: PreparedMetadata::new(
-            vec![1, 0],
-            vec![col("v", CqlType::Text), col("k", CqlType::Int)],
-        ),
+        metadata: PreparedMetadata::new(vec![1, 0], vec![col("v", CqlType::Text), col("k", CqlType::Int)]),
         result_metadata: RowsMetadata::new(vec![col("v", CqlType::Text)]),
     })));
     v.push(Response::Result(ResultBody::Prepared(Prepared {
@@ -185,11 +114,7 @@ fn sample_responses() -> Vec<Response> {
     }
     let v4: std::net::SocketAddr = "127.0.0.2:9042".parse().unwrap();
     let v6: std::net::SocketAddr = "[2001:db8::1]:9042".parse().unwrap();
-    for change in [
-        TopologyChangeType::NewNode,
-        TopologyChangeType::RemovedNode,
-        TopologyChangeType::MovedNode,
-    ] {
+    for change in [TopologyChangeType::NewNode, TopologyChangeType::RemovedNode, TopologyChangeType::MovedNode] {
         v.push(Response::Event(Event::TopologyChange { change, addr: v4 }));
     }
     for change in [StatusChangeType::Up, StatusChangeType::Down] {
@@ -198,12 +123,7 @@ fn sample_responses() -> Vec<Response> {
     v
 }
 
-fn encoded(
-    c: Option<Compression>,
-    tracing: Option<Uuid>,
-    warnings: &[String],
-    r: &Response,
-) -> BytesMut {
+fn encoded(c: Option<Compression>, tracing: Option<Uuid>, warnings: &[String], r: &Response) -> BytesMut {
     let mut out = BytesMut::new();
     encode_response_traced(&mut out, 7, c, tracing, warnings, r);
     out
@@ -211,23 +131,10 @@ fn encoded(
 
 #[test]
 fn golden_ready_and_error() {
-    assert_eq!(
-        &encoded(None, None, &[], &Response::Ready)[..],
-        &[0x84, 0, 0, 7, 0x02, 0, 0, 0, 0]
-    );
+    assert_eq!(&encoded(None, None, &[], &Response::Ready)[..], &[0x84, 0, 0, 7, 0x02, 0, 0, 0, 0]);
     // An empty body is never compressed.
-    assert_eq!(
-        &encoded(Some(Compression::Lz4), None, &[], &Response::Ready)[..],
-        &[0x84, 0, 0, 7, 0x02, 0, 0, 0, 0]
-    );
-    let e = ErrorBody::new(
-        ErrorKind::Unavailable {
-            consistency: Consistency::Quorum,
-            required: 3,
-            alive: 1,
-        },
-        "x",
-    );
+    assert_eq!(&encoded(Some(Compression::Lz4), None, &[], &Response::Ready)[..], &[0x84, 0, 0, 7, 0x02, 0, 0, 0, 0]);
+    let e = ErrorBody::new(ErrorKind::Unavailable { consistency: Consistency::Quorum, required: 3, alive: 1 }, "x");
     let frame = encoded(None, None, &[], &Response::Error(e));
     let want = [
         0x84, 0, 0, 7, 0x00, 0, 0, 0, 17, // header
@@ -243,20 +150,10 @@ fn golden_ready_and_error() {
 fn golden_warning_and_event() {
     let warnings = vec!["w".to_string()];
     let frame = encoded(None, None, &warnings, &Response::Result(ResultBody::Void));
-    assert_eq!(
-        &frame[..],
-        &[0x84, 0x08, 0, 7, 0x08, 0, 0, 0, 9, 0, 1, 0, 1, b'w', 0, 0, 0, 1]
-    );
+    assert_eq!(&frame[..], &[0x84, 0x08, 0, 7, 0x08, 0, 0, 0, 9, 0, 1, 0, 1, b'w', 0, 0, 0, 1]);
     let mut out = BytesMut::new();
     let addr = "10.0.0.1:9042".parse().unwrap();
-    encode_event(
-        &mut out,
-        None,
-        &Event::StatusChange {
-            change: StatusChangeType::Up,
-            addr,
-        },
-    );
+    encode_event(&mut out, None, &Event::StatusChange { change: StatusChangeType::Up, addr });
     let mut want = vec![0x84, 0, 0xFF, 0xFF, 0x0C, 0, 0, 0, 0];
     want.extend_from_slice(b"\x00\x0dSTATUS_CHANGE\x00\x02UP\x04\x0a\x00\x00\x01\x00\x00\x23\x52");
     want[8] = (want.len() - HEADER_LEN) as u8;
@@ -310,23 +207,14 @@ fn short_rows_are_a_programmer_error() {
 
 #[test]
 fn frame_error_replies_decode() {
-    let err = crate::FrameError::UnsupportedVersion {
-        version: 0x42,
-        stream: 0,
-        body_len: 0,
-    };
+    let err = crate::FrameError::UnsupportedVersion { version: 0x42, stream: 0, body_len: 0 };
     let mut out = BytesMut::new();
     err.encode_reply(&mut out);
     let (h, body) = split(&out);
     let f = decode_response(&h, body, None).unwrap();
-    let Response::Error(e) = f.response else {
-        panic!()
-    };
+    let Response::Error(e) = f.response else { panic!() };
     assert_eq!(e.kind, ErrorKind::ProtocolError);
-    assert_eq!(
-        e.message,
-        "Invalid or unsupported protocol version (66); supported versions are (4/v4)"
-    );
+    assert_eq!(e.message, "Invalid or unsupported protocol version (66); supported versions are (4/v4)");
 }
 
 #[test]
@@ -342,11 +230,7 @@ fn truncations_mutations_and_noise_never_panic() {
         for n in 0..body.len() {
             let mut short = h;
             short.body_len = n as u32;
-            assert!(
-                decode_response(&short, body.slice(..n), *c).is_err(),
-                "{:?} cut at {n}",
-                h.opcode
-            );
+            assert!(decode_response(&short, body.slice(..n), *c).is_err(), "{:?} cut at {n}", h.opcode);
         }
     }
     let mut rng = StdRng::seed_from_u64(42);
@@ -381,13 +265,7 @@ fn truncations_mutations_and_noise_never_panic() {
         let bytes: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
         let _ = parse_response_header(&bytes, MAX);
         let opcode = opcodes[rng.gen_range(0..opcodes.len())];
-        let h = FrameHeader {
-            version: 4,
-            flags: rng.gen::<u8>() & 0x0F,
-            stream: 0,
-            opcode,
-            body_len: len as u32,
-        };
+        let h = FrameHeader { version: 4, flags: rng.gen::<u8>() & 0x0F, stream: 0, opcode, body_len: len as u32 };
         let _ = decode_response(&h, Bytes::from(bytes), None);
     }
 }

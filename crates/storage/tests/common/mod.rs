@@ -17,7 +17,13 @@ use types::CqlType;
 use uuid::Uuid;
 
 pub fn config(dir: &Path, sync: CommitlogSync) -> StorageConfig {
-    StorageConfig { data_dir: dir.to_path_buf(), commitlog_sync: sync, cache_bytes: 8 << 20, memtable_bytes: 4 << 20, memtable_space: 64 << 20 }
+    StorageConfig {
+        data_dir: dir.to_path_buf(),
+        commitlog_sync: sync,
+        cache_bytes: 8 << 20,
+        memtable_bytes: 4 << 20,
+        memtable_space: 64 << 20,
+    }
 }
 
 pub fn periodic() -> CommitlogSync {

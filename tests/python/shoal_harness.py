@@ -5,7 +5,8 @@ Every process started here is stopped by its PID in teardown (SIGTERM, then
 SIGKILL after 10 s), and every wait is bounded.
 
 Environment:
-- SHOAL_BIN: the server binary (default /root/.cache/shoal/target/release/shoal).
+- SHOAL_BIN: the server binary (default $CARGO_TARGET_DIR/release/shoal, the target
+  dir defaulting to $HOME/.cache/shoal/target as in scripts/env.sh).
 - SHOAL_TEST_EXTERNAL=HOST:PORT: run the tests that need only a shared node
   against a server that is already running (for instance a real Cassandra, for
   differential runs). Tests that start, kill or restart their own node are
@@ -26,7 +27,9 @@ from pathlib import Path
 
 import pytest
 
-DEFAULT_BIN = "/root/.cache/shoal/target/release/shoal"
+DEFAULT_BIN = os.path.join(
+    os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/shoal/target"), "release", "shoal"
+)
 SHOAL_BIN = os.environ.get("SHOAL_BIN") or DEFAULT_BIN
 EXTERNAL = os.environ.get("SHOAL_TEST_EXTERNAL")
 HOST = "127.0.0.1"
@@ -210,6 +213,13 @@ class ShoalNode:
     def restart(self, timeout=START_TIMEOUT_S):
         self.stop()
         return self.start(timeout)
+
+    def tool(self, *args, timeout=120):
+        """`shoal tool -h HOST -p ADMIN_PORT ARGS` against this node; its stdout."""
+        cmd = [self.bin_path, "tool", "-h", self.host, "-p", str(self.config["admin_port"]), *map(str, args)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        assert out.returncode == 0, f"{' '.join(cmd)}: exit {out.returncode}\n{out.stderr}"
+        return out.stdout
 
     # -- logs
 

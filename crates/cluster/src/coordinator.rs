@@ -31,7 +31,7 @@ use net::{message, ReadRequest, ReadResponse, Transport, Verb};
 use storage::{Partition, PartitionRead, RawPartition, ScanRange, Storage};
 use types::mutation::Mutation;
 use types::schema::{KeyspaceDef, Replication};
-use types::Consistency;
+use types::{Consistency, WriteType};
 use uuid::Uuid;
 
 use crate::plan::{AckCounter, CoordError, ReadPlan, Requirement, WritePlan};
@@ -67,8 +67,15 @@ pub struct Coordinator<T: Transport> {
     down_since: Mutex<HashMap<Uuid, Instant>>,
 }
 
-fn storage_err(e: impl std::fmt::Display) -> CoordError {
-    CoordError::Server(e.to_string())
+/// A storage error keeps its CQL kind across the cluster path, as on one node
+/// (`cql-server`'s `From<StorageError>`): what the request got wrong is
+/// Invalid, what the node failed at is a ServerError.
+fn storage_err(e: storage::StorageError) -> CoordError {
+    use storage::StorageError as E;
+    match e {
+        E::KeyTooLong(_) | E::Invalid(_) | E::UnknownTable(_) => CoordError::Invalid(e.to_string()),
+        other => CoordError::Server(other.to_string()),
+    }
 }
 
 pub fn now_ms() -> i64 {
@@ -186,7 +193,7 @@ impl<T: Transport + Clone> Coordinator<T> {
         ks: &KeyspaceDef,
         mutations: Vec<Mutation>,
         cl: Consistency,
-        write_type: &'static str,
+        write_type: WriteType,
     ) -> Result<(), CoordError> {
         let view = self.view.snapshot();
         match self.mutate_here(&view, ks, &mutations, cl) {
@@ -203,7 +210,7 @@ impl<T: Transport + Clone> Coordinator<T> {
         ks: &KeyspaceDef,
         mutations: Vec<Mutation>,
         cl: Consistency,
-        write_type: &'static str,
+        write_type: WriteType,
     ) -> Result<(), CoordError> {
         let mut counters = Vec::with_capacity(mutations.len());
         let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
@@ -353,7 +360,7 @@ impl<T: Transport + Clone> Coordinator<T> {
 
     /// Ok when every partition's requirement was met, else WriteTimeout
     /// with the first unmet partition's counts.
-    fn write_outcome(counters: &[AckCounter], cl: Consistency, write_type: &'static str) -> Result<(), CoordError> {
+    fn write_outcome(counters: &[AckCounter], cl: Consistency, write_type: WriteType) -> Result<(), CoordError> {
         let Some(worst) = counters.iter().find(|c| !c.satisfied()) else { return Ok(()) };
         Err(CoordError::WriteTimeout {
             consistency: cl,

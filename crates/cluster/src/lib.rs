@@ -3,9 +3,10 @@
 //! digest reads with blocking read repair, range scans), hinted handoff, the
 //! internode verb handlers, and schema propagation.
 //!
-//! Boundaries: `cql-server` calls the `Coordinator` for every read and write
-//! and implements `SchemaSync`; `node` wires gossip, the transport, hints and
-//! the verb dispatcher together. Only `net` knows internode bytes of the
+//! Boundaries: `node::plane::ClusterPlane` (the `cql-server` data plane) calls
+//! the `Coordinator` for every read and write, and adapts the schema service to
+//! `SchemaSync`; `node` wires gossip, the transport, hints and the verb
+//! dispatcher together. Only `net` knows internode bytes of the
 //! envelope; this crate defines the payloads of its own verbs (`wire`).
 //!
 //! Invariants: see each module; the overarching one is that a node is its

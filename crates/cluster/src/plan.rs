@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use types::schema::{KeyspaceDef, Replication};
-use types::Consistency;
+use types::{Consistency, WriteType};
 use uuid::Uuid;
 
 use crate::view::ClusterView;
@@ -30,7 +30,7 @@ pub enum CoordError {
     #[error("Cannot achieve consistency level {}", consistency.name())]
     Unavailable { consistency: Consistency, required: i32, alive: i32 },
     #[error("Operation timed out - received only {received} responses.")]
-    WriteTimeout { consistency: Consistency, received: i32, block_for: i32, write_type: &'static str },
+    WriteTimeout { consistency: Consistency, received: i32, block_for: i32, write_type: WriteType },
     #[error("Operation timed out - received only {received} responses.")]
     ReadTimeout { consistency: Consistency, received: i32, block_for: i32, data_present: bool },
     #[error("{0}")]

@@ -1,8 +1,8 @@
 //! The data plane seam: how statement executors reach the data. Reads and
 //! writes name a keyspace and a consistency level; the implementation decides
-//! where the replicas are. `LocalPlane` is a node alone (the storage engine
-//! plus the single-node availability check); the cluster's implementation
-//! (in `node`, over `cluster::Coordinator`) sends to replicas.
+//! where the replicas are. The implementation is the cluster's (in `node`,
+//! over `cluster::Coordinator`), for a node alone too: one set of
+//! consistency rules (`cluster::plan`).
 //!
 //! Invariants:
 //! - Executors never call `Storage` for user data directly; they go through
@@ -18,10 +18,10 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use storage::{Partition, PartitionRead, ScanRange, Storage};
+use storage::{Partition, PartitionRead, ScanRange};
 use types::mutation::Mutation;
 use types::schema::KeyspaceDef;
-use types::Consistency;
+use types::{Consistency, WriteType};
 use uuid::Uuid;
 
 use crate::error::QueryError;
@@ -54,7 +54,7 @@ pub trait DataPlane: Send + Sync {
         ks: &Arc<KeyspaceDef>,
         mutations: Vec<Mutation>,
         cl: Consistency,
-        write_type: &'static str,
+        write_type: WriteType,
     ) -> Result<(), QueryError>;
     /// Reads one partition at `cl`.
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError>;
@@ -69,44 +69,6 @@ pub trait DataPlane: Send + Sync {
     }
     /// Called after this node changed the schema (DDL): tell the peers.
     fn schema_changed(&self) {}
-}
-
-/// A node alone: storage plus the single-node availability check.
-pub struct LocalPlane {
-    pub storage: Arc<Storage>,
-    pub local_dc: String,
-}
-
-impl DataPlane for LocalPlane {
-    fn mutate(
-        &self,
-        ks: &Arc<KeyspaceDef>,
-        mutations: Vec<Mutation>,
-        cl: Consistency,
-        _write_type: &'static str,
-    ) -> Result<(), QueryError> {
-        crate::processor::check_consistency(ks, cl, true, &self.local_dc)?;
-        Ok(self.storage.apply_grouped(&mutations)?)
-    }
-
-    fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError> {
-        crate::processor::check_consistency(ks, cl, false, &self.local_dc)?;
-        Ok(self.storage.read_partition(&read)?)
-    }
-
-    fn scan_keys(
-        &self,
-        ks: &KeyspaceDef,
-        scan: &ScanRange,
-        cl: Consistency,
-    ) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
-        crate::processor::check_consistency(ks, cl, false, &self.local_dc)?;
-        Ok(self.storage.scan_keys(scan)?)
-    }
-
-    fn truncate(&self, _ks: &KeyspaceDef, table: &Uuid) -> Result<(), QueryError> {
-        Ok(self.storage.truncate(table)?)
-    }
 }
 
 /// The rest of a write that waits for replicas, handed to the caller.

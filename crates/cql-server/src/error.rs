@@ -2,7 +2,7 @@
 //! protocol error code; messages follow Cassandra's wording so drivers and
 //! people recognise them.
 
-use types::Consistency;
+use types::{Consistency, WriteType};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum QueryError {
@@ -26,7 +26,7 @@ pub enum QueryError {
     Unavailable { consistency: Consistency, required: i32, alive: i32 },
     /// 0x1100
     #[error("Operation timed out - received only {received} responses.")]
-    WriteTimeout { consistency: Consistency, received: i32, block_for: i32, write_type: String },
+    WriteTimeout { consistency: Consistency, received: i32, block_for: i32, write_type: WriteType },
     /// 0x1200
     #[error("Operation timed out - received only {received} responses.")]
     ReadTimeout { consistency: Consistency, received: i32, block_for: i32, data_present: bool },

@@ -1,9 +1,11 @@
 //! The CQL native-protocol server and the statement executors behind it.
 //!
-//! `server` owns sockets and frames; `processor` turns requests into
-//! executions: `select`, `modify` (INSERT/UPDATE/DELETE/BATCH), `ddl`,
-//! `describe`, over the `schema` service, `storage`, and the virtual
-//! `system` tables. `bind` evaluates terms; `prepare` describes bind markers.
+//! `server` owns sockets and frames and groups a connection's ready writes;
+//! `processor` turns requests into executions: `select`, `modify`
+//! (INSERT/UPDATE/DELETE/BATCH), `ddl`, `describe`, over the `schema` service
+//! and the virtual `system` tables, and reaches user data only through the
+//! `data::DataPlane` (the cluster's, implemented in `node`). `bind` evaluates
+//! terms; `prepare` describes bind markers.
 //!
 //! Invariants:
 //! - Only `server` knows about connections; only `cql-protocol` knows bytes

@@ -19,12 +19,12 @@ use cql_protocol::{
 };
 use storage::Storage;
 use types::mutation::Mutation;
-use types::schema::{KeyspaceDef, Replication};
-use types::Consistency;
+use types::schema::KeyspaceDef;
+use types::{Consistency, WriteType};
 
 use crate::bind::BindCtx;
 use crate::clock::Clock;
-use crate::data::{DataPlane, LocalPlane};
+use crate::data::DataPlane;
 use crate::ddl;
 use crate::error::QueryError;
 use crate::modify::{self, Planned, WriteOpts};
@@ -76,11 +76,16 @@ impl Default for BatchLimits {
 const MAX_PREPARED: usize = 100_000;
 
 impl Processor {
-    pub fn new(schema: Arc<SchemaService>, storage: Arc<Storage>, node: NodeInfo) -> Processor {
+    /// A processor whose reads and writes go through `data` (in a node, the
+    /// cluster's data plane, also when the node is alone).
+    pub fn new(
+        schema: Arc<SchemaService>,
+        storage: Arc<Storage>,
+        node: NodeInfo,
+        data: Arc<dyn DataPlane>,
+    ) -> Processor {
         let seed = u64::from_be_bytes(node.host_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
         let (events, _) = tokio::sync::broadcast::channel(1024);
-        let data: Arc<dyn DataPlane> =
-            Arc::new(LocalPlane { storage: Arc::clone(&storage), local_dc: node.data_center.clone() });
         Processor {
             schema,
             storage,
@@ -95,12 +100,6 @@ impl Processor {
 
     pub fn with_batch_limits(mut self, limits: BatchLimits) -> Processor {
         self.batch_limits = limits;
-        self
-    }
-
-    /// Sends reads and writes through `data` instead of this node's storage alone.
-    pub fn with_data_plane(mut self, data: Arc<dyn DataPlane>) -> Processor {
-        self.data = data;
         self
     }
 
@@ -235,7 +234,8 @@ impl Processor {
             })?;
             planned.push(modification.plan(self, &schema, keyspace.as_deref(), &ctx, &opts)?);
         }
-        let write_type = if batch.kind == cql_protocol::BatchKind::Logged { "BATCH" } else { "UNLOGGED_BATCH" };
+        let write_type =
+            if batch.kind == cql_protocol::BatchKind::Logged { WriteType::Batch } else { WriteType::UnloggedBatch };
         self.apply_batch(planned, batch.consistency, write_type, warnings)
     }
 
@@ -252,7 +252,7 @@ impl Processor {
         let ctx = BindCtx { values, clock: &self.clock };
         let opts = WriteOpts { default_timestamp: params.default_timestamp };
         let planned = modification.plan(self, &schema, session, &ctx, &opts)?;
-        self.data.mutate(&planned.keyspace, planned.mutations, params.consistency, "SIMPLE")?;
+        self.data.mutate(&planned.keyspace, planned.mutations, params.consistency, WriteType::Simple)?;
         Ok(ResultBody::Void)
     }
 
@@ -268,7 +268,7 @@ impl Processor {
         &self,
         planned: Vec<Planned>,
         cl: Consistency,
-        write_type: &'static str,
+        write_type: WriteType,
         warnings: &mut Vec<String>,
     ) -> Result<ResultBody, QueryError> {
         let mut by_keyspace: Vec<(Arc<KeyspaceDef>, Vec<Mutation>)> = Vec::new();
@@ -278,7 +278,7 @@ impl Processor {
                 None => by_keyspace.push((p.keyspace, p.mutations)),
             }
         }
-        self.check_batch(&by_keyspace, write_type == "UNLOGGED_BATCH", warnings)?;
+        self.check_batch(&by_keyspace, write_type == WriteType::UnloggedBatch, warnings)?;
         for (ks, mutations) in by_keyspace {
             self.data.mutate(&ks, mutations, cl, write_type)?;
         }
@@ -429,7 +429,8 @@ impl Processor {
                     }
                     planned.push(modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?);
                 }
-                let write_type = if b.kind == cql::ast::BatchKind::Logged { "BATCH" } else { "UNLOGGED_BATCH" };
+                let write_type =
+                    if b.kind == cql::ast::BatchKind::Logged { WriteType::Batch } else { WriteType::UnloggedBatch };
                 self.apply_batch(planned, params.consistency, write_type, warnings)
             }
             Statement::Use { keyspace } => {
@@ -532,66 +533,6 @@ fn prepared_id(keyspace: Option<&str>, query: &str) -> Bytes {
 fn validate_read_consistency(cl: Consistency) -> Result<(), QueryError> {
     if cl == Consistency::Any {
         return Err(QueryError::invalid("ANY ConsistencyLevel is only supported for writes"));
-    }
-    Ok(())
-}
-
-/// Replicas a keyspace has on a single node, and in which data centers.
-fn replication_factors(ks: &KeyspaceDef, local_dc: &str) -> (u32, u32) {
-    match &ks.replication {
-        Replication::Simple { replication_factor } => (*replication_factor, *replication_factor),
-        Replication::NetworkTopology { data_centers } => {
-            (data_centers.values().sum(), data_centers.get(local_dc).copied().unwrap_or(0))
-        }
-        Replication::Local => (1, 1),
-    }
-}
-
-/// Cassandra's availability check before a request is sent to replicas. On a
-/// single node, at most one replica of any keyspace is alive: this one (and
-/// only when the keyspace has a replica in this node's data center).
-pub fn check_consistency(ks: &KeyspaceDef, cl: Consistency, write: bool, local_dc: &str) -> Result<(), QueryError> {
-    if matches!(ks.replication, Replication::Local) {
-        return Ok(());
-    }
-    if !write && cl == Consistency::Any {
-        return Err(QueryError::invalid("ANY ConsistencyLevel is only supported for writes"));
-    }
-    if matches!(cl, Consistency::Serial | Consistency::LocalSerial) {
-        return Err(QueryError::Invalid(format!(
-            "You must use conditional updates for serializable writes; {} is not a valid consistency level here",
-            cl.name()
-        )));
-    }
-    let (total_rf, local_rf) = replication_factors(ks, local_dc);
-    let alive_total = total_rf.min(1) as i32;
-    let alive_local = local_rf.min(1) as i32;
-    let quorum = |rf: u32| (rf / 2 + 1) as i32;
-    let (required, alive) = match cl {
-        Consistency::Any => return Ok(()),
-        Consistency::One => (1, alive_total),
-        Consistency::Two => (2, alive_total),
-        Consistency::Three => (3, alive_total),
-        Consistency::Quorum => (quorum(total_rf), alive_total),
-        Consistency::All => (total_rf as i32, alive_total),
-        Consistency::LocalOne => (1, alive_local),
-        Consistency::LocalQuorum => (quorum(local_rf), alive_local),
-        Consistency::EachQuorum => {
-            if let Replication::NetworkTopology { data_centers } = &ks.replication {
-                for (dc, rf) in data_centers {
-                    let alive = if dc == local_dc { (*rf).min(1) as i32 } else { 0 };
-                    if alive < quorum(*rf) && *rf > 0 {
-                        return Err(QueryError::Unavailable { consistency: cl, required: quorum(*rf), alive });
-                    }
-                }
-                return Ok(());
-            }
-            (quorum(total_rf), alive_total)
-        }
-        Consistency::Serial | Consistency::LocalSerial => (quorum(total_rf), alive_total),
-    };
-    if alive < required {
-        return Err(QueryError::Unavailable { consistency: cl, required, alive });
     }
     Ok(())
 }

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use cql_protocol::{
     decode_request_frame, encode_event, encode_response, parse_header, supported_options, Compression, ErrorBody,
-    ErrorKind, EventType, FrameError, FrameHeader, Opcode, Request, Response, ResultBody, WriteType, HEADER_LEN,
+    ErrorKind, EventType, FrameError, FrameHeader, Opcode, Request, Response, ResultBody, HEADER_LEN,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -574,12 +574,9 @@ pub fn error_body(e: QueryError) -> ErrorBody {
         QueryError::Unavailable { consistency, required, alive } => {
             ErrorKind::Unavailable { consistency, required, alive }
         }
-        QueryError::WriteTimeout { consistency, received, block_for, write_type } => ErrorKind::WriteTimeout {
-            consistency,
-            received,
-            block_for,
-            write_type: WriteType::from_name(&write_type).unwrap_or(WriteType::Simple),
-        },
+        QueryError::WriteTimeout { consistency, received, block_for, write_type } => {
+            ErrorKind::WriteTimeout { consistency, received, block_for, write_type }
+        }
         QueryError::ReadTimeout { consistency, received, block_for, data_present } => {
             ErrorKind::ReadTimeout { consistency, received, block_for, data_present }
         }

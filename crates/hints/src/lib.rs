@@ -46,7 +46,6 @@
 
 #![deny(clippy::unwrap_used)]
 
-mod crc32c;
 mod format;
 mod segment;
 mod store;
@@ -56,5 +55,5 @@ pub use store::{Hint, HintBatch, HintConfig, HintError, HintStats, HintStore, DE
 
 /// CRC-32C as used by the hint format (exposed for tools and tests).
 pub fn crc32c(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
+    ::crc32c::crc32c(data)
 }

@@ -31,7 +31,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::crc32c::crc32c;
+use crc32c::crc32c;
 
 /// `"SHOL"`: rejects connections that speak anything else (HTTP, CQL, ...).
 pub const MAGIC: u32 = 0x5348_4F4C;

@@ -40,7 +40,6 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing))]
 
-mod crc32c;
 pub mod frame;
 pub mod mem;
 pub mod message;

@@ -93,8 +93,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let data_plane =
             Arc::new(plane::ClusterPlane { coordinator: Arc::clone(&joined.coordinator), schema_changed: schema_tx });
         let processor = Arc::new(
-            Processor::new(Arc::clone(&schema), Arc::clone(&storage), node)
-                .with_data_plane(data_plane)
+            Processor::new(Arc::clone(&schema), Arc::clone(&storage), node, data_plane)
                 .with_batch_limits(config.batch_limits),
         );
         let (load_schema, load_storage) = (Arc::clone(&schema), Arc::clone(&storage));

@@ -32,7 +32,7 @@ use net::TcpTransport;
 use storage::{Partition, PartitionRead, ScanRange};
 use types::mutation::Mutation;
 use types::schema::KeyspaceDef;
-use types::Consistency;
+use types::{Consistency, WriteType};
 use uuid::Uuid;
 
 pub struct ClusterPlane {
@@ -56,7 +56,7 @@ pub fn query_error(e: CoordError) -> QueryError {
             QueryError::Unavailable { consistency, required, alive }
         }
         CoordError::WriteTimeout { consistency, received, block_for, write_type } => {
-            QueryError::WriteTimeout { consistency, received, block_for, write_type: write_type.to_string() }
+            QueryError::WriteTimeout { consistency, received, block_for, write_type }
         }
         CoordError::ReadTimeout { consistency, received, block_for, data_present } => {
             QueryError::ReadTimeout { consistency, received, block_for, data_present }
@@ -72,7 +72,7 @@ impl DataPlane for ClusterPlane {
         ks: &Arc<KeyspaceDef>,
         mutations: Vec<Mutation>,
         cl: Consistency,
-        write_type: &'static str,
+        write_type: WriteType,
     ) -> Result<(), QueryError> {
         let view = self.coordinator.view.snapshot();
         if let Some(done) = self.coordinator.mutate_here(&view, ks, &mutations, cl) {

@@ -377,7 +377,7 @@ async fn write(shared: &Shared, who: &str, node: usize, rows: &[(i32, i32)], cl:
     let values: Vec<Vec<u8>> = rows.iter().zip(&stamps).map(|(&(pk, c), &ts)| table::value_of(ts, pk, c)).collect();
     let mutations =
         rows.iter().zip(&stamps).zip(&values).map(|((&(pk, c), &ts), v)| table::write(pk, c, ts, v)).collect();
-    let write_type = if rows.len() == 1 { "SIMPLE" } else { "UNLOGGED_BATCH" };
+    let write_type = if rows.len() == 1 { types::WriteType::Simple } else { types::WriteType::UnloggedBatch };
     let coordinator = &shared.cluster.nodes[node].coordinator;
     let result = coordinator.mutate(&shared.cluster.keyspace, mutations, cl, write_type).await.map_err(|e| short(&e));
     let end = lock(&shared.history).tick();

@@ -1,10 +1,13 @@
-//! `shoal stress`: the benchmark tool. It speaks only CQL, through the scylla
-//! Rust driver, so it runs unchanged against Shoal, Apache Cassandra and
-//! ScyllaDB.
+//! `shoal stress`: the benchmark tool. It speaks only CQL, so it runs
+//! unchanged against Shoal, Apache Cassandra and ScyllaDB: through the scylla
+//! Rust driver, or with `-mode simplenative` through its own lean token-aware
+//! client (`native`, ADR 0004), which the benchmark of record uses.
 //!
 //! Flow: `args` (or `legacy`) turns the command line into `settings::Settings`;
-//! `run` connects, creates the `workload` schema, runs the warmup and the
-//! measured phase with `stats` histograms; `report` prints interval lines and
+//! `run` connects (the driver sets up the schema and reads the ring in both
+//! modes), creates the `workload` schema, runs the warmup and the measured
+//! phase with `stats` histograms, trying each failed operation again as
+//! cassandra-stress does (`-errors retries=N`, 9 by default); `report` prints interval lines and
 //! the summary and writes `--json`/`--csv`/`--hdr-log`; `plot` draws `--plot`;
 //! `cpu` samples client and server CPU from /proc; `hdr` turns histograms
 //! into text for the JSON report.

@@ -76,3 +76,46 @@ impl Consistency {
         })
     }
 }
+
+/// What kind of write timed out or failed (the `write_type` of WriteTimeout and
+/// WriteFailure), by Cassandra's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WriteType {
+    Simple,
+    Batch,
+    UnloggedBatch,
+    Counter,
+    BatchLog,
+    Cas,
+    View,
+    Cdc,
+}
+
+impl WriteType {
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteType::Simple => "SIMPLE",
+            WriteType::Batch => "BATCH",
+            WriteType::UnloggedBatch => "UNLOGGED_BATCH",
+            WriteType::Counter => "COUNTER",
+            WriteType::BatchLog => "BATCH_LOG",
+            WriteType::Cas => "CAS",
+            WriteType::View => "VIEW",
+            WriteType::Cdc => "CDC",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<WriteType> {
+        Some(match name {
+            "SIMPLE" => WriteType::Simple,
+            "BATCH" => WriteType::Batch,
+            "UNLOGGED_BATCH" => WriteType::UnloggedBatch,
+            "COUNTER" => WriteType::Counter,
+            "BATCH_LOG" => WriteType::BatchLog,
+            "CAS" => WriteType::Cas,
+            "VIEW" => WriteType::View,
+            "CDC" => WriteType::Cdc,
+            _ => return None,
+        })
+    }
+}

@@ -21,6 +21,6 @@ pub mod order;
 pub mod schema;
 pub mod value;
 
-pub use consistency::Consistency;
+pub use consistency::{Consistency, WriteType};
 pub use cql_type::CqlType;
 pub use value::Value;

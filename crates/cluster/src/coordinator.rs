@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use net::{message, ReadRequest, ReadResponse, Transport, Verb};
-use storage::{Partition, PartitionRead, RawPartition, ScanRange, Storage};
+use storage::{Partition, PartitionRead, RawPartition, ScanRange, Storage, WriteBatch};
 use types::mutation::Mutation;
 use types::schema::{KeyspaceDef, Replication};
 use types::{Consistency, WriteType};
@@ -81,6 +81,10 @@ fn storage_err(e: storage::StorageError) -> CoordError {
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
+
+/// The wait for a write's remote replicas ([`Coordinator::write_across`]),
+/// ending with the write's outcome.
+pub type PendingWrite = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CoordError>> + Send>>;
 
 /// A replica's answer to a read.
 enum ReadAnswer {
@@ -163,15 +167,18 @@ impl<T: Transport + Clone> Coordinator<T> {
     /// awaiting anything: when it alone holds what is written (a local
     /// keyspace, no ring yet, or the ring's only member), once the
     /// requirement can be met by this one live replica, this node's ack
-    /// meets it. None when other replicas take part: then `mutate_across`
-    /// with the same view does the write. Callers on the request path try
-    /// this first, so a single node's writes build no future.
+    /// meets it. Its mutations go into `local`, the caller's batch: done
+    /// once the caller commits it, which it must before answering. None when
+    /// other replicas take part: then [`Coordinator::write_across`] with the
+    /// same view does the write. Callers on the request path try this first,
+    /// so a single node's writes build no future.
     pub fn mutate_here(
         &self,
         view: &ClusterView,
         ks: &KeyspaceDef,
         mutations: &[Mutation],
         cl: Consistency,
+        local: &mut WriteBatch,
     ) -> Option<Result<(), CoordError>> {
         if !(Self::local_only(view, ks) || Self::sole_replica(view, ks, mutations)) {
             return None;
@@ -183,11 +190,13 @@ impl<T: Transport + Clone> Coordinator<T> {
                 return Some(Err(e));
             }
         }
-        Some(self.storage.apply_grouped(mutations).map_err(storage_err))
+        Some(self.storage.collect(local, mutations).map_err(storage_err))
     }
 
-    /// Applies `mutations` at `cl`. `write_type` is WriteTimeout's
-    /// (`SIMPLE`, `BATCH`, `UNLOGGED_BATCH`).
+    /// Applies `mutations` at `cl`, alone: the write path of a request group
+    /// ([`Coordinator::mutate_here`], else [`Coordinator::write_across`]),
+    /// with a batch of its own committed before the wait for remote replicas.
+    /// `write_type` is WriteTimeout's. What the simulation drives.
     pub async fn mutate(
         self: &Arc<Self>,
         ks: &KeyspaceDef,
@@ -196,22 +205,37 @@ impl<T: Transport + Clone> Coordinator<T> {
         write_type: WriteType,
     ) -> Result<(), CoordError> {
         let view = self.view.snapshot();
-        match self.mutate_here(&view, ks, &mutations, cl) {
-            Some(done) => done,
-            None => self.mutate_across(view, ks, mutations, cl, write_type).await,
+        let mut local = WriteBatch::new();
+        let pending = match self.mutate_here(&view, ks, &mutations, cl, &mut local) {
+            Some(done) => {
+                done?;
+                None
+            }
+            None => Some(self.write_across(view, ks, mutations, cl, write_type, &mut local)?),
+        };
+        self.storage.commit(std::slice::from_ref(&local)).map_err(storage_err)?;
+        match pending {
+            Some(pending) => pending.await,
+            None => Ok(()),
         }
     }
 
-    /// The write `mutate_here` gave back (other replicas take part), under
-    /// the view it was given.
-    pub async fn mutate_across(
+    /// The write [`Coordinator::mutate_here`] gave back (other replicas take
+    /// part), under the view it was given. Now, without awaiting: checks
+    /// availability (Unavailable is returned here), hints the down replicas,
+    /// queues the remote sends, and collects this node's share into `local`
+    /// (counting its ack, valid once the caller commits `local`, which it
+    /// must before answering). Returns the wait for the remote acks, which
+    /// ends with the write's outcome (WriteTimeout after `write_timeout`).
+    pub fn write_across(
         self: &Arc<Self>,
         view: Arc<ClusterView>,
         ks: &KeyspaceDef,
         mutations: Vec<Mutation>,
         cl: Consistency,
         write_type: WriteType,
-    ) -> Result<(), CoordError> {
+        local: &mut WriteBatch,
+    ) -> Result<PendingWrite, CoordError> {
         let mut counters = Vec::with_capacity(mutations.len());
         let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
         let mut down: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
@@ -240,19 +264,19 @@ impl<T: Transport + Clone> Coordinator<T> {
         // machinery for remote acks.
         if down.is_empty() && targets.len() == 1 {
             if let Some((dc, idx)) = targets.get(&view.local) {
-                self.apply_local(&mutations, dc, idx, &mut counters)?;
-                return Self::write_outcome(&counters, cl, write_type);
+                self.apply_local(&mutations, dc, idx, &mut counters, local)?;
+                return Ok(Box::pin(std::future::ready(Self::write_outcome(&counters, cl, write_type))));
             }
         }
         // Remote sends first (queued now), then the local apply. A replica's
         // share goes in as many messages as `message_chunks` makes of it; each
         // message is acknowledged (or hinted) on its own, keyed by its number.
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut pending: BTreeMap<usize, (Uuid, String, Vec<usize>)> = BTreeMap::new();
-        let mut local: Option<(String, Vec<usize>)> = None;
+        let mut here: Option<(String, Vec<usize>)> = None;
         for (target, (dc, idx)) in targets {
             if target == view.local {
-                local = Some((dc, idx));
+                here = Some((dc, idx));
                 continue;
             }
             let Some(addr) = Self::address(&view, target) else { continue };
@@ -276,10 +300,28 @@ impl<T: Transport + Clone> Coordinator<T> {
             }
         }
         drop(tx);
-        if let Some((dc, idx)) = local {
-            self.apply_local(&mutations, &dc, &idx, &mut counters)?;
+        if let Some((dc, idx)) = here {
+            self.apply_local(&mutations, &dc, &idx, &mut counters, local)?;
         }
         let deadline = tokio::time::Instant::now() + self.config.write_timeout;
+        let this = Arc::clone(self);
+        Ok(Box::pin(async move { this.await_acks(mutations, counters, pending, rx, deadline, cl, write_type).await }))
+    }
+
+    /// The rest of [`Coordinator::write_across`]: waits for the remote acks
+    /// until every partition's requirement is met or `deadline`, hints the
+    /// replicas that failed or did not answer, and gives the outcome.
+    #[allow(clippy::too_many_arguments)]
+    async fn await_acks(
+        self: Arc<Self>,
+        mutations: Vec<Mutation>,
+        mut counters: Vec<AckCounter>,
+        mut pending: BTreeMap<usize, (Uuid, String, Vec<usize>)>,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<(usize, bool)>,
+        deadline: tokio::time::Instant,
+        cl: Consistency,
+        write_type: WriteType,
+    ) -> Result<(), CoordError> {
         while !counters.iter().all(|c| c.satisfied()) && !pending.is_empty() {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some((id, ok))) => {
@@ -301,7 +343,7 @@ impl<T: Transport + Clone> Coordinator<T> {
         let satisfied = counters.iter().all(|c| c.satisfied());
         if !pending.is_empty() {
             // Replicas still to answer: hint those that fail or time out.
-            let this = Arc::clone(self);
+            let this = Arc::clone(&self);
             let mutations = Arc::new(mutations);
             let finish = async move {
                 while !pending.is_empty() {
@@ -331,24 +373,23 @@ impl<T: Transport + Clone> Coordinator<T> {
         Self::write_outcome(&counters, cl, write_type)
     }
 
-    /// Applies the mutations at `idx` on this node and counts its ack for
-    /// each. The apply may join the caller's write group
-    /// (`Storage::apply_grouped`; outside one it is made now): every group's
-    /// answers wait for its commit, so counting this ack before that commit
-    /// never lets an answer out early.
+    /// Collects the mutations at `idx` into `local` and counts this node's
+    /// ack for each: the caller answers only after committing `local`, so
+    /// counting the ack before that commit never lets an answer out early.
     fn apply_local(
         &self,
         mutations: &[Mutation],
         dc: &str,
         idx: &[usize],
         counters: &mut [AckCounter],
+        local: &mut WriteBatch,
     ) -> Result<(), CoordError> {
         if idx.len() == mutations.len() {
             // This node replicates every partition written (RF=1 on its range, or a small cluster).
-            self.storage.apply_grouped(mutations).map_err(storage_err)?;
+            self.storage.collect(local, mutations).map_err(storage_err)?;
         } else {
             let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
-            self.storage.apply_grouped(&batch).map_err(storage_err)?;
+            self.storage.collect(local, &batch).map_err(storage_err)?;
         }
         for i in idx {
             if let Some(c) = counters.get_mut(*i) {

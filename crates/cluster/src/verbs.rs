@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use net::{message, FailureCode, Inbound, ReadRequest, ReadResponse, Transport, Verb};
-use storage::Storage;
+use storage::{Storage, WriteBatch};
 use uuid::Uuid;
 
 use crate::coordinator::Coordinator;
@@ -79,24 +79,23 @@ pub async fn serve<T: Transport + Clone>(
     }
 }
 
-/// Applies mutation requests in one write group and answers each after the
-/// group's commit (an undecodable or refused request fails alone).
+/// Applies mutation requests as one write batch and answers each after the
+/// batch's commit (an undecodable or refused request fails alone).
 fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
-    let (applied, committed) = storage.in_write_group(|| {
-        requests
-            .into_iter()
-            .map(|msg| {
-                let outcome = match message::decode_mutations(&msg.payload) {
-                    Ok(mutations) => {
-                        storage.apply_grouped(&mutations).map_err(|e| (FailureCode::Storage, e.to_string()))
-                    }
-                    Err(e) => Err((FailureCode::MalformedPayload, e.to_string())),
-                };
-                (msg.from, msg.responder, outcome)
-            })
-            .collect::<Vec<_>>()
-    });
-    let committed = committed.map_err(|e| e.to_string());
+    let mut batch = WriteBatch::new();
+    let applied: Vec<_> = requests
+        .into_iter()
+        .map(|msg| {
+            let outcome = match message::decode_mutations(&msg.payload) {
+                Ok(mutations) => {
+                    storage.collect(&mut batch, &mutations).map_err(|e| (FailureCode::Storage, e.to_string()))
+                }
+                Err(e) => Err((FailureCode::MalformedPayload, e.to_string())),
+            };
+            (msg.from, msg.responder, outcome)
+        })
+        .collect();
+    let committed = storage.commit(std::slice::from_ref(&batch)).map_err(|e| e.to_string());
     for (from, responder, outcome) in applied {
         match outcome.and_then(|()| committed.clone().map_err(|e| (FailureCode::Storage, e))) {
             Ok(()) => responder.respond(Verb::MutationRsp, Bytes::new()),

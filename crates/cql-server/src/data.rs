@@ -7,18 +7,18 @@
 //! Invariants:
 //! - Executors never call `Storage` for user data directly; they go through
 //!   this trait, so every read and write honours its consistency level.
-//! - Implementations answer synchronously; a cluster implementation may
-//!   block the calling thread on the network (the server calls it where that
-//!   is allowed), or, for a write inside [`collect_deferred`], hand the wait
-//!   for replicas to the caller ([`defer_write`]), who answers only after it.
+//! - Implementations answer synchronously; reads may block the calling thread
+//!   on the network (the server calls them where that is allowed); a write
+//!   never waits: its local share joins the caller's [`WriteGroup`] and its
+//!   wait for replicas is handed to it ([`WriteGroup::defer`]), whose owner
+//!   answers only after both.
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use storage::{Partition, PartitionRead, ScanRange};
+use storage::{Partition, PartitionRead, ScanRange, WriteBatch};
 use types::mutation::Mutation;
 use types::schema::KeyspaceDef;
 use types::{Consistency, WriteType};
@@ -42,15 +42,14 @@ pub struct PeerInfo {
 }
 
 pub trait DataPlane: Send + Sync {
-    /// Applies mutations of one keyspace at `cl`. `write_type` is what a
-    /// WriteTimeout reports (`SIMPLE`, `BATCH`, `UNLOGGED_BATCH`).
-    ///
-    /// Inside [`collect_deferred`] on this thread, an implementation whose
-    /// write must wait for replicas may hand that wait over with
-    /// [`defer_write`] and return `Ok(())` at once: the caller then answers
-    /// only after the deferred wait ends, with its error if it failed.
+    /// Applies mutations of one keyspace at `cl` as part of `group`: this
+    /// node's share joins `group.batch`; a wait for other replicas is handed
+    /// to the group ([`WriteGroup::defer`]) and `Ok(())` returned at once.
+    /// An error returned here is the request's (nothing of it was collected).
+    /// `write_type` is what a WriteTimeout reports.
     fn mutate(
         &self,
+        group: &mut WriteGroup,
         ks: &Arc<KeyspaceDef>,
         mutations: Vec<Mutation>,
         cl: Consistency,
@@ -74,41 +73,49 @@ pub trait DataPlane: Send + Sync {
 /// The rest of a write that waits for replicas, handed to the caller.
 pub type DeferredWrite = Pin<Box<dyn Future<Output = Result<(), QueryError>> + Send>>;
 
-thread_local! {
-    static DEFERRED: RefCell<Option<Vec<DeferredWrite>>> = const { RefCell::new(None) };
+/// The writes of a request group, explicit: what the server hands every
+/// request it runs, and what it finishes once they all ran.
+///
+/// [`DataPlane::mutate`] collects this node's share of each write into
+/// `batch` and, when other replicas must answer, hands the wait for them to
+/// [`WriteGroup::defer`]. The server then commits `batch` (one commit for the
+/// whole group), awaits the deferred writes, and only then answers the
+/// requests, each with its own outcome. A group dropped before its commit
+/// writes nothing.
+pub struct WriteGroup {
+    pub batch: WriteBatch,
+    deferred: Vec<DeferredWrite>,
 }
 
-/// Runs `f`, collecting the writes [`DataPlane::mutate`] defers on this
-/// thread meanwhile; the caller must await every one before answering the
-/// requests `f` ran. Scopes nest (an inner scope keeps its own).
-pub fn collect_deferred<R>(f: impl FnOnce() -> R) -> (R, Vec<DeferredWrite>) {
-    struct Restore(Option<Vec<DeferredWrite>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let outer = self.0.take();
-            DEFERRED.with(|d| *d.borrow_mut() = outer);
-        }
+impl Default for WriteGroup {
+    fn default() -> WriteGroup {
+        WriteGroup::new()
     }
-    let restore = Restore(DEFERRED.with(|d| d.borrow_mut().replace(Vec::new())));
-    let out = f();
-    let deferred = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
-    drop(restore);
-    (out, deferred)
 }
 
-/// Hands `write` to the [`collect_deferred`] scope of this thread; gives it
-/// back when there is none (the caller must then wait for it itself).
-pub fn defer_write(write: DeferredWrite) -> Result<(), DeferredWrite> {
-    DEFERRED.with(|d| match d.borrow_mut().as_mut() {
-        Some(list) => {
-            list.push(write);
-            Ok(())
-        }
-        None => Err(write),
-    })
-}
+impl WriteGroup {
+    pub fn new() -> WriteGroup {
+        WriteGroup { batch: WriteBatch::new(), deferred: Vec::new() }
+    }
 
-/// How many writes this thread's scope holds (0 outside one).
-pub fn deferred_writes() -> usize {
-    DEFERRED.with(|d| d.borrow().as_ref().map_or(0, Vec::len))
+    /// Hands over the wait for a write's remote replicas: the group's owner
+    /// awaits it after the commit and before answering.
+    pub fn defer(&mut self, write: DeferredWrite) {
+        self.deferred.push(write);
+    }
+
+    /// Mutations collected so far (a request joined the commit if it grew).
+    pub fn mutations(&self) -> usize {
+        self.batch.mutations()
+    }
+
+    /// Writes deferred so far (a request's are those it added).
+    pub fn deferred(&self) -> usize {
+        self.deferred.len()
+    }
+
+    /// What is left to do: commit the batch, then await the deferred writes.
+    pub fn into_parts(self) -> (WriteBatch, Vec<DeferredWrite>) {
+        (self.batch, self.deferred)
+    }
 }

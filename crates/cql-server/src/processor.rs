@@ -24,7 +24,7 @@ use types::{Consistency, WriteType};
 
 use crate::bind::BindCtx;
 use crate::clock::Clock;
-use crate::data::DataPlane;
+use crate::data::{DataPlane, WriteGroup};
 use crate::ddl;
 use crate::error::QueryError;
 use crate::modify::{self, Planned, WriteOpts};
@@ -103,18 +103,21 @@ impl Processor {
         self
     }
 
-    /// QUERY: parse and run a statement with the session's keyspace. Client
-    /// warnings (Cassandra's `ClientWarn`) are added to `warnings`.
+    /// QUERY: parse and run a statement with the session's keyspace. Its
+    /// writes join `group` (the caller answers after committing it and
+    /// awaiting what it deferred); client warnings (Cassandra's `ClientWarn`)
+    /// are added to `warnings`.
     pub fn query(
         &self,
         session: &mut Option<String>,
         text: &str,
         params: &QueryParams,
+        group: &mut WriteGroup,
         warnings: &mut Vec<String>,
     ) -> Result<ResultBody, QueryError> {
         let statement = cql::parse(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         let values = self.positional(&statement, session.as_deref(), &params.values)?;
-        self.run(&statement, session, &values, params, warnings)
+        self.run(&statement, session, &values, params, group, warnings)
     }
 
     /// PREPARE: parse, check against the schema, cache, and describe the bind
@@ -177,6 +180,7 @@ impl Processor {
         session: &mut Option<String>,
         id: &Bytes,
         params: &QueryParams,
+        group: &mut WriteGroup,
         warnings: &mut Vec<String>,
     ) -> Result<ResultBody, QueryError> {
         let entry = self.lookup(id)?;
@@ -184,11 +188,11 @@ impl Processor {
         if let Some(modification) = Modification::of(&entry.statement) {
             let keyspace = entry.keyspace.as_deref().or(session.as_deref());
             let values = self.positional(&entry.statement, keyspace, &params.values)?;
-            return self.write_one(&modification, keyspace, &values, params);
+            return self.write_one(&modification, keyspace, &values, params, group);
         }
         let mut keyspace = entry.keyspace.clone().or_else(|| session.clone());
         let values = self.positional(&entry.statement, keyspace.as_deref(), &params.values)?;
-        let result = self.run(&entry.statement, &mut keyspace, &values, params, warnings)?;
+        let result = self.run(&entry.statement, &mut keyspace, &values, params, group, warnings)?;
         if let ResultBody::SetKeyspace(k) = &result {
             *session = Some(k.clone());
         }
@@ -200,6 +204,7 @@ impl Processor {
         &self,
         session: Option<&str>,
         batch: &Batch,
+        group: &mut WriteGroup,
         warnings: &mut Vec<String>,
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
@@ -236,7 +241,7 @@ impl Processor {
         }
         let write_type =
             if batch.kind == cql_protocol::BatchKind::Logged { WriteType::Batch } else { WriteType::UnloggedBatch };
-        self.apply_batch(planned, batch.consistency, write_type, warnings)
+        self.apply_batch(planned, batch.consistency, write_type, group, warnings)
     }
 
     /// One INSERT, UPDATE or DELETE: planned and handed to the data plane
@@ -247,12 +252,13 @@ impl Processor {
         session: Option<&str>,
         values: &[BoundValue],
         params: &QueryParams,
+        group: &mut WriteGroup,
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
         let opts = WriteOpts { default_timestamp: params.default_timestamp };
         let planned = modification.plan(self, &schema, session, &ctx, &opts)?;
-        self.data.mutate(&planned.keyspace, planned.mutations, params.consistency, WriteType::Simple)?;
+        self.data.mutate(group, &planned.keyspace, planned.mutations, params.consistency, WriteType::Simple)?;
         Ok(ResultBody::Void)
     }
 
@@ -269,6 +275,7 @@ impl Processor {
         planned: Vec<Planned>,
         cl: Consistency,
         write_type: WriteType,
+        group: &mut WriteGroup,
         warnings: &mut Vec<String>,
     ) -> Result<ResultBody, QueryError> {
         let mut by_keyspace: Vec<(Arc<KeyspaceDef>, Vec<Mutation>)> = Vec::new();
@@ -280,7 +287,7 @@ impl Processor {
         }
         self.check_batch(&by_keyspace, write_type == WriteType::UnloggedBatch, warnings)?;
         for (ks, mutations) in by_keyspace {
-            self.data.mutate(&ks, mutations, cl, write_type)?;
+            self.data.mutate(group, &ks, mutations, cl, write_type)?;
         }
         Ok(ResultBody::Void)
     }
@@ -380,6 +387,7 @@ impl Processor {
         session: &mut Option<String>,
         values: &[BoundValue],
         params: &QueryParams,
+        group: &mut WriteGroup,
         warnings: &mut Vec<String>,
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
@@ -399,7 +407,7 @@ impl Processor {
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
                 let modification =
                     Modification::of(statement).ok_or_else(|| QueryError::Server("not a modification".into()))?;
-                self.write_one(&modification, session.as_deref(), values, params)
+                self.write_one(&modification, session.as_deref(), values, params, group)
             }
             Statement::Batch(b) => {
                 if b.kind == cql::ast::BatchKind::Counter {
@@ -431,7 +439,7 @@ impl Processor {
                 }
                 let write_type =
                     if b.kind == cql::ast::BatchKind::Logged { WriteType::Batch } else { WriteType::UnloggedBatch };
-                self.apply_batch(planned, params.consistency, write_type, warnings)
+                self.apply_batch(planned, params.consistency, write_type, group, warnings)
             }
             Statement::Use { keyspace } => {
                 if schema.keyspace(keyspace).is_none() {

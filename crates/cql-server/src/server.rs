@@ -3,10 +3,11 @@
 //! writes responses and events back, coalescing writes.
 //!
 //! The writes one read of a connection brings in run as groups of at most
-//! `GROUP_MAX`, each in order, collecting its writes
-//! (`Storage::collect_writes`); a group commits them as one storage batch
-//! (one commit log record), then awaits the writes it deferred to replicas
-//! (`data::collect_deferred`), and its answers leave together after both.
+//! `GROUP_MAX`, each in order, into one `data::WriteGroup`: this node's
+//! share of every write is collected into its `WriteBatch`, committed as one
+//! storage batch (one commit log record) once all ran; then the group awaits
+//! the writes it deferred to replicas, and its answers leave together after
+//! both.
 //! In periodic mode a group runs on the connection's reader task and writes
 //! its answers on the socket itself (`dispatch`, `Conn::send_now`); in
 //! batch/group mode it runs on the blocking pool. Other requests run as
@@ -39,10 +40,9 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use crate::data;
+use crate::data::{self, WriteGroup};
 use crate::error::QueryError;
 use crate::processor::Processor;
-use storage::Storage;
 
 /// Requests one connection may have in flight before the server stops reading from it.
 pub const MAX_IN_FLIGHT: usize = 1024;
@@ -435,23 +435,33 @@ fn run_now(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Result<Ran, Vec<(
     if writes && storage.writes_block() {
         return Err(group);
     }
-    let ((answers, deferred), collected) =
-        storage.collect_writes(|| data::collect_deferred(|| run_requests(conn, group)));
-    let committed = if collected.is_empty() {
-        Ok(())
-    } else {
-        storage.commit_collected(std::slice::from_ref(&collected)).map_err(QueryError::from)
-    };
-    Ok(Ran { answers, committed, deferred })
+    Ok(run_and_commit(conn, group))
+}
+
+/// Runs a group's requests into one write group and commits its batch; what
+/// is left is the writes it deferred to replicas.
+fn run_and_commit(conn: &Conn, requests: Vec<(FrameHeader, Request)>) -> Ran {
+    let mut group = WriteGroup::new();
+    let answers = run_requests(conn, requests, &mut group);
+    let (batch, deferred) = group.into_parts();
+    let committed = conn.processor.storage.commit(std::slice::from_ref(&batch)).map_err(QueryError::from);
+    Ran { answers, committed, deferred }
 }
 
 /// Runs a group whose commit waits for an fsync on the blocking pool.
 async fn run_blocking(conn: &Arc<Conn>, group: Vec<(FrameHeader, Request)>) -> Vec<Reply> {
     let streams: Vec<i16> = group.iter().map(|(h, _)| h.stream).collect();
     let owned = Arc::clone(conn);
+    let handle = tokio::runtime::Handle::current();
     let work = move || {
-        let (answers, committed) = owned.processor.storage.in_write_group(|| run_requests(&owned, group));
-        answer(answers, committed.map_err(QueryError::from))
+        // The commit waits for an fsync here; then, on this blocking thread,
+        // the waits for remote replicas.
+        let ran = run_and_commit(&owned, group);
+        if ran.is_done() {
+            answer(ran.answers, ran.committed)
+        } else {
+            handle.block_on(ran.finish())
+        }
     };
     match tokio::task::spawn_blocking(work).await {
         Ok(responses) => responses,
@@ -476,8 +486,8 @@ impl Reply {
     }
 }
 
-/// A request's reply, whether its writes joined the write group, and which
-/// of the deferred writes (`data::collect_deferred`) are its.
+/// A request's reply, whether its writes joined the group's batch, and which
+/// of the group's deferred writes are its.
 struct Answer {
     reply: Reply,
     grouped: bool,
@@ -486,16 +496,16 @@ struct Answer {
 
 /// Runs requests in order (inside the caller's write group and deferral
 /// scope, if any).
-fn run_requests(conn: &Conn, group: Vec<(FrameHeader, Request)>) -> Vec<Answer> {
-    group
+fn run_requests(conn: &Conn, requests: Vec<(FrameHeader, Request)>, group: &mut WriteGroup) -> Vec<Answer> {
+    requests
         .into_iter()
         .map(|(header, request)| {
-            let (before, waits_from) = (Storage::grouped_mutations(), data::deferred_writes());
-            let (response, warnings) = run_one(conn, &request);
+            let (before, waits_from) = (group.mutations(), group.deferred());
+            let (response, warnings) = run_one(conn, &request, group);
             Answer {
                 reply: Reply { stream: header.stream, response, warnings },
-                grouped: Storage::grouped_mutations() > before,
-                waits: waits_from..data::deferred_writes(),
+                grouped: group.mutations() > before,
+                waits: waits_from..group.deferred(),
             }
         })
         .collect()
@@ -514,13 +524,14 @@ fn answer(answers: Vec<Answer>, committed: Result<(), QueryError>) -> Vec<Reply>
         .collect()
 }
 
-fn run_one(conn: &Conn, request: &Request) -> (Response, Vec<String>) {
+fn run_one(conn: &Conn, request: &Request, group: &mut WriteGroup) -> (Response, Vec<String>) {
     let processor = &conn.processor;
     let keyspace = conn.keyspace.lock().unwrap_or_else(|p| p.into_inner()).clone();
     // A bug must cost one request, not the connection: answer ServerError.
     let mut warnings = Vec::new();
-    let outcome =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(processor, keyspace, request, &mut warnings)));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        execute(processor, keyspace, request, group, &mut warnings)
+    }));
     let (result, keyspace) = match outcome {
         Ok(r) => r,
         Err(panic) => {
@@ -549,14 +560,15 @@ fn execute(
     processor: &Processor,
     keyspace: Option<String>,
     request: &Request,
+    group: &mut WriteGroup,
     warnings: &mut Vec<String>,
 ) -> (Result<ResultBody, QueryError>, Option<String>) {
     let mut ks = keyspace;
     let result = match request {
-        Request::Query { query, params } => processor.query(&mut ks, query, params, warnings),
+        Request::Query { query, params } => processor.query(&mut ks, query, params, group, warnings),
         Request::Prepare { query } => processor.prepare(ks.as_deref(), query),
-        Request::Execute { id, params } => processor.execute(&mut ks, id, params, warnings),
-        Request::Batch(batch) => processor.batch(ks.as_deref(), batch, warnings),
+        Request::Execute { id, params } => processor.execute(&mut ks, id, params, group, warnings),
+        Request::Batch(batch) => processor.batch(ks.as_deref(), batch, group, warnings),
         _ => Err(QueryError::Protocol("unexpected request".into())),
     };
     (result, ks)

@@ -3,15 +3,16 @@
 //! `cluster::verbs::SchemaSync`.
 //!
 //! The statement executors are synchronous; the coordinator is async. A
-//! write this node completes alone (`Coordinator::mutate_here`: the ring's
-//! only member) runs synchronously, with no future built; otherwise a call
-//! first polls the coordinator's future once: requests served by this node
-//! alone (its own replica at ONE, RF=1 on its own range) finish there
-//! without leaving the thread. A write that must wait for replicas is handed
-//! to the server's request group (`cql_server::data::defer_write`), which
-//! awaits it before answering; anything else that must wait hands the
-//! thread over to the runtime (`block_in_place`) while the future completes,
-//! so network waits never stall the other connections' tasks.
+//! write joins the caller's `WriteGroup`: one this node completes alone
+//! (`Coordinator::mutate_here`: the ring's only member) is collected into the
+//! group's batch with no future built; otherwise `Coordinator::write_across`
+//! collects this node's share, queues the remote sends and returns the wait
+//! for the acks, polled once (served by this node's replica alone, at ONE,
+//! it is done) and else handed to the group (`WriteGroup::defer`), which the
+//! server awaits after its commit and before answering. A read that must
+//! wait hands the thread over to the runtime (`block_in_place`) while the
+//! future completes, so network waits never stall the other connections'
+//! tasks.
 //!
 //! Invariants:
 //! - Coordinator errors map to the CQL errors of the same name with
@@ -25,7 +26,7 @@ use std::task::{Context, Poll, Waker};
 
 use cluster::verbs::SchemaSync;
 use cluster::{CoordError, Coordinator};
-use cql_server::data::{self, DataPlane, DeferredWrite, PeerInfo};
+use cql_server::data::{DataPlane, DeferredWrite, PeerInfo, WriteGroup};
 use cql_server::error::QueryError;
 use cql_server::schema::SchemaService;
 use net::TcpTransport;
@@ -69,31 +70,27 @@ pub fn query_error(e: CoordError) -> QueryError {
 impl DataPlane for ClusterPlane {
     fn mutate(
         &self,
+        group: &mut WriteGroup,
         ks: &Arc<KeyspaceDef>,
         mutations: Vec<Mutation>,
         cl: Consistency,
         write_type: WriteType,
     ) -> Result<(), QueryError> {
         let view = self.coordinator.view.snapshot();
-        if let Some(done) = self.coordinator.mutate_here(&view, ks, &mutations, cl) {
+        if let Some(done) = self.coordinator.mutate_here(&view, ks, &mutations, cl, &mut group.batch) {
             return done.map_err(query_error);
         }
-        let (coordinator, ks) = (Arc::clone(&self.coordinator), Arc::clone(ks));
-        let mut write: DeferredWrite = Box::pin(async move {
-            coordinator.mutate_across(view, &ks, mutations, cl, write_type).await.map_err(query_error)
-        });
-        if let Poll::Ready(v) = write.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            return v;
+        let mut pending = self
+            .coordinator
+            .write_across(view, ks, mutations, cl, write_type, &mut group.batch)
+            .map_err(query_error)?;
+        if let Poll::Ready(v) = pending.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            return v.map_err(query_error);
         }
-        // Waiting for replicas: the server's request group awaits it, or
-        // (outside one) this thread does.
-        match data::defer_write(write) {
-            Ok(()) => Ok(()),
-            Err(write) => {
-                let handle = tokio::runtime::Handle::current();
-                tokio::task::block_in_place(move || handle.block_on(write))
-            }
-        }
+        // Waiting for replicas: the group's owner awaits it after its commit.
+        let write: DeferredWrite = Box::pin(async move { pending.await.map_err(query_error) });
+        group.defer(write);
+        Ok(())
     }
 
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError> {

@@ -147,25 +147,25 @@ pub struct Storage {
 
 const MANIFEST: &str = "schema.json";
 
-/// The write group open on one thread (`collect_writes`).
-struct WriteGroup {
-    /// The storage the group belongs to (its database's address).
-    owner: usize,
-    writes: Collected,
-}
-
-/// Writes a write group collected and has not made yet: merge operands of
-/// one or more tables, back to back in one buffer.
+/// Writes encoded and not made yet: merge operands of one or more tables,
+/// back to back in one buffer. Whoever owns a batch collects the writes of
+/// many requests into it ([`Storage::collect`]) and makes them all at once
+/// ([`Storage::commit`]: one log record, one fsync in `batch` mode); nothing
+/// is written if it is dropped. Its owner answers the requests whose writes
+/// it holds only after that commit.
 #[derive(Default)]
-pub struct Collected {
+pub struct WriteBatch {
     arena: Vec<u8>,
     /// (table, key start, key end = value start, value end) in `arena`.
     ops: Vec<(Uuid, u32, u32, u32)>,
     durable: bool,
     mutations: usize,
+    /// Encoding buffers for the mutations collected into this batch.
+    scratch: Scratch,
 }
 
-/// Encoding buffers, reused by every `apply` and `apply_grouped` on a thread.
+/// Encoding buffers, reused by every `collect` into one batch (scratch space
+/// only: nothing in it outlives one call).
 #[derive(Default)]
 struct Scratch {
     key: Vec<u8>,
@@ -173,17 +173,21 @@ struct Scratch {
     packer: RowPacker,
 }
 
-impl Collected {
-    /// True when the group wrote nothing.
+impl WriteBatch {
+    /// An empty batch, sized for a request group's writes.
+    pub fn new() -> WriteBatch {
+        WriteBatch { arena: Vec::with_capacity(4096), ops: Vec::with_capacity(32), ..WriteBatch::default() }
+    }
+
+    /// True when nothing was collected.
     pub fn is_empty(&self) -> bool {
         self.mutations == 0
     }
-}
 
-thread_local! {
-    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
-    static WRITE_GROUP: std::cell::RefCell<Option<WriteGroup>> = const { std::cell::RefCell::new(None) };
-    static LOG_RECORD: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Mutations collected so far.
+    pub fn mutations(&self) -> usize {
+        self.mutations
+    }
 }
 
 impl Storage {
@@ -398,54 +402,20 @@ impl Storage {
     /// commit log mode. Mutations of keyspaces with `durable_writes = false`
     /// skip the log when every mutation in the call does.
     pub fn apply(&self, mutations: &[Mutation]) -> Result<(), StorageError> {
-        self.check_poisoned()?;
-        let mut writes = Collected::default();
-        self.collect(&mut writes, mutations)?;
-        self.commit_collected(std::slice::from_ref(&writes))
+        let mut batch = WriteBatch::default();
+        self.collect(&mut batch, mutations)?;
+        self.commit(std::slice::from_ref(&batch))
     }
 
-    /// Runs `f`, collecting the writes [`Storage::apply_grouped`] makes on this
-    /// thread meanwhile, and commits them in one batch when `f` returns: one
-    /// log write (and, in `batch`/`group` mode, one fsync) for every request
-    /// a connection has ready, instead of one each. Returns what `f`
-    /// returned and how the commit went; the caller answers the requests
-    /// whose writes were grouped only after that, and with the commit's
-    /// error when it failed. Groups nest: an inner group commits its own
-    /// writes.
-    pub fn in_write_group<R>(&self, f: impl FnOnce() -> R) -> (R, Result<(), StorageError>) {
-        let (out, collected) = self.collect_writes(f);
-        let committed =
-            if collected.is_empty() { Ok(()) } else { self.commit_collected(std::slice::from_ref(&collected)) };
-        (out, committed)
-    }
-
-    /// [`Storage::in_write_group`] without the commit: the writes come back
-    /// unmade, for [`Storage::commit_collected`] (which may make the writes
-    /// of many groups at once). Nothing is written if they are dropped.
-    pub fn collect_writes<R>(&self, f: impl FnOnce() -> R) -> (R, Collected) {
-        struct Restore(Option<WriteGroup>);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                // Also on a panic in `f`: the thread goes back to its outer
-                // group (or none), and the unfinished group is dropped unwritten.
-                let outer = self.0.take();
-                WRITE_GROUP.with(|g| *g.borrow_mut() = outer);
-            }
+    /// Makes the writes of several batches as one, durably per the commit log
+    /// mode (one log write; one fsync in `batch` mode). An empty batch
+    /// writes nothing.
+    pub fn commit(&self, batches: &[WriteBatch]) -> Result<(), StorageError> {
+        if batches.iter().all(WriteBatch::is_empty) {
+            return Ok(());
         }
-        let writes = Collected { arena: Vec::with_capacity(4096), ops: Vec::with_capacity(32), ..Collected::default() };
-        let fresh = WriteGroup { owner: self.id(), writes };
-        let restore = Restore(WRITE_GROUP.with(|g| g.borrow_mut().replace(fresh)));
-        let out = f();
-        let group = WRITE_GROUP.with(|g| g.borrow_mut().take());
-        drop(restore);
-        (out, group.map(|g| g.writes).unwrap_or_default())
-    }
-
-    /// Makes the writes of several write groups as one batch, durably per
-    /// the commit log mode (one log write; one fsync in `batch` mode).
-    pub fn commit_collected(&self, groups: &[Collected]) -> Result<(), StorageError> {
-        let durable = groups.iter().any(|g| g.durable);
-        let ops = groups.iter().flat_map(|g| {
+        let durable = batches.iter().any(|g| g.durable);
+        let ops = batches.iter().flat_map(|g| {
             g.ops.iter().map(move |&(table, k0, k1, v1)| {
                 (table, &g.arena[k0 as usize..k1 as usize], &g.arena[k1 as usize..v1 as usize])
             })
@@ -453,48 +423,31 @@ impl Storage {
         self.write(ops, durable)
     }
 
-    /// How many mutations [`Storage::apply_grouped`] has added to this
-    /// thread's current write group (0 outside one).
-    pub fn grouped_mutations() -> usize {
-        WRITE_GROUP.with(|g| g.borrow().as_ref().map_or(0, |g| g.writes.mutations))
-    }
-
-    /// [`Storage::apply`], except inside a write group of this storage on
-    /// this thread ([`Storage::in_write_group`], [`Storage::collect_writes`]):
-    /// there the mutations join the group (all of them or, on an error,
-    /// none) and are written when the group commits, so the caller must not
-    /// acknowledge them before that: whoever opened the group answers its
-    /// requests only after the commit (the CQL server, the replica verbs), so
-    /// a write counted as done inside the group (the coordinator's own
-    /// replica ack) is never answered early.
-    pub fn apply_grouped(&self, mutations: &[Mutation]) -> Result<(), StorageError> {
-        let id = self.id();
-        let grouped = WRITE_GROUP.with(|g| {
-            let mut g = g.borrow_mut();
-            let w = g.as_mut().filter(|w| w.owner == id)?;
-            Some(self.check_poisoned().and_then(|()| self.collect(&mut w.writes, mutations)))
-        });
-        grouped.unwrap_or_else(|| self.apply(mutations))
+    /// Encodes `mutations` into `into` for a later [`Storage::commit`], all
+    /// or (on an error, a poisoned engine included) none of them.
+    pub fn collect(&self, into: &mut WriteBatch, mutations: &[Mutation]) -> Result<(), StorageError> {
+        self.check_poisoned()?;
+        self.encode_into(into, mutations)
     }
 
     /// Encodes `mutations` into `into`, all or (on an error) none of them.
-    fn collect(&self, into: &mut Collected, mutations: &[Mutation]) -> Result<(), StorageError> {
+    fn encode_into(&self, into: &mut WriteBatch, mutations: &[Mutation]) -> Result<(), StorageError> {
         let (arena_len, ops_len) = (into.arena.len(), into.ops.len());
         let mut durable = false;
-        let encoded = SCRATCH.with(|scratch| -> Result<(), StorageError> {
-            let Scratch { key, value, packer } = &mut *scratch.borrow_mut();
+        let WriteBatch { arena, ops, scratch: Scratch { key, value, packer }, .. } = &mut *into;
+        let encoded = (|| -> Result<(), StorageError> {
             for m in mutations {
                 let store = self.table(&m.table)?;
                 durable |= store.durable;
                 encode_mutation(&store, m, key, value, packer, |k, v| {
-                    let start = into.arena.len();
-                    into.arena.extend_from_slice(k);
-                    into.arena.extend_from_slice(v);
-                    into.ops.push((m.table, start as u32, (start + k.len()) as u32, into.arena.len() as u32));
+                    let start = arena.len();
+                    arena.extend_from_slice(k);
+                    arena.extend_from_slice(v);
+                    ops.push((m.table, start as u32, (start + k.len()) as u32, arena.len() as u32));
                 })?;
             }
             Ok(())
-        });
+        })();
         match encoded {
             Ok(()) => {
                 into.durable |= durable;
@@ -507,10 +460,6 @@ impl Storage {
                 Err(e)
             }
         }
-    }
-
-    fn id(&self) -> usize {
-        Arc::as_ptr(&self.db) as usize
     }
 
     /// Writes merge operands (table, key, operand) durably per the commit
@@ -545,19 +494,13 @@ impl Storage {
             mems.active.insert(rest.by_ref().take(*n).map(|(_, k, v)| (k, v)), seq);
         }
         if let Some(seq) = seq {
-            let appended = LOG_RECORD.with(|buf| {
-                let mut buf = buf.borrow_mut();
-                // Room for the record header first: the log fills it in
-                // place and writes the record as it is (no copy).
-                buf.clear();
-                buf.resize(commitlog::RECORD_HEADER, 0);
-                flush::encode_record(ops, &mut buf);
-                let appended = self.log.append_framed(seq, &mut buf);
-                if buf.capacity() > 4 << 20 {
-                    *buf = Vec::new();
-                }
-                appended
-            });
+            // Room for the record header first: the log fills it in place and
+            // writes the record as it is (no copy).
+            let bytes: usize = ops.clone().map(|(_, k, v)| 16 + 2 * 10 + k.len() + v.len()).sum();
+            let mut buf = Vec::with_capacity(commitlog::RECORD_HEADER + bytes);
+            buf.resize(commitlog::RECORD_HEADER, 0);
+            flush::encode_record(ops, &mut buf);
+            let appended = self.log.append_framed(seq, &mut buf);
             if let Err(e) = appended {
                 poison(&self.poisoned, &format!("cannot append to the commit log: {e}"));
                 return Err(e);

@@ -32,9 +32,9 @@
 //!   made durable).
 //! - Every acknowledged durable write is in the commit log until the
 //!   memtable holding it has been ingested into its column family.
-//! - Writes made with `apply_grouped` inside a write group (`collect_writes`,
-//!   `in_write_group`) are made when the group commits; whoever opens a
-//!   group answers its requests only after that commit.
+//! - Writes collected into a `WriteBatch` (`Storage::collect`) are made when
+//!   the batch is committed (`Storage::commit`); whoever owns a batch answers
+//!   the requests whose writes it holds only after that commit.
 
 pub mod cell;
 mod commitlog;
@@ -48,7 +48,7 @@ mod raw;
 mod read;
 mod tuning;
 
-pub use engine::{Collected, CommitlogSync, Storage, StorageConfig, STORAGE_FORMAT};
+pub use engine::{CommitlogSync, Storage, StorageConfig, WriteBatch, STORAGE_FORMAT};
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 

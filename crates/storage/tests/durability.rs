@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use storage::{ColumnData, CommitlogSync, ScanRange, Storage, StorageError};
+use storage::{ColumnData, CommitlogSync, ScanRange, Storage, StorageError, WriteBatch};
 use types::mutation::Mutation;
 use types::schema::{KeyspaceDef, Replication, TableDef};
 use uuid::Uuid;
@@ -595,48 +595,41 @@ fn data_of_another_storage_format_is_refused_not_misread() {
 }
 
 #[test]
-fn a_write_group_commits_once_when_it_ends_and_keeps_calls_all_or_nothing() {
+fn a_write_batch_commits_once_and_keeps_calls_all_or_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), CommitlogSync::Batch);
     let t = Uuid::new_v4();
     {
         let (storage, _) = open(&cfg);
         storage.set_schema(&[kv_schema("ks", &[("kv", t)])]).unwrap();
-        // Outside a group, apply_grouped is apply.
-        storage.apply_grouped(&[kv(t, 0, "alone", 1)]).unwrap();
+        storage.apply(&[kv(t, 0, "alone", 1)]).unwrap();
         assert_eq!(kv_get(&storage, t, 0).as_deref(), Some("alone"));
-        assert_eq!(Storage::grouped_mutations(), 0);
-        let ((), committed) = storage.in_write_group(|| {
-            for pk in 1..=20 {
-                storage.apply_grouped(&[kv(t, pk, "g", 1)]).unwrap();
-            }
-            // A call with a bad mutation adds none of its mutations.
-            let mut bad = kv(t, 99, "x", 1);
-            bad.rows[0].clustering = vec![int(1)];
-            assert!(storage.apply_grouped(&[kv(t, 98, "y", 1), bad]).is_err());
-            assert_eq!(Storage::grouped_mutations(), 20);
-            // Not written before the group commits.
-            assert_eq!(kv_get(&storage, t, 1), None);
-            // Plain apply inside a group is not grouped.
-            storage.apply(&[kv(t, 50, "now", 1)]).unwrap();
-            assert_eq!(kv_get(&storage, t, 50).as_deref(), Some("now"));
-        });
-        committed.unwrap();
-        assert_eq!(Storage::grouped_mutations(), 0);
+        let mut batch = WriteBatch::new();
+        for pk in 1..=20 {
+            storage.collect(&mut batch, &[kv(t, pk, "g", 1)]).unwrap();
+        }
+        // A call with a bad mutation adds none of its mutations.
+        let mut bad = kv(t, 99, "x", 1);
+        bad.rows[0].clustering = vec![int(1)];
+        assert!(storage.collect(&mut batch, &[kv(t, 98, "y", 1), bad]).is_err());
+        assert_eq!(batch.mutations(), 20);
+        // Not written before the batch commits.
+        assert_eq!(kv_get(&storage, t, 1), None);
+        // A plain apply meanwhile is written at once.
+        storage.apply(&[kv(t, 50, "now", 1)]).unwrap();
+        assert_eq!(kv_get(&storage, t, 50).as_deref(), Some("now"));
+        storage.commit(std::slice::from_ref(&batch)).unwrap();
         for pk in 1..=20 {
             assert_eq!(kv_get(&storage, t, pk).as_deref(), Some("g"));
         }
         assert_eq!(kv_get(&storage, t, 98), None);
-        // A panic inside a group drops its writes and leaves the thread out of any group.
-        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            storage.in_write_group(|| {
-                storage.apply_grouped(&[kv(t, 70, "lost", 1)]).unwrap();
-                panic!("request bug");
-            })
-        }));
-        assert!(panicked.is_err());
-        assert_eq!(Storage::grouped_mutations(), 0);
+        // A batch dropped uncommitted (a request that panicked) writes nothing.
+        let mut lost = WriteBatch::new();
+        storage.collect(&mut lost, &[kv(t, 70, "lost", 1)]).unwrap();
+        drop(lost);
         assert_eq!(kv_get(&storage, t, 70), None);
+        // An empty commit writes nothing and succeeds.
+        storage.commit(&[WriteBatch::new()]).unwrap();
         // Dropped without shutdown: the committed group was fsynced.
     }
     let (storage, _) = open(&cfg);

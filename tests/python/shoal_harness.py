@@ -297,3 +297,16 @@ def unique_keyspace_name(hint="ks"):
     return ("k_" + base)[: 48 - len(suffix)] + suffix
 
 
+def all_pages(session, query, fetch_size, max_pages):
+    """Every row of `query` (text), fetched one page of `fetch_size` at a time;
+    fails if paging has not ended after `max_pages` pages."""
+    from cassandra.query import SimpleStatement
+
+    rs = session.execute(SimpleStatement(query, fetch_size=fetch_size))
+    rows, pages = list(rs.current_rows), 1
+    while rs.has_more_pages:
+        assert pages <= max_pages, f"{query!r} at fetch_size={fetch_size}: over {max_pages} pages (paging never ends?)"
+        rs.fetch_next_page()
+        rows.extend(rs.current_rows)
+        pages += 1
+    return rows

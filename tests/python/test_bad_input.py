@@ -171,20 +171,7 @@ def test_options_gets_supported(bad_node):
         assert kind == "frame", "OPTIONS: connection closed"
         version, _flags, stream, opcode = header
         assert (version, stream, opcode) == (V4_RESP, 7, OP_SUPPORTED), f"OPTIONS reply header {header}"
-        (n,) = struct.unpack(">H", body[:2])
-        pos, keys = 2, {}
-        for _ in range(n):
-            (kl,) = struct.unpack(">H", body[pos : pos + 2])
-            key = body[pos + 2 : pos + 2 + kl].decode()
-            pos += 2 + kl
-            (vn,) = struct.unpack(">H", body[pos : pos + 2])
-            pos += 2
-            vals = []
-            for _ in range(vn):
-                (vl,) = struct.unpack(">H", body[pos : pos + 2])
-                vals.append(body[pos + 2 : pos + 2 + vl].decode())
-                pos += 2 + vl
-            keys[key] = vals
+        keys = parse_string_multimap(body)
         assert "CQL_VERSION" in keys and keys["CQL_VERSION"], f"SUPPORTED: {keys}"
         assert "COMPRESSION" in keys, f"SUPPORTED: {keys}"
 
@@ -298,14 +285,10 @@ def test_protocol_v5_options(bad_node):
             assert code == PROTOCOL_ERROR and "unsupported protocol version" in msg, f"v5 OPTIONS: {code:#06x} {msg!r}"
 
 
-def _supported_versions(node):
-    """The server's PROTOCOL_VERSIONS from SUPPORTED, e.g. ['3/v3', '4/v4', '5/v5', '6/v6-beta']."""
-    with connect(node) as s:
-        s.sendall(frame(OP_OPTIONS, stream=1))
-        kind, header, body = read_frame(s)
-        assert kind == "frame" and header[3] == OP_SUPPORTED, f"OPTIONS: {kind} {header}"
+def parse_string_multimap(body):
+    """A SUPPORTED body: [string multimap] as a dict of lists."""
     (n,) = struct.unpack(">H", body[:2])
-    pos = 2
+    pos, out = 2, {}
     for _ in range(n):
         (kl,) = struct.unpack(">H", body[pos : pos + 2])
         key = body[pos + 2 : pos + 2 + kl].decode()
@@ -317,9 +300,19 @@ def _supported_versions(node):
             (vl,) = struct.unpack(">H", body[pos : pos + 2])
             values.append(body[pos + 2 : pos + 2 + vl].decode())
             pos += 2 + vl
-        if key == "PROTOCOL_VERSIONS":
-            return values
-    pytest.fail("SUPPORTED has no PROTOCOL_VERSIONS")
+        out[key] = values
+    return out
+
+
+def _supported_versions(node):
+    """The server's PROTOCOL_VERSIONS from SUPPORTED, e.g. ['3/v3', '4/v4', '5/v5', '6/v6-beta']."""
+    with connect(node) as s:
+        s.sendall(frame(OP_OPTIONS, stream=1))
+        kind, header, body = read_frame(s)
+        assert kind == "frame" and header[3] == OP_SUPPORTED, f"OPTIONS: {kind} {header}"
+    versions = parse_string_multimap(body).get("PROTOCOL_VERSIONS")
+    assert versions, "SUPPORTED has no PROTOCOL_VERSIONS"
+    return versions
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 5, 6])

@@ -13,22 +13,10 @@ from cassandra import ConsistencyLevel, InvalidRequest
 from cassandra.query import BatchStatement, BatchType, SimpleStatement
 
 from cluster_harness import ShoalCluster
-from shoal_harness import EXTERNAL
+from shoal_harness import EXTERNAL, all_pages
 from test_cluster import session_on
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own cluster of shoal processes")
-
-
-def _all_pages(session, query, fetch_size, max_pages):
-    """Every row of `query`, one page at a time; fails if paging does not end."""
-    rs = session.execute(SimpleStatement(query, fetch_size=fetch_size))
-    rows, pages = list(rs.current_rows), 1
-    while rs.has_more_pages:
-        assert pages <= max_pages, f"{query!r} at fetch_size={fetch_size}: more than {max_pages} pages (paging never ends?)"
-        rs.fetch_next_page()
-        rows.extend(rs.current_rows)
-        pages += 1
-    return rows
 
 
 def _no_panic(cluster):
@@ -65,7 +53,7 @@ def test_full_scan_of_1000_partitions_returns_each_once(three, coordinator, cl):
     cluster, s = session_on(three, [three.address(coordinator)], cl=cl)
     try:
         for fetch in (100, 7, 1000, 1001):
-            ks = [r.k for r in _all_pages(s, "SELECT k FROM pg.many", fetch, 1000 // fetch + 5)]
+            ks = [r.k for r in all_pages(s, "SELECT k FROM pg.many", fetch, 1000 // fetch + 5)]
             assert len(ks) == 1000 and set(ks) == set(range(1000)), (
                 f"fetch_size={fetch} via node {coordinator}: {len(ks)} rows, {len(set(ks))} distinct"
             )
@@ -78,7 +66,7 @@ def test_full_scan_of_3x3_at_every_small_page_size(three):
     try:
         expected = sorted((k, c) for k in range(3) for c in range(3))
         for fetch in (1, 2, 3, 4, 9, 10):
-            rows = [(r.k, r.c) for r in _all_pages(s, "SELECT k, c FROM pg.grid", fetch, 9 // fetch + 5)]
+            rows = [(r.k, r.c) for r in all_pages(s, "SELECT k, c FROM pg.grid", fetch, 9 // fetch + 5)]
             assert sorted(rows) == expected and len(rows) == 9, f"fetch_size={fetch}: {rows}"
             # Within each partition the clustering order holds.
             for k in range(3):

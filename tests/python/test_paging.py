@@ -5,7 +5,7 @@ import pytest
 from cassandra.concurrent import execute_concurrent_with_args
 from cassandra.query import SimpleStatement
 
-from shoal_harness import create_keyspace, unique_keyspace_name
+from shoal_harness import all_pages, create_keyspace, unique_keyspace_name
 
 N = 10_000
 PARTITIONS = 1_000
@@ -160,27 +160,16 @@ def test_in_on_partition_key_with_paging(paged):
     assert sorted(got) == [(k, c) for k in (1, 2, 3) for c in range(PER_PARTITION)], got
 
 
-def _bounded_pages(session, query, fetch_size, max_pages):
-    rs = session.execute(SimpleStatement(query, fetch_size=fetch_size))
-    rows, pages = list(rs.current_rows), 1
-    while rs.has_more_pages:
-        assert pages <= max_pages, f"{query!r} at fetch_size={fetch_size}: over {max_pages} pages (never ends?)"
-        rs.fetch_next_page()
-        rows.extend(rs.current_rows)
-        pages += 1
-    return rows
-
-
 @pytest.mark.parametrize("fetch", [100, 7, 1, 999, 1000, 1001])
 def test_partitions_without_clustering_each_once(paged, fetch):
     # Issue 28: at fetch_size 100 this returned 1,010 rows, at 7 1,166: a page
     # that ended on a partition's last row came back at the next page's start.
-    ks = [r.k for r in _bounded_pages(paged, "SELECT k FROM single", fetch, PARTITIONS // fetch + 5)]
+    ks = [r.k for r in all_pages(paged, "SELECT k FROM single", fetch, PARTITIONS // fetch + 5)]
     assert len(ks) == PARTITIONS and set(ks) == set(range(PARTITIONS)), f"{len(ks)} rows, {len(set(ks))} distinct"
 
 
 @pytest.mark.parametrize("fetch", [1, 2, 3, 4, 5, 9, 10])
 def test_3x3_at_small_page_sizes_each_once(paged, fetch):
     # Issue 28: fetch_size 2 gave 15 rows, fetch_size 1 never ended.
-    rows = [(r.k, r.c) for r in _bounded_pages(paged, "SELECT k, c FROM grid", fetch, 9 // fetch + 5)]
+    rows = [(r.k, r.c) for r in all_pages(paged, "SELECT k, c FROM grid", fetch, 9 // fetch + 5)]
     assert sorted(rows) == [(k, c) for k in range(3) for c in range(3)] and len(rows) == 9, rows

@@ -29,4 +29,4 @@ pub mod server;
 pub mod system;
 
 pub use processor::{BatchLimits, Processor};
-pub use server::{serve, ServerConfig};
+pub use server::{serve, ServerConfig, Stages};

@@ -63,6 +63,28 @@ const GROUP_MAX: usize = 128;
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub max_frame_bytes: u32,
+    pub stages: Stages,
+}
+
+/// How many requests of each kind execute at once on this node, over all
+/// connections (cassandra.yaml's `concurrent_reads` and `concurrent_writes`,
+/// the sizes of Cassandra's read and mutation stages): more wait their turn.
+/// A write group (up to `GROUP_MAX` writes of one connection, run in order)
+/// takes one write slot while it runs and commits, not while it waits for
+/// remote replicas; a read takes one read slot until it is answered.
+#[derive(Clone, Debug)]
+pub struct Stages {
+    reads: Arc<Semaphore>,
+    writes: Arc<Semaphore>,
+}
+
+impl Stages {
+    pub fn new(concurrent_reads: u32, concurrent_writes: u32) -> Stages {
+        Stages {
+            reads: Arc::new(Semaphore::new(concurrent_reads.max(1) as usize)),
+            writes: Arc::new(Semaphore::new(concurrent_writes.max(1) as usize)),
+        }
+    }
 }
 
 /// Serves connections from `listener` until `shutdown` fires.
@@ -101,6 +123,8 @@ struct Conn {
     tx: mpsc::Sender<Bytes>,
     /// The socket's write half, shared by the writer task and `send_now`.
     socket: Arc<tokio::sync::Mutex<OwnedWriteHalf>>,
+    /// The node's read and write stages, shared by every connection.
+    stages: Stages,
 }
 
 impl Conn {
@@ -176,8 +200,14 @@ async fn connection(
         }
         let _ = writer.lock().await.shutdown().await;
     });
-    let conn =
-        Arc::new(Conn { processor, keyspace: Mutex::new(None), compression: Mutex::new(None), tx, socket: shared });
+    let conn = Arc::new(Conn {
+        processor,
+        keyspace: Mutex::new(None),
+        compression: Mutex::new(None),
+        tx,
+        socket: shared,
+        stages: config.stages.clone(),
+    });
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut started = false;
     let mut ready: Vec<(FrameHeader, Request)> = Vec::new();
@@ -321,7 +351,10 @@ async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<
         return true;
     }
     let Ok(permit) = Arc::clone(in_flight).acquire_many_owned(writes.len() as u32).await else { return false };
-    match run_now(conn, std::mem::take(&mut writes)) {
+    let Ok(stage) = conn.stages.writes.acquire().await else { return false };
+    let ran = run_now(conn, std::mem::take(&mut writes));
+    drop(stage);
+    match ran {
         Ok(ran) if ran.is_done() => {
             conn.send_now(ran.finish().await).await;
             drop(permit);
@@ -341,7 +374,12 @@ async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<
 async fn spawn_group(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, group: Vec<(FrameHeader, Request)>) -> bool {
     let Ok(permit) = Arc::clone(in_flight).acquire_many_owned(group.len() as u32).await else { return false };
     let owned = Arc::clone(conn);
-    answer_later(conn, permit, async move { run_group(&owned, group).await });
+    let writes = group.iter().any(|(_, r)| conn.processor.is_write(r));
+    let stage = Arc::clone(if writes { &conn.stages.writes } else { &conn.stages.reads });
+    answer_later(conn, permit, async move {
+        let Ok(_slot) = stage.acquire_owned().await else { return Vec::new() };
+        run_group(&owned, group).await
+    });
     true
 }
 

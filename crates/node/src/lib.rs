@@ -25,7 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use cql_server::schema::SchemaService;
 use cql_server::system::NodeInfo;
-use cql_server::{Processor, ServerConfig};
+use cql_server::{Processor, ServerConfig, Stages};
 use storage::{Storage, StorageConfig};
 use uuid::Uuid;
 
@@ -108,7 +108,10 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let listener =
             tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for CQL on {addr}"))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let server_config = ServerConfig { max_frame_bytes: config.max_frame_bytes };
+        let server_config = ServerConfig {
+            max_frame_bytes: config.max_frame_bytes,
+            stages: Stages::new(config.concurrent_reads, config.concurrent_writes),
+        };
         let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx.clone()));
 
         // Admin API (`shoal tool`, `shoal cluster`) on listen_address:admin_port.

@@ -19,73 +19,39 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use storage::{PartitionRead, ScanRange};
+use types::bytes::ByteReader;
 use types::mutation::ClusteringBound;
 use uuid::Uuid;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("malformed {what}")]
 pub struct WireError {
     pub what: &'static str,
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    what: &'static str,
+type Reader<'a> = ByteReader<'a, WireError>;
+
+/// The checks of this crate's payloads on top of `ByteReader`.
+trait PayloadChecks {
+    /// A count of items each at least `min_item` bytes long.
+    fn count(&mut self, n: usize, min_item: usize) -> Result<usize, WireError>;
+    /// Nothing may follow the payload.
+    fn finish(&self) -> Result<(), WireError>;
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
-        if self.buf.len() < n {
-            return Err(WireError { what: self.what });
-        }
-        let (head, rest) = self.buf.split_at(n);
-        self.buf = rest;
-        Ok(head)
-    }
-    fn u8(&mut self) -> Result<u8, WireError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, WireError> {
-        let b = self.take(2)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
-    }
-    fn u32(&mut self) -> Result<u32, WireError> {
-        let mut a = [0u8; 4];
-        a.copy_from_slice(self.take(4)?);
-        Ok(u32::from_be_bytes(a))
-    }
-    fn i32(&mut self) -> Result<i32, WireError> {
-        Ok(self.u32()? as i32)
-    }
-    fn u64(&mut self) -> Result<u64, WireError> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_be_bytes(a))
-    }
-    fn i64(&mut self) -> Result<i64, WireError> {
-        Ok(self.u64()? as i64)
-    }
-    fn uuid(&mut self) -> Result<Uuid, WireError> {
-        let mut a = [0u8; 16];
-        a.copy_from_slice(self.take(16)?);
-        Ok(Uuid::from_bytes(a))
-    }
-    fn blob(&mut self) -> Result<&'a [u8], WireError> {
-        let n = self.u32()? as usize;
-        self.take(n)
-    }
-    /// A count of items each at least `min_item` bytes long.
+impl PayloadChecks for Reader<'_> {
     fn count(&mut self, n: usize, min_item: usize) -> Result<usize, WireError> {
-        if n.saturating_mul(min_item) > self.buf.len() {
-            return Err(WireError { what: self.what });
+        if n.saturating_mul(min_item) > self.remaining() {
+            return Err(self.error());
         }
         Ok(n)
     }
+
     fn finish(&self) -> Result<(), WireError> {
-        if self.buf.is_empty() {
+        if self.is_empty() {
             Ok(())
         } else {
-            Err(WireError { what: self.what })
+            Err(self.error())
         }
     }
 }
@@ -134,7 +100,7 @@ pub fn decode_command(
     partition_key: Vec<u8>,
     bytes: &[u8],
 ) -> Result<PartitionRead, WireError> {
-    let mut r = Reader { buf: bytes, what: "read command" };
+    let mut r = ByteReader::new(bytes, WireError { what: "read command" });
     let flags = r.u8()?;
     let row_limit = usize::try_from(r.u64()?).unwrap_or(usize::MAX);
     let now = r.i32()?;
@@ -175,7 +141,7 @@ pub fn encode_scan(scan: &ScanRange) -> Bytes {
 
 /// A key scan: the per-partition read is unused by replicas (they return keys only).
 pub fn decode_scan(bytes: &[u8]) -> Result<ScanRange, WireError> {
-    let mut r = Reader { buf: bytes, what: "scan request" };
+    let mut r = ByteReader::new(bytes, WireError { what: "scan request" });
     let table = r.uuid()?;
     let start_token = r.i64()?;
     let end_token = r.i64()?;
@@ -218,7 +184,7 @@ pub type Keys = Vec<(i64, Vec<u8>)>;
 
 /// `(truncated, keys)`: truncated when the replica stopped at the limit.
 pub fn decode_keys(bytes: &[u8]) -> Result<(bool, Keys), WireError> {
-    let mut r = Reader { buf: bytes, what: "scan response" };
+    let mut r = ByteReader::new(bytes, WireError { what: "scan response" });
     let truncated = r.u8()? != 0;
     let n = r.u32()? as usize;
     let n = r.count(n, 12)?;
@@ -245,7 +211,7 @@ pub fn encode_repair(table: Uuid, cells: &[(Vec<u8>, Vec<u8>)]) -> Bytes {
 pub type RepairCells = Vec<(Vec<u8>, Vec<u8>)>;
 
 pub fn decode_repair(bytes: &[u8]) -> Result<(Uuid, RepairCells), WireError> {
-    let mut r = Reader { buf: bytes, what: "repair request" };
+    let mut r = ByteReader::new(bytes, WireError { what: "repair request" });
     let table = r.uuid()?;
     let n = r.u32()? as usize;
     let n = r.count(n, 8)?;

@@ -13,10 +13,11 @@
 
 use std::cmp::Ordering as CmpOrdering;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use cql::ast::{self, CellMetadataKind, Operator, RelationLhs, Selection, SelectorExpr, Term};
 use cql_protocol::{ColumnSpec, ResultBody, RowsMetadata, RowsWriter};
 use storage::{PartitionRead, Row, ScanRange};
+use types::bytes::ByteReader;
 use types::mutation::ClusteringBound;
 use types::schema::{ClusteringOrder, ColumnKind, TableDef};
 use types::{CqlType, Value};
@@ -781,42 +782,36 @@ impl Position {
         b.freeze()
     }
 
-    fn decode(mut b: &[u8]) -> Option<Position> {
-        fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-            if b.len() < n {
-                return None;
-            }
-            let (x, rest) = b.split_at(n);
-            *b = rest;
-            Some(x)
+    fn decode(b: &[u8]) -> Option<Position> {
+        Self::read(&mut ByteReader::new(b, ())).ok()
+    }
+
+    fn read(r: &mut ByteReader<'_, ()>) -> Result<Position, ()> {
+        if r.u8()? != Self::FORMAT {
+            return Err(());
         }
-        if take(&mut b, 1)? != [Self::FORMAT] {
-            return None;
-        }
-        let index = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?);
-        let token = i64::from_be_bytes(take(&mut b, 8)?.try_into().ok()?);
-        let len = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
-        let partition_key = take(&mut b, len)?.to_vec();
-        let after = match take(&mut b, 1)?[0] {
+        let index = r.u32()?;
+        let token = r.i64()?;
+        let partition_key = r.blob()?.to_vec();
+        let after = match r.u8()? {
             0 => None,
             _ => {
-                let n = u16::from_be_bytes(take(&mut b, 2)?.try_into().ok()?);
+                let n = r.u16()?;
                 let mut c = Vec::new();
                 for _ in 0..n {
-                    let len = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
-                    c.push(take(&mut b, len)?.to_vec());
+                    c.push(r.blob()?.to_vec());
                 }
                 Some(c)
             }
         };
-        let in_partition = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?);
-        let remaining = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?);
-        let flags = take(&mut b, 1)?[0];
-        if b.has_remaining() || flags > 3 {
-            return None;
+        let in_partition = r.u32()?;
+        let remaining = r.u32()?;
+        let flags = r.u8()?;
+        if !r.is_empty() || flags > 3 {
+            return Err(());
         }
         let (started, done) = (flags & 1 != 0, flags & 2 != 0);
-        Some(Position { index, token, partition_key, after, in_partition, remaining, started, done })
+        Ok(Position { index, token, partition_key, after, in_partition, remaining, started, done })
     }
 }
 
@@ -1321,4 +1316,47 @@ fn compare_prefix(layout: &[(CqlType, bool)], a: &[Bytes], b: &[Bytes]) -> CmpOr
         }
     }
     CmpOrdering::Equal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paging_state_round_trips_and_refuses_damage() {
+        let p = Position {
+            index: 3,
+            token: -42,
+            partition_key: b"pk".to_vec(),
+            after: Some(vec![b"c1".to_vec(), Vec::new()]),
+            in_partition: 7,
+            remaining: 9,
+            started: true,
+            done: true,
+        };
+        let bytes = p.encode();
+        assert_eq!(Position::decode(&bytes), Some(p.clone()));
+        let none = Position { after: None, started: false, done: false, ..p };
+        assert_eq!(Position::decode(&none.encode()), Some(none));
+        // Every truncation, a trailing byte, another format, unknown flags: refused.
+        for cut in 0..bytes.len() {
+            assert_eq!(Position::decode(&bytes[..cut]), None, "cut at {cut}");
+        }
+        assert_eq!(Position::decode(&[bytes.as_ref(), &[0]].concat()), None);
+        let mut other = bytes.to_vec();
+        other[0] = 1;
+        assert_eq!(Position::decode(&other), None, "format 1 (before `done`)");
+        let mut flags = bytes.to_vec();
+        *flags.last_mut().unwrap() = 4;
+        assert_eq!(Position::decode(&flags), None);
+    }
+
+    #[test]
+    fn token_bounds_are_inclusive_and_empty_when_crossed() {
+        assert_eq!(token_bounds(&None, &None), Some((i64::MIN, i64::MAX)));
+        assert_eq!(token_bounds(&Some((5, false)), &Some((9, true))), Some((6, 9)));
+        assert_eq!(token_bounds(&Some((5, true)), &Some((5, false))), None);
+        assert_eq!(token_bounds(&Some((i64::MAX, false)), &None), None);
+        assert_eq!(token_bounds(&None, &Some((i64::MIN, false))), None);
+    }
 }

@@ -37,6 +37,7 @@ use crate::commitlog::CommitLog;
 use crate::engine::{lock, read_lock, write_lock, Db, TableStore};
 use crate::memtable::{self, Memtable};
 use crate::tuning;
+use crate::varint;
 use crate::StorageError;
 
 /// Frozen memtables a table may have waiting before its writers wait.
@@ -336,9 +337,9 @@ fn writer_options() -> Options {
 pub(crate) fn encode_record<'a>(ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])>, out: &mut Vec<u8>) {
     for (table, key, value) in ops {
         out.extend_from_slice(table.as_bytes());
-        put_varint(key.len(), out);
+        varint::put(key.len(), out);
         out.extend_from_slice(key);
-        put_varint(value.len(), out);
+        varint::put(value.len(), out);
         out.extend_from_slice(value);
     }
 }
@@ -353,33 +354,16 @@ pub(crate) fn decode_record(mut input: &[u8]) -> Result<Vec<RecordOperand<'_>>, 
     while !input.is_empty() {
         let id: [u8; 16] = input.get(..16).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
         input = &input[16..];
-        let (klen, rest) = get_varint(input).ok_or_else(bad)?;
-        let key = rest.get(..klen).ok_or_else(bad)?;
-        let (vlen, rest) = get_varint(&rest[klen..]).ok_or_else(bad)?;
-        let value = rest.get(..vlen).ok_or_else(bad)?;
-        input = &rest[vlen..];
+        let mut pos = 0;
+        let klen = varint::get(input, &mut pos).ok_or_else(bad)?;
+        let key = input.get(pos..pos.checked_add(klen).ok_or_else(bad)?).ok_or_else(bad)?;
+        pos += klen;
+        let vlen = varint::get(input, &mut pos).ok_or_else(bad)?;
+        let value = input.get(pos..pos.checked_add(vlen).ok_or_else(bad)?).ok_or_else(bad)?;
+        input = &input[pos + vlen..];
         out.push((Uuid::from_bytes(id), key, value));
     }
     Ok(out)
-}
-
-fn put_varint(mut n: usize, out: &mut Vec<u8>) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn get_varint(input: &[u8]) -> Option<(usize, &[u8])> {
-    let mut n = 0usize;
-    for (i, &b) in input.iter().enumerate().take(10) {
-        n |= ((b & 0x7F) as usize) << (7 * i);
-        if b < 0x80 {
-            return Some((n, &input[i + 1..]));
-        }
-    }
-    None
 }
 
 #[cfg(test)]

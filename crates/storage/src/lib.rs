@@ -47,6 +47,7 @@ pub mod packed;
 mod raw;
 mod read;
 mod tuning;
+mod varint;
 
 pub use engine::{CommitlogSync, Storage, StorageConfig, WriteBatch, STORAGE_FORMAT};
 pub use raw::{merge_raw, repair_diff, RawPartition};

@@ -29,6 +29,7 @@
 use crate::cell;
 use crate::keys::{self, Layout};
 use crate::read::Cursor;
+use crate::varint;
 
 /// True when entries under `key` are packed rows (static or clustering rows).
 pub fn is_packed_key(key: &[u8]) -> bool {
@@ -52,27 +53,6 @@ pub fn row_key_len(layout: &Layout, key: &[u8]) -> Option<usize> {
     Some(prefix_len + 1 + clustering)
 }
 
-fn put_varint(mut n: usize, out: &mut Vec<u8>) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn get_varint(input: &[u8], pos: &mut usize) -> Option<usize> {
-    let mut n: usize = 0;
-    for shift in (0..35).step_by(7) {
-        let b = *input.get(*pos)?;
-        *pos += 1;
-        n |= ((b & 0x7F) as usize) << shift;
-        if b < 0x80 {
-            return Some(n);
-        }
-    }
-    None
-}
-
 /// The entries of a packed value, in order: (column part, cell).
 pub struct Entries<'a> {
     value: &'a [u8],
@@ -92,10 +72,10 @@ impl<'a> Iterator for Entries<'a> {
         }
         let parsed = (|| {
             let mut pos = self.pos;
-            let n = get_varint(self.value, &mut pos)?;
+            let n = varint::get(self.value, &mut pos)?;
             let column = self.value.get(pos..pos.checked_add(n)?)?;
             pos += n;
-            let n = get_varint(self.value, &mut pos)?;
+            let n = varint::get(self.value, &mut pos)?;
             let cell = self.value.get(pos..pos.checked_add(n)?)?;
             Some(((column, cell), pos + n))
         })();
@@ -115,9 +95,9 @@ impl<'a> Iterator for Entries<'a> {
 
 /// Appends one entry to a packed value under construction.
 pub fn push_entry(column: &[u8], cell: &[u8], out: &mut Vec<u8>) {
-    put_varint(column.len(), out);
+    varint::put(column.len(), out);
     out.extend_from_slice(column);
-    put_varint(cell.len(), out);
+    varint::put(cell.len(), out);
     out.extend_from_slice(cell);
 }
 

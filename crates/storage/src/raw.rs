@@ -27,6 +27,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use md5::{Digest, Md5};
+use types::bytes::ByteReader;
 use uuid::Uuid;
 
 use crate::cell::{self, CellRef};
@@ -102,20 +103,20 @@ impl RawPartition {
     /// trailing bytes, unknown versions or flags, a `last_key` on an exhausted
     /// partition, keys outside the partition and keys out of order.
     pub fn decode(input: &[u8]) -> Result<RawPartition, StorageError> {
-        let mut r = Reader { input, at: 0 };
+        let mut r = ByteReader::new(input, Truncated);
         let version = r.u8()?;
         if version != RAW_FORMAT {
             return Err(invalid(format!("unknown format version {version}")));
         }
-        let table = Uuid::from_bytes(r.take(16)?.try_into().map_err(|_| invalid("short table id"))?);
-        let token = i64::from_be_bytes(r.take(8)?.try_into().map_err(|_| invalid("short token"))?);
-        let partition_key = r.bytes()?.to_vec();
+        let table = r.uuid()?;
+        let token = r.i64()?;
+        let partition_key = r.blob()?.to_vec();
         let flags = r.u8()?;
         if flags & !(FLAG_EXHAUSTED | FLAG_LAST_KEY) != 0 {
             return Err(invalid(format!("unknown flags {flags:#x}")));
         }
         let exhausted = flags & FLAG_EXHAUSTED != 0;
-        let last_key = if flags & FLAG_LAST_KEY != 0 { Some(r.bytes()?.to_vec()) } else { None };
+        let last_key = if flags & FLAG_LAST_KEY != 0 { Some(r.blob()?.to_vec()) } else { None };
         if exhausted && last_key.is_some() {
             return Err(invalid("an exhausted partition has no last key"));
         }
@@ -130,8 +131,8 @@ impl RawPartition {
         // Each entry takes at least 8 bytes: never trust the count for an allocation.
         let mut cells = Vec::with_capacity(count.min(r.remaining() / 8));
         for _ in 0..count {
-            let key = r.bytes()?;
-            let value = r.bytes()?;
+            let key = r.blob()?;
+            let value = r.blob()?;
             if !key.starts_with(&prefix) || key.len() == prefix.len() {
                 return Err(invalid("key outside the partition"));
             }
@@ -171,30 +172,13 @@ fn invalid(what: impl std::fmt::Display) -> StorageError {
     StorageError::Invalid(format!("malformed raw partition: {what}"))
 }
 
-struct Reader<'a> {
-    input: &'a [u8],
-    at: usize,
-}
+/// A raw partition ended early (what `ByteReader` reports).
+#[derive(Clone, Copy)]
+struct Truncated;
 
-impl<'a> Reader<'a> {
-    fn remaining(&self) -> usize {
-        self.input.len() - self.at
-    }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], StorageError> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.input.len()).ok_or_else(|| invalid("truncated"))?;
-        let out = &self.input[self.at..end];
-        self.at = end;
-        Ok(out)
-    }
-    fn u8(&mut self) -> Result<u8, StorageError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32, StorageError> {
-        Ok(u32::from_be_bytes(self.take(4)?.try_into().map_err(|_| invalid("truncated"))?))
-    }
-    fn bytes(&mut self) -> Result<&'a [u8], StorageError> {
-        let len = self.u32()? as usize;
-        self.take(len)
+impl From<Truncated> for StorageError {
+    fn from(_: Truncated) -> StorageError {
+        invalid("truncated")
     }
 }
 

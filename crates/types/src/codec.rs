@@ -27,6 +27,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use num_bigint::BigInt;
 use uuid::Uuid;
 
+use crate::bytes::ByteReader;
 use crate::compare::compare_values;
 use crate::literal::NANOS_PER_DAY;
 use crate::value::{Value, ValueError};
@@ -35,33 +36,26 @@ use crate::CqlType;
 // ---------------------------------------------------------------------------
 // Byte-level helpers shared by codec, compare and order.
 
-/// A bounds-checked reader over a byte slice.
-#[derive(Clone, Copy)]
-pub(crate) struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
+/// A bounds-checked reader over a byte slice (the crate's `ByteReader`, read
+/// with `Option`s).
+#[derive(Clone)]
+pub(crate) struct Cursor<'a>(ByteReader<'a, ()>);
 
 impl<'a> Cursor<'a> {
     pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Cursor { buf, pos: 0 }
+        Cursor(ByteReader::new(buf, ()))
     }
 
     pub(crate) fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
+        self.0.remaining()
     }
 
     pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let end = self.pos.checked_add(n)?;
-        let s = self.buf.get(self.pos..end)?;
-        self.pos = end;
-        Some(s)
+        self.0.take(n).ok()
     }
 
     pub(crate) fn read_i32(&mut self) -> Option<i32> {
-        let s = self.take(4)?;
-        let arr: [u8; 4] = s.try_into().ok()?;
-        Some(i32::from_be_bytes(arr))
+        self.0.i32().ok()
     }
 
     /// Reads an `[int length][bytes]` element; `Some(None)` for length -1

@@ -11,6 +11,7 @@
 //! - `CqlType::to_cql()` prints the type the way Cassandra prints it in
 //!   `system_schema.columns.type` (e.g. `frozen<list<int>>`, `map<text, int>`).
 
+pub mod bytes;
 pub mod codec;
 pub mod compare;
 pub mod consistency;

@@ -1,33 +1,32 @@
-//! The engine: opening RocksDB, the schema manifest, column families per
-//! table, the write path (commit log, then memtables) and the commit log
-//! sync modes.
+//! The engine: opening RocksDB (and replaying the commit log into the
+//! memtables), column families per table and their tuning, the schema
+//! (`set_schema`, recorded in the manifest: `manifest.rs`), the commit log
+//! sync thread of each mode, and maintenance (flush, compact, truncate,
+//! shutdown). The write path itself is `write.rs`.
 //!
-//! A write reserves a commit log sequence number, merges its operands into
-//! the tables' active memtables (`memtable`), appends one log record
-//! (`commitlog`) and syncs as the mode says; full memtables are flushed into
-//! RocksDB by `flush`. At open the log is replayed into memtables, which are
-//! flushed before the first write.
+//! At open the log is replayed into memtables, which are flushed before the
+//! first write; full memtables are flushed into RocksDB by `flush`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rocksdb::{
     BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBWithThreadMode, MultiThreaded, Options,
 };
-use types::mutation::Mutation;
 use types::schema::{KeyspaceDef, TableDef};
 use uuid::Uuid;
 
-use crate::commitlog::{self, CommitLog};
+use crate::commitlog::CommitLog;
 use crate::flush::{self, Flusher, Tables};
-use crate::keys::{self, Layout};
+use crate::keys::Layout;
+use crate::manifest::{read_manifest, write_manifest, Manifest};
 use crate::memtable::{self, Memtables};
-use crate::packed::RowPacker;
-use crate::{cell, filter, tuning, StorageError};
+use crate::write::{poison, GroupCommit};
+use crate::{filter, tuning, StorageError};
 
 /// Commit log segment size (Cassandra's `commitlog_segment_size` default).
 const SEGMENT_BYTES: u64 = 32 << 20;
@@ -103,91 +102,25 @@ impl TableStore {
     }
 }
 
-/// The on-disk layout this build reads and writes: 1 stored a key per cell,
-/// 2 packs each row into one key (`packed`, ADR 0002).
-pub const STORAGE_FORMAT: u32 = 2;
-
-#[derive(serde::Serialize, serde::Deserialize, Default)]
-struct Manifest {
-    /// `STORAGE_FORMAT` of the data; manifests before the field are format 1.
-    #[serde(default = "format_one")]
-    format: u32,
-    keyspaces: Vec<KeyspaceDef>,
-    /// Table id -> column family name (the name changes on TRUNCATE).
-    column_families: BTreeMap<Uuid, String>,
-    /// Node-local metadata (host id, tokens, ...) owned by the node.
-    local: BTreeMap<String, String>,
-    /// Table id -> the first commit log seq written after its last TRUNCATE:
-    /// replay skips the table's older records. Cleared once the log has been
-    /// replayed and flushed at open.
-    #[serde(default)]
-    truncated: BTreeMap<Uuid, u64>,
-}
-
 pub struct Storage {
     pub(crate) db: Arc<Db>,
     pub(crate) tables: Tables,
-    log: Arc<CommitLog>,
-    flusher: Arc<Flusher>,
-    flush_thread: Mutex<Option<JoinHandle<()>>>,
-    manifest: Mutex<Manifest>,
-    config: StorageConfig,
-    cache: Cache,
+    pub(crate) log: Arc<CommitLog>,
+    pub(crate) flusher: Arc<Flusher>,
+    pub(crate) flush_thread: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) manifest: Mutex<Manifest>,
+    pub(crate) config: StorageConfig,
+    pub(crate) cache: Cache,
     /// Shared with compaction filter factories: the live gc_grace per column family.
-    gc_registry: filter::GcRegistry,
+    pub(crate) gc_registry: filter::GcRegistry,
     /// On only during the purging pass of a major compaction (see filter.rs).
-    purge_markers: Arc<AtomicBool>,
+    pub(crate) purge_markers: Arc<AtomicBool>,
     /// Serializes major compactions (the purge flag is global).
-    compacting: Mutex<()>,
-    poisoned: Arc<Mutex<Option<String>>>,
-    group: Arc<GroupCommit>,
-    stop: Arc<AtomicBool>,
-    syncer: Mutex<Option<JoinHandle<()>>>,
-}
-
-const MANIFEST: &str = "schema.json";
-
-/// Writes encoded and not made yet: merge operands of one or more tables,
-/// back to back in one buffer. Whoever owns a batch collects the writes of
-/// many requests into it ([`Storage::collect`]) and makes them all at once
-/// ([`Storage::commit`]: one log record, one fsync in `batch` mode); nothing
-/// is written if it is dropped. Its owner answers the requests whose writes
-/// it holds only after that commit.
-#[derive(Default)]
-pub struct WriteBatch {
-    arena: Vec<u8>,
-    /// (table, key start, key end = value start, value end) in `arena`.
-    ops: Vec<(Uuid, u32, u32, u32)>,
-    durable: bool,
-    mutations: usize,
-    /// Encoding buffers for the mutations collected into this batch.
-    scratch: Scratch,
-}
-
-/// Encoding buffers, reused by every `collect` into one batch (scratch space
-/// only: nothing in it outlives one call).
-#[derive(Default)]
-struct Scratch {
-    key: Vec<u8>,
-    value: Vec<u8>,
-    packer: RowPacker,
-}
-
-impl WriteBatch {
-    /// An empty batch, sized for a request group's writes.
-    pub fn new() -> WriteBatch {
-        WriteBatch { arena: Vec::with_capacity(4096), ops: Vec::with_capacity(32), ..WriteBatch::default() }
-    }
-
-    /// True when nothing was collected.
-    pub fn is_empty(&self) -> bool {
-        self.mutations == 0
-    }
-
-    /// Mutations collected so far.
-    pub fn mutations(&self) -> usize {
-        self.mutations
-    }
+    pub(crate) compacting: Mutex<()>,
+    pub(crate) poisoned: Arc<Mutex<Option<String>>>,
+    pub(crate) group: Arc<GroupCommit>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) syncer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Storage {
@@ -396,130 +329,6 @@ impl Storage {
         self.db
             .cf_handle(&store.cf_name)
             .ok_or_else(|| StorageError::Engine(format!("column family {} is missing", store.cf_name)))
-    }
-
-    /// Applies mutations atomically (one write batch) and durably per the
-    /// commit log mode. Mutations of keyspaces with `durable_writes = false`
-    /// skip the log when every mutation in the call does.
-    pub fn apply(&self, mutations: &[Mutation]) -> Result<(), StorageError> {
-        let mut batch = WriteBatch::default();
-        self.collect(&mut batch, mutations)?;
-        self.commit(std::slice::from_ref(&batch))
-    }
-
-    /// Makes the writes of several batches as one, durably per the commit log
-    /// mode (one log write; one fsync in `batch` mode). An empty batch
-    /// writes nothing.
-    pub fn commit(&self, batches: &[WriteBatch]) -> Result<(), StorageError> {
-        if batches.iter().all(WriteBatch::is_empty) {
-            return Ok(());
-        }
-        let durable = batches.iter().any(|g| g.durable);
-        let ops = batches.iter().flat_map(|g| {
-            g.ops.iter().map(move |&(table, k0, k1, v1)| {
-                (table, &g.arena[k0 as usize..k1 as usize], &g.arena[k1 as usize..v1 as usize])
-            })
-        });
-        self.write(ops, durable)
-    }
-
-    /// Encodes `mutations` into `into` for a later [`Storage::commit`], all
-    /// or (on an error, a poisoned engine included) none of them.
-    pub fn collect(&self, into: &mut WriteBatch, mutations: &[Mutation]) -> Result<(), StorageError> {
-        self.check_poisoned()?;
-        self.encode_into(into, mutations)
-    }
-
-    /// Encodes `mutations` into `into`, all or (on an error) none of them.
-    fn encode_into(&self, into: &mut WriteBatch, mutations: &[Mutation]) -> Result<(), StorageError> {
-        let (arena_len, ops_len) = (into.arena.len(), into.ops.len());
-        let mut durable = false;
-        let WriteBatch { arena, ops, scratch: Scratch { key, value, packer }, .. } = &mut *into;
-        let encoded = (|| -> Result<(), StorageError> {
-            for m in mutations {
-                let store = self.table(&m.table)?;
-                durable |= store.durable;
-                encode_mutation(&store, m, key, value, packer, |k, v| {
-                    let start = arena.len();
-                    arena.extend_from_slice(k);
-                    arena.extend_from_slice(v);
-                    ops.push((m.table, start as u32, (start + k.len()) as u32, arena.len() as u32));
-                })?;
-            }
-            Ok(())
-        })();
-        match encoded {
-            Ok(()) => {
-                into.durable |= durable;
-                into.mutations += mutations.len();
-                Ok(())
-            }
-            Err(e) => {
-                into.arena.truncate(arena_len);
-                into.ops.truncate(ops_len);
-                Err(e)
-            }
-        }
-    }
-
-    /// Writes merge operands (table, key, operand) durably per the commit
-    /// log mode (the log is skipped unless `durable`), poisoning the engine
-    /// when the log cannot be written or a synchronous fsync fails. Every
-    /// write goes through here.
-    ///
-    /// Order (see `memtable`'s invariants): reserve a log seq, merge into
-    /// the memtables, append the log record, sync. An unknown table fails
-    /// the write before anything is made.
-    pub(crate) fn write<'a>(
-        &self,
-        ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])> + Clone,
-        durable: bool,
-    ) -> Result<(), StorageError> {
-        self.check_poisoned()?;
-        // The tables of the runs of consecutive operands of one table.
-        let mut runs: Vec<(Arc<TableStore>, usize)> = Vec::new();
-        for (table, _, _) in ops.clone() {
-            match runs.last_mut() {
-                Some((store, n)) if store.def.id == table => *n += 1,
-                _ => runs.push((self.table(&table)?, 1)),
-            }
-        }
-        if runs.is_empty() {
-            return Ok(());
-        }
-        let seq = durable.then(|| self.log.next_seq());
-        let mut rest = ops.clone();
-        for (store, n) in &runs {
-            let mems = read_lock(&store.mem);
-            mems.active.insert(rest.by_ref().take(*n).map(|(_, k, v)| (k, v)), seq);
-        }
-        if let Some(seq) = seq {
-            // Room for the record header first: the log fills it in place and
-            // writes the record as it is (no copy).
-            let bytes: usize = ops.clone().map(|(_, k, v)| 16 + 2 * 10 + k.len() + v.len()).sum();
-            let mut buf = Vec::with_capacity(commitlog::RECORD_HEADER + bytes);
-            buf.resize(commitlog::RECORD_HEADER, 0);
-            flush::encode_record(ops, &mut buf);
-            let appended = self.log.append_framed(seq, &mut buf);
-            if let Err(e) = appended {
-                poison(&self.poisoned, &format!("cannot append to the commit log: {e}"));
-                return Err(e);
-            }
-            match self.config.commitlog_sync {
-                CommitlogSync::Batch => {
-                    if let Err(e) = self.log.sync() {
-                        poison(&self.poisoned, &e.to_string());
-                        return Err(e);
-                    }
-                }
-                CommitlogSync::Group { .. } => self.group.wait_synced(&self.poisoned, &self.stop, &self.log)?,
-                CommitlogSync::Periodic { .. } => {}
-            }
-        }
-        for (store, _) in &runs {
-            self.flusher.after_write(store);
-        }
-        Ok(())
     }
 
     /// Replaces the schema. Creates column families for new tables, drops
@@ -824,98 +633,6 @@ impl Drop for Storage {
     }
 }
 
-fn encode_mutation(
-    store: &TableStore,
-    m: &Mutation,
-    key: &mut Vec<u8>,
-    value: &mut Vec<u8>,
-    packer: &mut RowPacker,
-    mut put: impl FnMut(&[u8], &[u8]),
-) -> Result<(), StorageError> {
-    key.clear();
-    keys::partition_prefix(m.token, &m.partition_key, key)?;
-    let prefix_len = key.len();
-    if let Some(d) = m.partition_deletion {
-        key.push(keys::SECTION_PARTITION_DELETION);
-        value.clear();
-        cell::encode_tombstone(d.timestamp, d.local_deletion_time, value);
-        put(key, value);
-    }
-    for rt in &m.range_tombstones {
-        key.truncate(prefix_len);
-        key.push(keys::SECTION_RANGE_TOMBSTONE);
-        let mut start = Vec::new();
-        keys::encode_clustering(&store.layout, &rt.start.prefix, &mut start)?;
-        let mut end = Vec::new();
-        keys::encode_clustering(&store.layout, &rt.end.prefix, &mut end)?;
-        keys::encode_range_bounds(&start, rt.start.inclusive, &end, rt.end.inclusive, key);
-        value.clear();
-        cell::encode_tombstone(rt.deletion.timestamp, rt.deletion.local_deletion_time, value);
-        put(key, value);
-    }
-    for row in &m.rows {
-        key.truncate(prefix_len);
-        if row.is_static {
-            key.push(keys::SECTION_STATIC);
-        } else {
-            if row.clustering.len() != store.layout.clustering.len() {
-                return Err(StorageError::Invalid(format!(
-                    "row has {} clustering values, table {} has {}",
-                    row.clustering.len(),
-                    store.def.name,
-                    store.layout.clustering.len()
-                )));
-            }
-            key.push(keys::SECTION_ROWS);
-            keys::encode_clustering(&store.layout, &row.clustering, key)?;
-        }
-        packer.clear();
-        if let Some(d) = row.deletion {
-            packer.add(
-                |k| k.extend_from_slice(&keys::COLUMN_ROW_DELETION.to_be_bytes()),
-                |v| cell::encode_tombstone(d.timestamp, d.local_deletion_time, v),
-            );
-        }
-        if let Some(l) = row.marker {
-            packer.add(
-                |k| k.extend_from_slice(&keys::COLUMN_ROW_MARKER.to_be_bytes()),
-                |v| cell::encode(l.timestamp, l.ttl, l.local_expiration, Some(&[]), v),
-            );
-        }
-        for (column, d) in &row.complex_deletions {
-            packer.add(
-                |k| {
-                    k.extend_from_slice(&column.to_be_bytes());
-                    k.push(keys::COMPLEX_DELETION);
-                },
-                |v| cell::encode_tombstone(d.timestamp, d.local_deletion_time, v),
-            );
-        }
-        for c in &row.cells {
-            let mut path_error = None;
-            packer.add(
-                |k| {
-                    k.extend_from_slice(&c.column.to_be_bytes());
-                    if let Some(path) = &c.path {
-                        k.push(keys::COMPLEX_ELEMENT);
-                        if let Err(e) = keys::encode_path(&store.layout, c.column, path, k) {
-                            path_error = Some(e);
-                        }
-                    }
-                },
-                |v| cell::encode(c.timestamp, c.ttl, c.local_deletion_time, c.value.as_deref(), v),
-            );
-            if let Some(e) = path_error {
-                return Err(e);
-            }
-        }
-        if !packer.is_empty() {
-            put(key, packer.finish());
-        }
-    }
-    Ok(())
-}
-
 fn table_options(
     config: &StorageConfig,
     cache: &Cache,
@@ -963,54 +680,6 @@ fn direct_io_works(dir: &Path) -> bool {
     works
 }
 
-fn format_one() -> u32 {
-    1
-}
-
-/// The manifest, refusing data written in another storage format (there is
-/// no in-place conversion; an empty data directory of any format is fine).
-fn read_manifest(dir: &Path) -> Result<Manifest, StorageError> {
-    let path = dir.join(MANIFEST);
-    let mut manifest: Manifest = match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| StorageError::Invalid(format!("cannot read {}: {e}", path.display())))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
-        Err(e) => return Err(e.into()),
-    };
-    if manifest.format != STORAGE_FORMAT && !manifest.column_families.is_empty() {
-        return Err(StorageError::Invalid(format!(
-            "{} holds tables in storage format {}; this build reads format {STORAGE_FORMAT} only \
-             (move the data directory away, or read it with the build that wrote it)",
-            dir.display(),
-            manifest.format
-        )));
-    }
-    manifest.format = STORAGE_FORMAT;
-    Ok(manifest)
-}
-
-fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), StorageError> {
-    let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| StorageError::Invalid(e.to_string()))?;
-    let tmp = dir.join(format!("{MANIFEST}.tmp"));
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, dir.join(MANIFEST))?;
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(())
-}
-
-fn poison(slot: &Mutex<Option<String>>, reason: &str) {
-    tracing::error!(reason, "commit log sync failed; storage refuses further writes");
-    let mut guard = lock(slot);
-    if guard.is_none() {
-        *guard = Some(reason.to_string());
-    }
-}
-
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -1021,97 +690,6 @@ pub(crate) fn read_lock<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 pub(crate) fn write_lock<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     m.write().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Group commit: writers register after their (unsynced) write and wait for
-/// the first fsync that *started* after they registered.
-#[derive(Default)]
-struct GroupCommit {
-    state: Mutex<GroupState>,
-    cond: Condvar,
-}
-
-#[derive(Default)]
-struct GroupState {
-    /// The epoch new writers join; sealed when an fsync starts.
-    open_epoch: u64,
-    /// Every epoch up to this one is durable.
-    synced_epoch: u64,
-    waiting: usize,
-}
-
-impl GroupCommit {
-    fn wait_synced(
-        &self,
-        poisoned: &Mutex<Option<String>>,
-        stop: &AtomicBool,
-        log: &CommitLog,
-    ) -> Result<(), StorageError> {
-        let mut state = lock(&self.state);
-        let target = state.open_epoch + 1;
-        state.waiting += 1;
-        self.cond.notify_all();
-        while state.synced_epoch < target {
-            if stop.load(Ordering::Relaxed) {
-                // The group thread is gone (shutdown): sync the log ourselves.
-                state.waiting -= 1;
-                drop(state);
-                return log.sync().inspect_err(|e| poison(poisoned, &e.to_string()));
-            }
-            if let Some(reason) = &*lock(poisoned) {
-                state.waiting -= 1;
-                return Err(StorageError::Poisoned(reason.clone()));
-            }
-            state = self
-                .cond
-                .wait_timeout(state, Duration::from_millis(100))
-                .map(|(g, _)| g)
-                .unwrap_or_else(|p| p.into_inner().0);
-        }
-        state.waiting -= 1;
-        Ok(())
-    }
-
-    fn wake(&self) {
-        self.cond.notify_all();
-    }
-
-    fn run(&self, log: &CommitLog, window: Duration, stop: &AtomicBool, poisoned: &Mutex<Option<String>>) {
-        loop {
-            {
-                let mut state = lock(&self.state);
-                while state.waiting == 0 && !stop.load(Ordering::Relaxed) {
-                    state = self
-                        .cond
-                        .wait_timeout(state, Duration::from_millis(100))
-                        .map(|(g, _)| g)
-                        .unwrap_or_else(|p| p.into_inner().0);
-                }
-            }
-            if stop.load(Ordering::Relaxed) {
-                // Release any waiter: shutdown syncs the log itself.
-                let _ = log.sync();
-                let mut state = lock(&self.state);
-                state.open_epoch += 1;
-                state.synced_epoch = state.open_epoch;
-                self.cond.notify_all();
-                return;
-            }
-            std::thread::sleep(window);
-            let sealed = {
-                let mut state = lock(&self.state);
-                state.open_epoch += 1;
-                state.open_epoch
-            };
-            if let Err(e) = log.sync() {
-                poison(poisoned, &e.to_string());
-            } else {
-                let mut state = lock(&self.state);
-                state.synced_epoch = sealed;
-            }
-            self.cond.notify_all();
-        }
-    }
 }
 
 #[cfg(test)]

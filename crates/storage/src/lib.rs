@@ -42,16 +42,20 @@ mod engine;
 mod filter;
 mod flush;
 pub mod keys;
+mod manifest;
 mod memtable;
 pub mod packed;
 mod raw;
 mod read;
 mod tuning;
 mod varint;
+mod write;
 
-pub use engine::{CommitlogSync, Storage, StorageConfig, WriteBatch, STORAGE_FORMAT};
+pub use engine::{CommitlogSync, Storage, StorageConfig};
+pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
+pub use write::WriteBatch;
 
 /// Errors from the storage engine.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,382 @@
+//! The write path: mutations encoded into a `WriteBatch` (`Storage::collect`)
+//! and made all at once (`Storage::commit` -> `write`): a commit log sequence
+//! number is reserved, the operands are merged into the tables' active
+//! memtables, one log record is appended and synced as the mode says
+//! (`GroupCommit` for `group`), and a failed append or sync poisons the engine.
+//!
+//! Invariant: a write is merged into its memtable before its log record is
+//! appended, and acknowledged only after the commit returns.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use types::mutation::Mutation;
+use uuid::Uuid;
+
+use crate::commitlog::{self, CommitLog};
+use crate::engine::{lock, read_lock, CommitlogSync, Storage, TableStore};
+use crate::flush::{self};
+use crate::keys::{self};
+use crate::packed::RowPacker;
+use crate::{cell, StorageError};
+
+/// Writes encoded and not made yet: merge operands of one or more tables,
+/// back to back in one buffer. Whoever owns a batch collects the writes of
+/// many requests into it ([`Storage::collect`]) and makes them all at once
+/// ([`Storage::commit`]: one log record, one fsync in `batch` mode); nothing
+/// is written if it is dropped. Its owner answers the requests whose writes
+/// it holds only after that commit.
+#[derive(Default)]
+pub struct WriteBatch {
+    arena: Vec<u8>,
+    /// (table, key start, key end = value start, value end) in `arena`.
+    ops: Vec<(Uuid, u32, u32, u32)>,
+    durable: bool,
+    mutations: usize,
+    /// Encoding buffers for the mutations collected into this batch.
+    scratch: Scratch,
+}
+
+/// Encoding buffers, reused by every `collect` into one batch (scratch space
+/// only: nothing in it outlives one call).
+#[derive(Default)]
+struct Scratch {
+    key: Vec<u8>,
+    value: Vec<u8>,
+    packer: RowPacker,
+}
+
+impl WriteBatch {
+    /// An empty batch, sized for a request group's writes.
+    pub fn new() -> WriteBatch {
+        WriteBatch { arena: Vec::with_capacity(4096), ops: Vec::with_capacity(32), ..WriteBatch::default() }
+    }
+
+    /// True when nothing was collected.
+    pub fn is_empty(&self) -> bool {
+        self.mutations == 0
+    }
+
+    /// Mutations collected so far.
+    pub fn mutations(&self) -> usize {
+        self.mutations
+    }
+}
+
+impl Storage {
+    /// Applies mutations atomically (one write batch) and durably per the
+    /// commit log mode. Mutations of keyspaces with `durable_writes = false`
+    /// skip the log when every mutation in the call does.
+    pub fn apply(&self, mutations: &[Mutation]) -> Result<(), StorageError> {
+        let mut batch = WriteBatch::default();
+        self.collect(&mut batch, mutations)?;
+        self.commit(std::slice::from_ref(&batch))
+    }
+
+    /// Makes the writes of several batches as one, durably per the commit log
+    /// mode (one log write; one fsync in `batch` mode). An empty batch
+    /// writes nothing.
+    pub fn commit(&self, batches: &[WriteBatch]) -> Result<(), StorageError> {
+        if batches.iter().all(WriteBatch::is_empty) {
+            return Ok(());
+        }
+        let durable = batches.iter().any(|g| g.durable);
+        let ops = batches.iter().flat_map(|g| {
+            g.ops.iter().map(move |&(table, k0, k1, v1)| {
+                (table, &g.arena[k0 as usize..k1 as usize], &g.arena[k1 as usize..v1 as usize])
+            })
+        });
+        self.write(ops, durable)
+    }
+
+    /// Encodes `mutations` into `into` for a later [`Storage::commit`], all
+    /// or (on an error, a poisoned engine included) none of them.
+    pub fn collect(&self, into: &mut WriteBatch, mutations: &[Mutation]) -> Result<(), StorageError> {
+        self.check_poisoned()?;
+        self.encode_into(into, mutations)
+    }
+
+    /// Encodes `mutations` into `into`, all or (on an error) none of them.
+    fn encode_into(&self, into: &mut WriteBatch, mutations: &[Mutation]) -> Result<(), StorageError> {
+        let (arena_len, ops_len) = (into.arena.len(), into.ops.len());
+        let mut durable = false;
+        let WriteBatch { arena, ops, scratch: Scratch { key, value, packer }, .. } = &mut *into;
+        let encoded = (|| -> Result<(), StorageError> {
+            for m in mutations {
+                let store = self.table(&m.table)?;
+                durable |= store.durable;
+                encode_mutation(&store, m, key, value, packer, |k, v| {
+                    let start = arena.len();
+                    arena.extend_from_slice(k);
+                    arena.extend_from_slice(v);
+                    ops.push((m.table, start as u32, (start + k.len()) as u32, arena.len() as u32));
+                })?;
+            }
+            Ok(())
+        })();
+        match encoded {
+            Ok(()) => {
+                into.durable |= durable;
+                into.mutations += mutations.len();
+                Ok(())
+            }
+            Err(e) => {
+                into.arena.truncate(arena_len);
+                into.ops.truncate(ops_len);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes merge operands (table, key, operand) durably per the commit
+    /// log mode (the log is skipped unless `durable`), poisoning the engine
+    /// when the log cannot be written or a synchronous fsync fails. Every
+    /// write goes through here.
+    ///
+    /// Order (see `memtable`'s invariants): reserve a log seq, merge into
+    /// the memtables, append the log record, sync. An unknown table fails
+    /// the write before anything is made.
+    pub(crate) fn write<'a>(
+        &self,
+        ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])> + Clone,
+        durable: bool,
+    ) -> Result<(), StorageError> {
+        self.check_poisoned()?;
+        // The tables of the runs of consecutive operands of one table.
+        let mut runs: Vec<(Arc<TableStore>, usize)> = Vec::new();
+        for (table, _, _) in ops.clone() {
+            match runs.last_mut() {
+                Some((store, n)) if store.def.id == table => *n += 1,
+                _ => runs.push((self.table(&table)?, 1)),
+            }
+        }
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let seq = durable.then(|| self.log.next_seq());
+        let mut rest = ops.clone();
+        for (store, n) in &runs {
+            let mems = read_lock(&store.mem);
+            mems.active.insert(rest.by_ref().take(*n).map(|(_, k, v)| (k, v)), seq);
+        }
+        if let Some(seq) = seq {
+            // Room for the record header first: the log fills it in place and
+            // writes the record as it is (no copy).
+            let bytes: usize = ops.clone().map(|(_, k, v)| 16 + 2 * 10 + k.len() + v.len()).sum();
+            let mut buf = Vec::with_capacity(commitlog::RECORD_HEADER + bytes);
+            buf.resize(commitlog::RECORD_HEADER, 0);
+            flush::encode_record(ops, &mut buf);
+            let appended = self.log.append_framed(seq, &mut buf);
+            if let Err(e) = appended {
+                poison(&self.poisoned, &format!("cannot append to the commit log: {e}"));
+                return Err(e);
+            }
+            match self.config.commitlog_sync {
+                CommitlogSync::Batch => {
+                    if let Err(e) = self.log.sync() {
+                        poison(&self.poisoned, &e.to_string());
+                        return Err(e);
+                    }
+                }
+                CommitlogSync::Group { .. } => self.group.wait_synced(&self.poisoned, &self.stop, &self.log)?,
+                CommitlogSync::Periodic { .. } => {}
+            }
+        }
+        for (store, _) in &runs {
+            self.flusher.after_write(store);
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn encode_mutation(
+    store: &TableStore,
+    m: &Mutation,
+    key: &mut Vec<u8>,
+    value: &mut Vec<u8>,
+    packer: &mut RowPacker,
+    mut put: impl FnMut(&[u8], &[u8]),
+) -> Result<(), StorageError> {
+    key.clear();
+    keys::partition_prefix(m.token, &m.partition_key, key)?;
+    let prefix_len = key.len();
+    if let Some(d) = m.partition_deletion {
+        key.push(keys::SECTION_PARTITION_DELETION);
+        value.clear();
+        cell::encode_tombstone(d.timestamp, d.local_deletion_time, value);
+        put(key, value);
+    }
+    for rt in &m.range_tombstones {
+        key.truncate(prefix_len);
+        key.push(keys::SECTION_RANGE_TOMBSTONE);
+        let mut start = Vec::new();
+        keys::encode_clustering(&store.layout, &rt.start.prefix, &mut start)?;
+        let mut end = Vec::new();
+        keys::encode_clustering(&store.layout, &rt.end.prefix, &mut end)?;
+        keys::encode_range_bounds(&start, rt.start.inclusive, &end, rt.end.inclusive, key);
+        value.clear();
+        cell::encode_tombstone(rt.deletion.timestamp, rt.deletion.local_deletion_time, value);
+        put(key, value);
+    }
+    for row in &m.rows {
+        key.truncate(prefix_len);
+        if row.is_static {
+            key.push(keys::SECTION_STATIC);
+        } else {
+            if row.clustering.len() != store.layout.clustering.len() {
+                return Err(StorageError::Invalid(format!(
+                    "row has {} clustering values, table {} has {}",
+                    row.clustering.len(),
+                    store.def.name,
+                    store.layout.clustering.len()
+                )));
+            }
+            key.push(keys::SECTION_ROWS);
+            keys::encode_clustering(&store.layout, &row.clustering, key)?;
+        }
+        packer.clear();
+        if let Some(d) = row.deletion {
+            packer.add(
+                |k| k.extend_from_slice(&keys::COLUMN_ROW_DELETION.to_be_bytes()),
+                |v| cell::encode_tombstone(d.timestamp, d.local_deletion_time, v),
+            );
+        }
+        if let Some(l) = row.marker {
+            packer.add(
+                |k| k.extend_from_slice(&keys::COLUMN_ROW_MARKER.to_be_bytes()),
+                |v| cell::encode(l.timestamp, l.ttl, l.local_expiration, Some(&[]), v),
+            );
+        }
+        for (column, d) in &row.complex_deletions {
+            packer.add(
+                |k| {
+                    k.extend_from_slice(&column.to_be_bytes());
+                    k.push(keys::COMPLEX_DELETION);
+                },
+                |v| cell::encode_tombstone(d.timestamp, d.local_deletion_time, v),
+            );
+        }
+        for c in &row.cells {
+            let mut path_error = None;
+            packer.add(
+                |k| {
+                    k.extend_from_slice(&c.column.to_be_bytes());
+                    if let Some(path) = &c.path {
+                        k.push(keys::COMPLEX_ELEMENT);
+                        if let Err(e) = keys::encode_path(&store.layout, c.column, path, k) {
+                            path_error = Some(e);
+                        }
+                    }
+                },
+                |v| cell::encode(c.timestamp, c.ttl, c.local_deletion_time, c.value.as_deref(), v),
+            );
+            if let Some(e) = path_error {
+                return Err(e);
+            }
+        }
+        if !packer.is_empty() {
+            put(key, packer.finish());
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn poison(slot: &Mutex<Option<String>>, reason: &str) {
+    tracing::error!(reason, "commit log sync failed; storage refuses further writes");
+    let mut guard = lock(slot);
+    if guard.is_none() {
+        *guard = Some(reason.to_string());
+    }
+}
+
+/// Group commit: writers register after their (unsynced) write and wait for
+/// the first fsync that *started* after they registered.
+#[derive(Default)]
+pub(crate) struct GroupCommit {
+    state: Mutex<GroupState>,
+    cond: Condvar,
+}
+
+#[derive(Default)]
+pub(crate) struct GroupState {
+    /// The epoch new writers join; sealed when an fsync starts.
+    open_epoch: u64,
+    /// Every epoch up to this one is durable.
+    synced_epoch: u64,
+    waiting: usize,
+}
+
+impl GroupCommit {
+    pub(crate) fn wait_synced(
+        &self,
+        poisoned: &Mutex<Option<String>>,
+        stop: &AtomicBool,
+        log: &CommitLog,
+    ) -> Result<(), StorageError> {
+        let mut state = lock(&self.state);
+        let target = state.open_epoch + 1;
+        state.waiting += 1;
+        self.cond.notify_all();
+        while state.synced_epoch < target {
+            if stop.load(Ordering::Relaxed) {
+                // The group thread is gone (shutdown): sync the log ourselves.
+                state.waiting -= 1;
+                drop(state);
+                return log.sync().inspect_err(|e| poison(poisoned, &e.to_string()));
+            }
+            if let Some(reason) = &*lock(poisoned) {
+                state.waiting -= 1;
+                return Err(StorageError::Poisoned(reason.clone()));
+            }
+            state = self
+                .cond
+                .wait_timeout(state, Duration::from_millis(100))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        state.waiting -= 1;
+        Ok(())
+    }
+
+    pub(crate) fn wake(&self) {
+        self.cond.notify_all();
+    }
+
+    pub(crate) fn run(&self, log: &CommitLog, window: Duration, stop: &AtomicBool, poisoned: &Mutex<Option<String>>) {
+        loop {
+            {
+                let mut state = lock(&self.state);
+                while state.waiting == 0 && !stop.load(Ordering::Relaxed) {
+                    state = self
+                        .cond
+                        .wait_timeout(state, Duration::from_millis(100))
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|p| p.into_inner().0);
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                // Release any waiter: shutdown syncs the log itself.
+                let _ = log.sync();
+                let mut state = lock(&self.state);
+                state.open_epoch += 1;
+                state.synced_epoch = state.open_epoch;
+                self.cond.notify_all();
+                return;
+            }
+            std::thread::sleep(window);
+            let sealed = {
+                let mut state = lock(&self.state);
+                state.open_epoch += 1;
+                state.open_epoch
+            };
+            if let Err(e) = log.sync() {
+                poison(poisoned, &e.to_string());
+            } else {
+                let mut state = lock(&self.state);
+                state.synced_epoch = sealed;
+            }
+            self.cond.notify_all();
+        }
+    }
+}

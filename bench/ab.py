@@ -2,7 +2,7 @@
 """bench/ab.py: A/B two or more `shoal` binaries on one node, the way the write-path changes were
 measured (ADR 0002, ADR 0003, the commit messages).
 
-    bench/ab.py BIN_A,BIN_B[,...] [ROUNDS]      (env: N=300000 rows, CLIENT=the stress binary,
+    bench/ab.py BIN_A,BIN_B[,...] [ROUNDS]      (env: N=300000 rows, CLIENT=the stress binary (default: the build's),
                                                  WORKLOADS=write,mixed)
 
 Each round starts every binary in turn (the order alternates between rounds) as a fresh
@@ -16,7 +16,8 @@ import json, os, shutil, socket, subprocess, sys, tempfile, time
 bins = sys.argv[1].split(",")
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
 n = int(os.environ.get("N", "300000"))
-client = os.environ.get("CLIENT", "/tmp/shoal-new")
+client = os.environ.get("CLIENT") or os.path.join(
+    os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/shoal/target"), "release", "shoal")
 def free_port():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
 def wait_port(port):

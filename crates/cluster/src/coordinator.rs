@@ -153,8 +153,8 @@ impl<T: Transport + Clone> Coordinator<T> {
             return false;
         }
         let mut stored = true;
-        for chunk in message_chunks(mutations) {
-            let payload = message::encode_mutations(chunk.iter().copied());
+        for range in message_chunks(mutations) {
+            let payload = message::encode_mutations(mutations[range].iter().copied());
             if let Err(e) = self.hints.store(target, now_ms(), &payload) {
                 tracing::warn!(%target, "hint not stored: {e}");
                 stored = false;
@@ -280,15 +280,11 @@ impl<T: Transport + Clone> Coordinator<T> {
                 continue;
             }
             let Some(addr) = Self::address(&view, target) else { continue };
-            let share: Vec<(usize, &Mutation)> =
-                idx.iter().filter_map(|i| mutations.get(*i).map(|m| (*i, m))).collect();
-            let refs: Vec<&Mutation> = share.iter().map(|(_, m)| *m).collect();
-            let mut at = 0;
-            for chunk in message_chunks(&refs) {
-                let chunk_idx: Vec<usize> =
-                    share.get(at..at + chunk.len()).unwrap_or_default().iter().map(|(i, _)| *i).collect();
-                at += chunk.len();
-                let payload = message::encode_mutations(chunk.iter().copied());
+            // `idx` holds indexes of `mutations` (from its enumeration above).
+            let share: Vec<&Mutation> = idx.iter().map(|&i| &mutations[i]).collect();
+            for range in message_chunks(&share) {
+                let payload = message::encode_mutations(share[range.clone()].iter().copied());
+                let chunk_idx = idx[range].to_vec();
                 let fut = self.transport.send_request(addr, Verb::MutationReq, payload, self.config.write_timeout);
                 let tx = tx.clone();
                 let id = pending.len();
@@ -730,22 +726,23 @@ impl<T: Transport + Clone> Coordinator<T> {
 /// the transport's 16 MiB frame limit.
 const MESSAGE_BYTES_TARGET: u64 = 4 << 20;
 
-/// Splits mutations into the messages (or hints) that carry them: each at
-/// most `MUTATIONS_PER_MESSAGE_MAX` mutations and, past its first mutation,
-/// about `MESSAGE_BYTES_TARGET` bytes. In order; never an empty message.
-fn message_chunks<'a, 'm>(mutations: &'a [&'m Mutation]) -> Vec<&'a [&'m Mutation]> {
+/// Splits mutations into the messages (or hints) that carry them, as ranges
+/// of `mutations`: each at most `MUTATIONS_PER_MESSAGE_MAX` mutations and,
+/// past its first mutation, about `MESSAGE_BYTES_TARGET` bytes. In order,
+/// covering every mutation; never an empty range.
+fn message_chunks(mutations: &[&Mutation]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0u64);
     for (i, m) in mutations.iter().enumerate() {
         let size = m.data_size() + m.partition_key.len() as u64 + 64;
         if i > start && (i - start >= message::MUTATIONS_PER_MESSAGE_MAX || bytes + size > MESSAGE_BYTES_TARGET) {
-            out.extend(mutations.get(start..i));
+            out.push(start..i);
             (start, bytes) = (i, 0);
         }
         bytes += size;
     }
     if start < mutations.len() {
-        out.extend(mutations.get(start..));
+        out.push(start..mutations.len());
     }
     out
 }
@@ -782,16 +779,13 @@ mod tests {
         let small: Vec<Mutation> =
             (0..10_000).map(|i| Mutation::new(Uuid::nil(), i, Bytes::from(vec![1u8; 4]))).collect();
         let refs: Vec<&Mutation> = small.iter().collect();
-        let chunks = message_chunks(&refs);
-        assert_eq!(chunks.iter().map(|c| c.len()).collect::<Vec<_>>(), vec![4096, 4096, 1808]);
+        assert_eq!(message_chunks(&refs), vec![0..4096, 4096..8192, 8192..10_000]);
         assert!(message_chunks(&[]).is_empty());
         // Big partitions go a few to a message; one over the target still goes alone.
         let big: Vec<Mutation> =
             (0..5).map(|i| Mutation::new(Uuid::nil(), i, Bytes::from(vec![0u8; 3 << 20]))).collect();
         let refs: Vec<&Mutation> = big.iter().collect();
-        assert!(message_chunks(&refs).iter().all(|c| c.len() == 1));
-        let flat: Vec<i64> = message_chunks(&refs).iter().flat_map(|c| c.iter().map(|m| m.token)).collect();
-        assert_eq!(flat, vec![0, 1, 2, 3, 4]);
+        assert_eq!(message_chunks(&refs), vec![0..1, 1..2, 2..3, 3..4, 4..5]);
     }
     use crate::view::{Endpoint, Status};
     use std::collections::BTreeMap;

@@ -299,24 +299,28 @@ impl Processor {
         warnings: &mut Vec<String>,
     ) -> Result<(), QueryError> {
         use std::collections::{BTreeSet, HashSet};
-        let mut partitions: HashSet<(&str, &[u8])> = HashSet::new();
-        let mut tables: BTreeSet<String> = BTreeSet::new();
-        let mut size = 0u64;
-        for (ks, mutations) in by_keyspace {
-            for m in mutations {
-                partitions.insert((ks.name.as_str(), m.partition_key.as_ref()));
-                size += m.data_size();
-                if let Some(t) = ks.tables.values().find(|t| t.id == m.table) {
-                    tables.insert(format!("{}.{}", ks.name, t.name));
-                }
-            }
-        }
+        let partitions: HashSet<(&str, &[u8])> = by_keyspace
+            .iter()
+            .flat_map(|(ks, mutations)| mutations.iter().map(move |m| (ks.name.as_str(), m.partition_key.as_ref())))
+            .collect();
         // Cassandra checks sizes only for batches over several partitions (CASSANDRA-10876).
         if partitions.len() <= 1 {
             return Ok(());
         }
-        let names = format!("[{}]", tables.iter().cloned().collect::<Vec<_>>().join(", "));
+        let size: u64 = by_keyspace.iter().flat_map(|(_, mutations)| mutations).map(Mutation::data_size).sum();
         let limits = &self.batch_limits;
+        let unlogged_warning = unlogged && partitions.len() > limits.unlogged_partitions_warn as usize;
+        if size <= limits.warn_bytes.min(limits.fail_bytes) && !unlogged_warning {
+            return Ok(());
+        }
+        // Only a batch that is warned about or refused needs its tables' names.
+        let mut tables: BTreeSet<String> = BTreeSet::new();
+        for (ks, mutations) in by_keyspace {
+            let ids: HashSet<_> = mutations.iter().map(|m| m.table).collect();
+            tables
+                .extend(ks.tables.values().filter(|t| ids.contains(&t.id)).map(|t| format!("{}.{}", ks.name, t.name)));
+        }
+        let names = format!("[{}]", tables.iter().cloned().collect::<Vec<_>>().join(", "));
         if size > limits.fail_bytes {
             tracing::error!(
                 "Batch for {names} is of size {size}, exceeding specified threshold of {} by {}. (see batch_size_fail_threshold)",
@@ -334,7 +338,7 @@ impl Processor {
             tracing::warn!("{message}");
             warnings.push(message);
         }
-        if unlogged && partitions.len() > limits.unlogged_partitions_warn as usize {
+        if unlogged_warning {
             warnings.push(format!(
                 "Unlogged batch covering {} partitions detected against table{} {names}. You should use a logged batch for atomicity, or asynchronous writes for performance.",
                 partitions.len(),

@@ -343,7 +343,7 @@ async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<
         std::mem::take(ready).into_iter().partition(|(_, r)| conn.processor.is_write(r));
     // Reads first: another worker can start them while this one writes.
     for request in others {
-        if !spawn_group(conn, in_flight, vec![request]).await {
+        if !spawn_group(conn, in_flight, vec![request], false).await {
             return false;
         }
     }
@@ -363,18 +363,23 @@ async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<
         // Its commit waits for an fsync: the group runs on the blocking pool.
         Err(group) => {
             drop(permit);
-            return spawn_group(conn, in_flight, group).await;
+            return spawn_group(conn, in_flight, group, true).await;
         }
     }
     true
 }
 
-/// Runs `group` as a task of its own, answered through the writer task.
-/// False when the connection is closing.
-async fn spawn_group(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, group: Vec<(FrameHeader, Request)>) -> bool {
+/// Runs `group` as a task of its own, answered through the writer task, in
+/// the write stage when it `writes` (as `dispatch` sorted it), else the read
+/// stage. False when the connection is closing.
+async fn spawn_group(
+    conn: &Arc<Conn>,
+    in_flight: &Arc<Semaphore>,
+    group: Vec<(FrameHeader, Request)>,
+    writes: bool,
+) -> bool {
     let Ok(permit) = Arc::clone(in_flight).acquire_many_owned(group.len() as u32).await else { return false };
     let owned = Arc::clone(conn);
-    let writes = group.iter().any(|(_, r)| conn.processor.is_write(r));
     let stage = Arc::clone(if writes { &conn.stages.writes } else { &conn.stages.reads });
     answer_later(conn, permit, async move {
         let Ok(_slot) = stage.acquire_owned().await else { return Vec::new() };

@@ -25,5 +25,7 @@ echo "== the same against Apache Cassandra 5.0.9 (differential; SHOAL_SKIP_DIFFE
 if [ "${SHOAL_SKIP_DIFFERENTIAL:-0}" != 1 ]; then
   JAVA_DRIVER_PROFILES=default "$ROOT/scripts/driver-tests.sh" --cassandra
 fi
+echo "== bench/shoal_bench unit tests (the chart specs, shoal stress plot mocked)"
+python3 -m unittest discover -s "$ROOT/bench/shoal_bench" -t "$ROOT/bench" -p "test_*.py"
 echo "== bench/compare --smoke (Shoal only, results in a temp dir; no targets asserted)"
 "$ROOT/bench/compare" --smoke --shoal-only

@@ -120,7 +120,7 @@ impl<T: Transport + Clone> Coordinator<T> {
             // token (so no replica computation per request).
             Replication::Simple { replication_factor } => replication_factor >= 1,
             // One member: every token has the replicas of the first.
-            _ => view.replicas(ks, mutations[0].token) == [view.local],
+            _ => mutations.first().is_some_and(|m| view.replicas(ks, m.token) == [view.local]),
         }
     }
 
@@ -153,8 +153,8 @@ impl<T: Transport + Clone> Coordinator<T> {
             return false;
         }
         let mut stored = true;
-        for range in message_chunks(mutations) {
-            let payload = message::encode_mutations(mutations[range].iter().copied());
+        for chunk in message_chunks(mutations).into_iter().filter_map(|range| mutations.get(range)) {
+            let payload = message::encode_mutations(chunk.iter().copied());
             if let Err(e) = self.hints.store(target, now_ms(), &payload) {
                 tracing::warn!(%target, "hint not stored: {e}");
                 stored = false;
@@ -281,10 +281,12 @@ impl<T: Transport + Clone> Coordinator<T> {
             }
             let Some(addr) = Self::address(&view, target) else { continue };
             // `idx` holds indexes of `mutations` (from its enumeration above).
-            let share: Vec<&Mutation> = idx.iter().map(|&i| &mutations[i]).collect();
+            let share: Vec<&Mutation> = idx.iter().filter_map(|&i| mutations.get(i)).collect();
             for range in message_chunks(&share) {
-                let payload = message::encode_mutations(share[range.clone()].iter().copied());
-                let chunk_idx = idx[range].to_vec();
+                // The ranges cut `share`, which is as long as `idx`.
+                let (Some(chunk), Some(chunk_idx)) = (share.get(range.clone()), idx.get(range)) else { continue };
+                let payload = message::encode_mutations(chunk.iter().copied());
+                let chunk_idx = chunk_idx.to_vec();
                 let fut = self.transport.send_request(addr, Verb::MutationReq, payload, self.config.write_timeout);
                 let tx = tx.clone();
                 let id = pending.len();
@@ -423,7 +425,7 @@ impl<T: Transport + Clone> Coordinator<T> {
             return self.storage.read_partition(&read).map_err(storage_err);
         }
         let plan = ReadPlan::new(&view, ks, read.token, cl)?;
-        if plan.contacts.len() == 1 && plan.contacts[0].0 == view.local {
+        if matches!(plan.contacts.as_slice(), [(only, _)] if *only == view.local) {
             return self.storage.read_partition(&read).map_err(storage_err);
         }
         let limit = read.row_limit;
@@ -540,15 +542,14 @@ impl<T: Transport + Clone> Coordinator<T> {
                 }
             }
         }
-        if !counter.satisfied() || data.is_empty() {
+        let Some(first) = data.first().filter(|_| counter.satisfied()).map(|(_, raw)| raw.digest()) else {
             return Err(CoordError::ReadTimeout {
                 consistency: cl,
                 received: counter.received(),
                 block_for,
                 data_present: !data.is_empty(),
             });
-        }
-        let first = data[0].1.digest();
+        };
         if digests.iter().all(|(_, d)| *d == first) && data.iter().all(|(_, r)| r.digest() == first) {
             return Ok(data.swap_remove(0).1);
         }

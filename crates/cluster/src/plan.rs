@@ -117,6 +117,8 @@ impl Requirement {
                 _ => quorum(total),
             },
         };
+        // EACH_QUORUM's blockFor is the sum of its data centers' quorums; any other level counts one total.
+        assert!(req.per_dc.is_empty() || req.block_for == req.per_dc.values().sum::<usize>());
         Ok(req)
     }
 

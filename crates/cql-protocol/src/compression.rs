@@ -54,9 +54,10 @@ impl Compression {
             Compression::Lz4 => {
                 let len = i32::try_from(input.len()).expect("body longer than 2 GiB cannot be LZ4-framed");
                 let mut out = vec![0u8; 4 + lz4_flex::block::get_maximum_output_size(input.len())];
-                out[..4].copy_from_slice(&len.to_be_bytes());
+                let (prefix, block) = out.split_first_chunk_mut::<4>().expect("the buffer holds the 4-byte length");
+                *prefix = len.to_be_bytes();
                 // The buffer has the block format's worst-case size, so this cannot fail.
-                let n = lz4_flex::block::compress_into(input, &mut out[4..])
+                let n = lz4_flex::block::compress_into(input, block)
                     .expect("lz4 output buffer sized by get_maximum_output_size");
                 out.truncate(4 + n);
                 out

@@ -63,6 +63,7 @@ use bytes::{BufMut, BytesMut};
 use crate::compression::Compression;
 use crate::error::FrameError;
 use crate::response::ErrorBody;
+use crate::wire;
 
 /// Length of the frame header in protocol v3 and later.
 pub const HEADER_LEN: usize = 9;
@@ -205,10 +206,10 @@ pub fn parse_header(buf: &[u8], max_frame_len: u32) -> Result<Option<FrameHeader
     let version = first & !RESPONSE_BIT;
     if version == 1 || version == 2 {
         // v1/v2 header: version, flags, stream (1 byte), opcode, length (4).
-        let Some(len) = buf.get(4..LEGACY_HEADER_LEN) else {
+        let Some(len) = buf.get(4..LEGACY_HEADER_LEN).and_then(|s| <[u8; 4]>::try_from(s).ok()) else {
             return Ok(None);
         };
-        let body_len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+        let body_len = u32::from_be_bytes(len);
         // Cassandra answers these on stream 0, in their own version and layout.
         return Err(FrameError::UnsupportedVersion { version, stream: 0, body_len });
     }
@@ -292,16 +293,16 @@ pub(crate) fn write_frame(
     let body_start = out.len();
     body(out);
     if let Some(c) = compression {
-        if out.len() > body_start {
-            let compressed = c.compress(&out[body_start..]);
+        if let Some(body) = out.get(body_start..).filter(|b| !b.is_empty()) {
+            let compressed = c.compress(body);
             out.truncate(body_start);
             out.extend_from_slice(&compressed);
             flags |= FLAG_COMPRESSION;
         }
     }
     let body_len = u32::try_from(out.len() - body_start).expect("frame body longer than 4 GiB");
-    out[start + 1] = flags;
-    out[start + 5..start + 9].copy_from_slice(&body_len.to_be_bytes());
+    wire::patch(out, start + 1, [flags]);
+    wire::patch(out, start + 5, body_len.to_be_bytes());
 }
 
 /// An ERROR frame in the 8-byte header layout of protocol v1/v2 (stream is one
@@ -378,8 +379,9 @@ mod tests {
         // v2 OPTIONS: 8-byte header with a one-byte stream, answered on stream 0
         // as Cassandra 5.0.9 does.
         let h = [0x02, 0x00, 0x05, 0x05, 0, 0, 0, 2];
-        assert_eq!(parse_header(&h[..2], MAX), Ok(None));
-        assert_eq!(parse_header(&h[..7], MAX), Ok(None));
+        for n in 0..LEGACY_HEADER_LEN {
+            assert_eq!(parse_header(&h[..n], MAX), Ok(None), "{n} bytes");
+        }
         let err = parse_header(&h, MAX).unwrap_err();
         assert_eq!(err, FrameError::UnsupportedVersion { version: 2, stream: 0, body_len: 2 });
         assert_eq!(err.bytes_to_skip(), Some(LEGACY_HEADER_LEN + 2));

@@ -30,6 +30,9 @@
 //! - Only version 4 is spoken. Every other version is refused with the ERROR
 //!   frame described in [`frame`] (see there for how drivers negotiate down).
 
+#![deny(clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::indexing_slicing))]
+
 pub mod compression;
 pub mod error;
 pub mod frame;

@@ -234,6 +234,16 @@ fn cut_utf8(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// Overwrites the `N` bytes at `at` with `bytes`: a placeholder (a length, a flags byte) written
+/// earlier and patched once what follows it is known.
+pub(crate) fn patch<const N: usize>(out: &mut BytesMut, at: usize, bytes: [u8; N]) {
+    let slot: &mut [u8; N] = out
+        .get_mut(at..at.saturating_add(N))
+        .and_then(|s| s.try_into().ok())
+        .expect("a patch covers bytes written before it");
+    *slot = bytes;
+}
+
 pub fn write_u8(out: &mut BytesMut, v: u8) {
     out.put_u8(v);
 }
@@ -268,9 +278,9 @@ pub fn write_uuid(out: &mut BytesMut, u: &Uuid) {
 
 /// A `[string list]`; keeps the first 65535 strings.
 pub fn write_string_list<S: AsRef<str>>(out: &mut BytesMut, list: &[S]) {
-    let list = &list[..list.len().min(u16::MAX as usize)];
-    out.put_u16(list.len() as u16);
-    for s in list {
+    let n = list.len().min(u16::MAX as usize);
+    out.put_u16(n as u16);
+    for s in list.iter().take(n) {
         write_string(out, s.as_ref());
     }
 }
@@ -340,9 +350,9 @@ pub fn write_string_multimap(out: &mut BytesMut, map: &BTreeMap<String, Vec<Stri
 
 /// A `[bytes map]`; keeps the first 65535 entries.
 pub fn write_bytes_map(out: &mut BytesMut, map: &[(String, Option<Bytes>)]) {
-    let map = &map[..map.len().min(u16::MAX as usize)];
-    out.put_u16(map.len() as u16);
-    for (k, v) in map {
+    let n = map.len().min(u16::MAX as usize);
+    out.put_u16(n as u16);
+    for (k, v) in map.iter().take(n) {
         write_string(out, k);
         write_bytes(out, v.as_deref());
     }

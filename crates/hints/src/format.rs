@@ -67,7 +67,7 @@ impl SegmentHeader {
     }
 
     pub fn decode(buf: &[u8]) -> Result<SegmentHeader, HeaderError> {
-        let Some(h) = buf.get(..HEADER_LEN as usize) else {
+        let Some(h) = buf.first_chunk::<{ HEADER_LEN as usize }>() else {
             return Err(HeaderError::Short { len: buf.len() });
         };
         if h[0..4] != MAGIC {
@@ -159,7 +159,9 @@ mod tests {
         let bytes = h.encode();
         assert_eq!(&bytes[0..4], b"SHHT");
         assert_eq!(SegmentHeader::decode(&bytes).unwrap(), h);
-        assert_eq!(SegmentHeader::decode(&bytes[..35]), Err(HeaderError::Short { len: 35 }));
+        for len in 0..bytes.len() {
+            assert_eq!(SegmentHeader::decode(&bytes[..len]), Err(HeaderError::Short { len }));
+        }
         for i in 0..bytes.len() {
             let mut bad = bytes;
             bad[i] ^= 0x10;

@@ -44,7 +44,8 @@
 //! stores for different targets do not contend. One drainer per target is
 //! expected; two would get the same batches (harmless, but duplicated work).
 
-#![deny(clippy::unwrap_used)]
+#![deny(clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::indexing_slicing))]
 
 mod format;
 mod segment;

@@ -53,7 +53,8 @@ pub(crate) fn read_header(path: &Path) -> io::Result<(Result<SegmentHeader, Head
     let file_len = file.metadata()?.len();
     let mut buf = [0u8; HEADER_LEN as usize];
     let n = read_full(&mut file, &mut buf)?;
-    Ok((SegmentHeader::decode(&buf[..n]), file_len))
+    // `read_full` reads at most `buf.len()` bytes, so `get` always succeeds.
+    Ok((SegmentHeader::decode(buf.get(..n).unwrap_or_default()), file_len))
 }
 
 /// Walks the records of `path` from offset `start` up to `end` (exclusive).
@@ -129,8 +130,8 @@ pub(crate) fn walk(path: &Path, start: u64, end: u64, max_bytes: u64, keep_paylo
 /// Reads until `buf` is full or the reader is at its end; returns the bytes read.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
-    while filled < buf.len() {
-        match r.read(&mut buf[filled..]) {
+    while let Some(rest) = buf.get_mut(filled..).filter(|rest| !rest.is_empty()) {
+        match r.read(rest) {
             Ok(0) => break,
             Ok(n) => filled += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -138,4 +139,61 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::encode_record;
+    use uuid::Uuid;
+
+    /// A reader that hands out at most 3 bytes per call, as a pipe or a slow disk may.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.0.len()).min(3);
+            let (head, rest) = self.0.split_at(n);
+            buf[..n].copy_from_slice(head);
+            self.0 = rest;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn read_full_stops_at_the_end_of_input_or_buffer() {
+        let data: Vec<u8> = (0..10).collect();
+        let mut buf = [0u8; 7];
+        assert_eq!(read_full(&mut Trickle(&data), &mut buf).unwrap(), 7);
+        assert_eq!(buf, [0, 1, 2, 3, 4, 5, 6]);
+        let mut buf = [0u8; 16];
+        assert_eq!(read_full(&mut Trickle(&data), &mut buf).unwrap(), 10);
+        assert_eq!(read_full(&mut Trickle(&data), &mut []).unwrap(), 0);
+    }
+
+    #[test]
+    fn truncated_header_and_records_are_damage_not_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.hints");
+        let mut bytes = SegmentHeader { target: Uuid::from_u128(7), created_at_ms: 1 }.encode().to_vec();
+        encode_record(5, b"payload", &mut bytes);
+        for cut in 0..bytes.len() {
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            let (header, len) = read_header(&path).unwrap();
+            assert_eq!(len, cut as u64);
+            if cut < HEADER_LEN as usize {
+                assert_eq!(header, Err(HeaderError::Short { len: cut }));
+                continue;
+            }
+            assert!(header.is_ok());
+            // Walk to the real end of the file and to where the record should end.
+            for end in [cut as u64, bytes.len() as u64] {
+                let walk = walk(&path, HEADER_LEN, end, u64::MAX, true).unwrap();
+                assert!(walk.hints.is_empty(), "cut {cut} end {end}");
+                if end > HEADER_LEN {
+                    assert_eq!(walk.damage.map(|d| d.kind), Some(DamageKind::Torn), "cut {cut} end {end}");
+                }
+            }
+        }
+    }
 }

@@ -574,7 +574,7 @@ impl HintStore {
 
     fn apply_ack(&self, st: &mut TargetState, cursor: Cursor) -> io::Result<()> {
         let Some(idx) = st.segments.iter().position(|s| s.seq == cursor.seq) else { return Ok(()) };
-        let seg = &mut st.segments[idx];
+        let Some(seg) = st.segments.get_mut(idx) else { return Ok(()) };
         if cursor.start > seg.delivered_to {
             // Only possible with several drainers per target acknowledging out of order.
             warn!(host = %st.target, seq = seg.seq, "hint batch acknowledged ahead of an unacknowledged one; ignored");

@@ -1,7 +1,7 @@
 //! Behaviour of the hint store through its public API: ordering, acks,
 //! recovery from damage, bounds, concurrency, deletion and crash survival.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
 
 use hints::{Hint, HintConfig, HintError, HintStore};
 use std::collections::HashSet;

@@ -37,8 +37,8 @@
 //! | `write_batch_bytes_max`         | 256 KiB  | one syscall for many small frames           |
 //! | `MUTATIONS_PER_MESSAGE_MAX`     | 4096     | work one frame may ask for                  |
 
-#![deny(clippy::unwrap_used, clippy::indexing_slicing)]
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::indexing_slicing))]
+#![deny(clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::indexing_slicing))]
 
 pub mod frame;
 pub mod mem;

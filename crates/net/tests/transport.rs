@@ -3,6 +3,8 @@
 //! frames, reconnects) and the in-memory network (partitions, loss, delay,
 //! crashes, determinism for a seed). Every test is bounded by short timeouts.
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

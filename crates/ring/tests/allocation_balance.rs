@@ -3,6 +3,8 @@
 //! (effective)") over the nodes of each DC, for NetworkTopologyStrategy with
 //! RF 3 per DC and 16 tokens per node. Run with `--nocapture` for the tables.
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 use std::collections::BTreeMap;
 
 use rand::rngs::StdRng;

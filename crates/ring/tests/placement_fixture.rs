@@ -1,6 +1,8 @@
 //! Cross-checks replica placement against the DataStax python driver's
 //! `make_token_replica_map` (fixture made by `fixtures/gen_placement.py`).
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 use std::collections::BTreeMap;
 
 use ring::{HostId, NodeInfo, ReplicationStrategy, Token, TokenMetadata};

@@ -54,7 +54,7 @@ fn write_then_verify_against_a_real_node() {
         "--hdr-log",
         &file("write.hlog"),
         "--plot",
-        &file("write.png"),
+        &file("write.svg"),
         "--server-pid",
         &pid,
         "--cost-per-hour",
@@ -81,7 +81,22 @@ fn write_then_verify_against_a_real_node() {
     assert_eq!(last.split(',').count(), 12, "{last}");
     assert_eq!(last.split(',').next(), Some("2000"), "{last}");
     assert!(std::fs::read_to_string(out.path().join("write.hlog")).expect("hdr log").contains("Tag=latency,"));
-    assert!(std::fs::read(out.path().join("write.png")).expect("png").starts_with(b"\x89PNG"));
+    let svg = std::fs::read_to_string(out.path().join("write.svg")).expect("svg");
+    assert!(svg.starts_with("<svg") && svg.contains("Throughput") && svg.contains("p99.9"), "{svg:.300}");
+
+    // The same chart's spec, drawn by `shoal stress plot` (bench/compare's path), as HTML.
+    let spec = r##"{"title": "two systems", "x_label": "s", "panels": [{"title": "latency", "log_y": true,
+        "series": [{"name": "shoal", "color": "#1f77b4", "points": [[0, 0.2], [1, 0.3]]},
+                   {"name": "cassandra", "points": [[0, 3.0], [1, 180.0]]}]}]}"##;
+    std::fs::write(out.path().join("spec.json"), spec).expect("spec");
+    let plot = stress(&["plot", &file("spec.json"), &file("spec.html")]);
+    assert_eq!(plot.status.code(), Some(0), "{}", String::from_utf8_lossy(&plot.stderr));
+    let html = std::fs::read_to_string(out.path().join("spec.html")).expect("html");
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("cassandra"), "{html:.300}");
+    let bad = stress(&["plot", &file("spec.json"), &file("spec.png")]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains(".svg or .html"));
+    assert_eq!(stress(&["plot", &file("spec.json")]).status.code(), Some(2), "usage");
 
     let verify = stress(&["verify", "n=2000", "-port", &port, "--json", &file("verify.json")]);
     assert_eq!(verify.status.code(), Some(0), "verify finds every value");
@@ -360,7 +375,7 @@ fn two_concurrent_clients_merge_into_one_report() {
     let (c1, c2) = (p1.finish(Duration::from_secs(60)), p2.finish(Duration::from_secs(60)));
     assert_eq!((c1.0, c2.0), (Some(0), Some(0)), "both clients succeed");
 
-    let merged = stress(&["merge", &a, &b, "--json", &file("merged.json"), "--plot", &file("merged.png")]);
+    let merged = stress(&["merge", &a, &b, "--json", &file("merged.json"), "--plot", &file("merged.svg")]);
     assert_eq!(merged.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&merged.stdout);
     assert!(stdout.contains("merged 2 reports (2 client processes)"), "{stdout}");
@@ -387,7 +402,8 @@ fn two_concurrent_clients_merge_into_one_report() {
     assert_eq!(intervals.last().map(|r| r["total_ops"].as_u64()), Some(Some(6000)));
     let counted: u64 = intervals.iter().map(|r| hdr_count_and_max(&r["latency_hdr"]).0).sum();
     assert_eq!(counted, 6000, "every operation in exactly one merged interval");
-    assert!(std::fs::read(out.path().join("merged.png")).expect("png").starts_with(b"\x89PNG"));
+    let svg = std::fs::read_to_string(out.path().join("merged.svg")).expect("svg");
+    assert!(svg.starts_with("<svg") && svg.contains("merge of 2 clients"), "{svg:.300}");
 
     // Both halves were written: verify the whole range.
     assert_eq!(stress(&["verify", "n=6000", "-port", &port]).status.code(), Some(0));

@@ -68,3 +68,29 @@ fn no_ignored_or_should_panic_tests() {
         .collect();
     assert!(offenders.is_empty(), "tests with #[ignore] or #[should_panic]:\n{}", offenders.join("\n"));
 }
+
+/// No tracked file names a path of the machine it was written on: not the
+/// checkout's own absolute path, not the home directory (write them relative to
+/// the repository or as `$HOME`). A clone elsewhere must work as this one does.
+#[test]
+fn no_file_names_this_machines_paths() {
+    let root = std::fs::canonicalize(workspace_root()).expect("the workspace root exists");
+    let listed = std::process::Command::new("git").arg("-C").arg(&root).args(["ls-files", "-z"]).output();
+    // A source tarball without git has no tracked files to check.
+    let Some(listed) = listed.ok().filter(|o| o.status.success()) else { return };
+    let mut needles = vec![format!("{}/", root.display())];
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.components().count() > 1) {
+        needles.push(format!("{}/", home.display()));
+    }
+    let mut offenders = Vec::new();
+    for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let name = String::from_utf8_lossy(name).to_string();
+        let Ok(bytes) = std::fs::read(root.join(&name)) else { continue };
+        for needle in &needles {
+            if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                offenders.push(format!("{name}: names {needle}"));
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "files naming this machine's paths:\n{}", offenders.join("\n"));
+}

@@ -11,6 +11,8 @@
 //!   must take the same path, and a sabotaged run (a replica's data dropped
 //!   by hand) that the checker must catch, so the checker is not a no-op.
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;

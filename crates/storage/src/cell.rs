@@ -8,6 +8,7 @@
 //! - `reconcile` is commutative and associative, so RocksDB may merge operands
 //!   in any grouping (partial merges) and still reach Cassandra's answer.
 //! - Bytes that fail to decode never win a merge and never panic.
+#![deny(clippy::indexing_slicing)]
 
 use std::cmp::Ordering;
 
@@ -31,20 +32,20 @@ pub const NO_DELETION_TIME: i32 = i32::MAX;
 
 impl<'a> CellRef<'a> {
     pub fn decode(bytes: &'a [u8]) -> Option<CellRef<'a>> {
-        let kind = *bytes.first()?;
-        let timestamp = i64::from_be_bytes(bytes.get(1..9)?.try_into().ok()?);
+        let (&kind, rest) = bytes.split_first()?;
+        let (timestamp, rest) = rest.split_first_chunk()?;
+        let timestamp = i64::from_be_bytes(*timestamp);
         match kind {
-            KIND_LIVE => {
-                Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: NO_DELETION_TIME, value: &bytes[9..] })
-            }
+            KIND_LIVE => Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: NO_DELETION_TIME, value: rest }),
             KIND_EXPIRING => {
-                let ttl = i32::from_be_bytes(bytes.get(9..13)?.try_into().ok()?);
-                let expiry = i32::from_be_bytes(bytes.get(13..17)?.try_into().ok()?);
-                Some(CellRef { kind, timestamp, ttl, local_deletion_time: expiry, value: &bytes[17..] })
+                let (ttl, rest) = rest.split_first_chunk()?;
+                let (expiry, value) = rest.split_first_chunk()?;
+                let (ttl, expiry) = (i32::from_be_bytes(*ttl), i32::from_be_bytes(*expiry));
+                Some(CellRef { kind, timestamp, ttl, local_deletion_time: expiry, value })
             }
             KIND_TOMBSTONE => {
-                let ldt = i32::from_be_bytes(bytes.get(9..13)?.try_into().ok()?);
-                Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: ldt, value: &bytes[13..] })
+                let (ldt, value) = rest.split_first_chunk()?;
+                Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: i32::from_be_bytes(*ldt), value })
             }
             _ => None,
         }

@@ -47,6 +47,8 @@
 //! - A closed segment is deleted only when its largest seq is below the
 //!   caller's lowest unflushed seq; the current segment is never deleted.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -142,11 +144,21 @@ fn read_more(r: &mut impl Read, buf: &mut Vec<u8>, n: usize) -> io::Result<bool>
     Ok(buf.len() - before == n)
 }
 
-/// Reads the little-endian integer bytes at `at` (a fixed in-bounds range).
-fn le<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
-    let mut out = [0; N];
-    out.copy_from_slice(&bytes[at..at + N]);
-    out
+/// The fields of a record header, `(len, crc, seq)`; None if `head` is shorter than one (a torn header).
+fn record_header(head: &[u8]) -> Option<(usize, u32, u64)> {
+    let (len, rest) = head.split_first_chunk()?;
+    let (crc, rest) = rest.split_first_chunk()?;
+    let seq = rest.first_chunk()?;
+    Some((u32::from_le_bytes(*len) as usize, u32::from_le_bytes(*crc), u64::from_le_bytes(*seq)))
+}
+
+/// After the 8 bytes of a segment's magic, read into `header`: the id a `SHOALCL2` header names (read into
+/// `header` too); None for a header of no known format or one that ends early.
+fn header_id(reader: &mut impl Read, header: &mut Vec<u8>, magic_read: bool) -> io::Result<Option<u64>> {
+    if !magic_read || header != MAGIC || !read_more(reader, header, 8)? {
+        return Ok(None);
+    }
+    Ok(header.last_chunk().map(|id| u64::from_le_bytes(*id)))
 }
 
 /// Creates segment `id` with its header, in the file of `spare` if one is
@@ -178,14 +190,15 @@ fn create_segment(dir: &Path, id: u64, spare: Option<PathBuf>) -> Result<(Segmen
     Ok((segment, file))
 }
 
-/// CRC-32 of a record's seq and payload (`body`), seeded with the segment's
-/// id (`None`: a first-format segment).
-fn record_crc(id: Option<u64>, body: &[u8]) -> u32 {
+/// CRC-32 of a record's seq (little-endian, as in its header) and payload,
+/// seeded with the segment's id (`None`: a first-format segment).
+fn record_crc(id: Option<u64>, seq: u64, payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     if let Some(id) = id {
         h.update(&id.to_le_bytes());
     }
-    h.update(body);
+    h.update(&seq.to_le_bytes());
+    h.update(payload);
     h.finalize()
 }
 
@@ -205,12 +218,11 @@ fn replay_segment(
     replay: &mut impl FnMut(u64, &[u8]) -> Result<(), StorageError>,
 ) -> Result<(u64, u64), StorageError> {
     let mut reader = io::BufReader::new(File::open(path)?);
-    let mut record = Vec::new();
-    let magic_read = read_more(&mut reader, &mut record, MAGIC.len())?;
-    let crc_id = if magic_read && record == MAGIC_V1 {
+    let mut header = Vec::new();
+    let magic_read = read_more(&mut reader, &mut header, MAGIC.len())?;
+    let crc_id = if magic_read && header == MAGIC_V1 {
         None
-    } else if magic_read && record == MAGIC && read_more(&mut reader, &mut record, 8)? {
-        let named = u64::from_le_bytes(le(&record, 8));
+    } else if let Some(named) = header_id(&mut reader, &mut header, magic_read)? {
         if named != id {
             // A spare renamed for this segment before its header was written.
             tracing::info!(file = %path.display(), "commit log segment was never written (its file still holds segment {named})");
@@ -221,35 +233,40 @@ fn replay_segment(
         tracing::warn!(file = %path.display(), "skipping commit log segment with a bad header");
         return Ok((0, 0));
     };
-    let (mut offset, mut max_seq) = (record.len() as u64, 0);
+    let (mut offset, mut max_seq) = (header.len() as u64, 0);
+    let (mut head, mut payload) = (Vec::with_capacity(RECORD_HEADER), Vec::new());
     loop {
-        record.clear();
-        let whole_header = read_more(&mut reader, &mut record, RECORD_HEADER)?;
-        if record.is_empty() {
+        head.clear();
+        read_more(&mut reader, &mut head, RECORD_HEADER)?;
+        if head.is_empty() {
             return Ok((max_seq, offset));
         }
-        let len = if whole_header { u32::from_le_bytes(le(&record, 0)) as usize } else { 0 };
-        let problem = if !whole_header {
-            Some("torn record header")
-        } else if len > MAX_PAYLOAD {
-            Some("record length over 256 MiB")
-        } else if !read_more(&mut reader, &mut record, len)? {
-            Some("torn record")
-        } else if record_crc(crc_id, &record[8..]) != u32::from_le_bytes(le(&record, 4)) {
-            Some("record checksum mismatch")
-        } else {
-            None
+        let read = match record_header(&head) {
+            None => Err("torn record header"),
+            Some((len, ..)) if len > MAX_PAYLOAD => Err("record length over 256 MiB"),
+            Some((len, crc, seq)) => {
+                payload.clear();
+                if !read_more(&mut reader, &mut payload, len)? {
+                    Err("torn record")
+                } else if record_crc(crc_id, seq, &payload) != crc {
+                    Err("record checksum mismatch")
+                } else {
+                    Ok(seq)
+                }
+            }
         };
-        if let Some(problem) = problem {
-            // In a reused file, what follows the last record is the earlier
-            // segment's: its checksums fail, which is how such a segment ends.
-            tracing::info!(file = %path.display(), offset, "{problem}: the commit log segment ends here (a torn write, or bytes from the file's earlier use)");
-            return Ok((max_seq, offset));
-        }
-        let seq = u64::from_le_bytes(le(&record, 8));
-        replay(seq, &record[RECORD_HEADER..])?;
+        let seq = match read {
+            Ok(seq) => seq,
+            Err(problem) => {
+                // In a reused file, what follows the last record is the earlier
+                // segment's: its checksums fail, which is how such a segment ends.
+                tracing::info!(file = %path.display(), offset, "{problem}: the commit log segment ends here (a torn write, or bytes from the file's earlier use)");
+                return Ok((max_seq, offset));
+            }
+        };
+        replay(seq, &payload)?;
         max_seq = max_seq.max(seq);
-        offset += record.len() as u64;
+        offset += (RECORD_HEADER + payload.len()) as u64;
     }
 }
 
@@ -330,16 +347,16 @@ impl CommitLog {
     /// `RECORD_HEADER` bytes are room for the header: it is written there
     /// and the record goes to the file as it is, without a copy.
     pub(crate) fn append_framed(&self, seq: u64, record: &mut [u8]) -> Result<u64, StorageError> {
-        let payload_len = record
-            .len()
-            .checked_sub(RECORD_HEADER)
-            .ok_or_else(|| StorageError::Invalid("commit log record without room for its header".into()))?;
+        let size = record.len() as u64;
+        let Some((header, payload)) = record.split_first_chunk_mut::<RECORD_HEADER>() else {
+            return Err(StorageError::Invalid("commit log record without room for its header".into()));
+        };
+        let payload_len = payload.len();
         if payload_len > MAX_PAYLOAD {
             return Err(StorageError::Invalid(format!(
                 "commit log record of {payload_len} bytes is over the 256 MiB limit"
             )));
         }
-        let size = record.len() as u64;
         let mut guard = lock(&self.state);
         let st = &mut *guard;
         let current = st.segments.last().map_or(0, |s| s.bytes);
@@ -348,10 +365,10 @@ impl CommitLog {
         }
         let (id, offset) = st.segments.last().map_or((0, HEADER), |s| (s.id, s.bytes));
 
-        record[0..4].copy_from_slice(&(payload_len as u32).to_le_bytes());
-        record[8..16].copy_from_slice(&seq.to_le_bytes());
-        let crc = record_crc(Some(id), &record[8..]);
-        record[4..8].copy_from_slice(&crc.to_le_bytes());
+        let crc = record_crc(Some(id), seq, payload);
+        header[0..4].copy_from_slice(&(payload_len as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&crc.to_le_bytes());
+        header[8..16].copy_from_slice(&seq.to_le_bytes());
         st.dirty = true;
         let written = st.file.write_all_at(record, offset);
         if let Err(e) = written {
@@ -583,6 +600,52 @@ mod tests {
             bytes[offsets[9] as usize + 20] ^= 0x40;
             std::fs::write(file, bytes).unwrap();
         });
+    }
+
+    #[test]
+    fn oversized_length_ends_replay() {
+        damaged(4, |file, offsets| {
+            let mut bytes = std::fs::read(file).unwrap();
+            let at = offsets[4] as usize;
+            bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            std::fs::write(file, bytes).unwrap();
+        });
+    }
+
+    #[test]
+    fn a_segment_cut_anywhere_replays_the_records_before_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = reopen(dir.path(), 1 << 20);
+        let written = write(&log, [0, 3, 20]);
+        drop(log);
+        let file = segment_files(dir.path()).pop().unwrap();
+        let bytes = std::fs::read(&file).unwrap();
+        let ends: Vec<u64> = written
+            .iter()
+            .scan(HEADER, |at, (_, p)| {
+                *at += 16 + p.len() as u64;
+                Some(*at)
+            })
+            .collect();
+        assert_eq!(ends.last(), Some(&(bytes.len() as u64)));
+        // Inside the segment header, inside each record header, inside each payload.
+        for cut in 0..=bytes.len() {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join(file.file_name().unwrap()), &bytes[..cut]).unwrap();
+            let (_, seen) = reopen(dir.path(), 1 << 20);
+            let whole = ends.iter().filter(|&&end| end <= cut as u64).count();
+            assert_eq!(seen, written[..whole], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_record_without_room_for_its_header_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = reopen(dir.path(), 1024);
+        assert!(matches!(log.append_framed(1, &mut [0u8; RECORD_HEADER - 1]), Err(StorageError::Invalid(_))));
+        log.append_framed(2, &mut [0u8; RECORD_HEADER]).unwrap();
+        drop(log);
+        assert_eq!(reopen(dir.path(), 1024).1, vec![(2, Vec::new())]);
     }
 
     #[test]

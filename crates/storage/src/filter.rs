@@ -20,6 +20,8 @@
 //!   timestamp after its tombstone is purged reappears: the gc_grace caveat
 //!   Cassandra shares.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -141,10 +143,11 @@ impl Filter {
 
     fn decide(&mut self, key: &[u8], value: &[u8]) -> Decision {
         let Some((_, pk, rest)) = keys::split_partition(key) else { return Decision::Keep };
-        let prefix_len = key.len() - rest.len();
-        if self.partition.as_slice() != &key[..prefix_len] {
+        // `rest` ends `key`: the partition prefix is what comes before it.
+        let Some(prefix) = key.get(..key.len() - rest.len()) else { return Decision::Keep };
+        if self.partition.as_slice() != prefix {
             self.partition.clear();
-            self.partition.extend_from_slice(&key[..prefix_len]);
+            self.partition.extend_from_slice(prefix);
             let _ = pk;
             self.partition_deletion = None;
             self.ranges.clear();

@@ -24,6 +24,8 @@
 //! - The log discards a segment only when every record in it is older than
 //!   every unflushed memtable's `min_seq` (`lowest_live`).
 
+#![deny(clippy::indexing_slicing)]
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -185,7 +187,7 @@ impl Flusher {
             if sizes.iter().sum::<usize>() <= self.space {
                 return;
             }
-            let Some(largest) = sizes.iter().enumerate().max_by_key(|(_, b)| **b).map(|(i, _)| &stores[i]) else {
+            let Some(largest) = stores.iter().zip(&sizes).max_by_key(|(_, b)| **b).map(|(s, _)| s) else {
                 return;
             };
             tracing::debug!(table = %largest.cf_name, "memtables over memtable_heap_space: flushing the largest");
@@ -323,7 +325,7 @@ impl Flusher {
 /// Options of the files a flush writes: the block format the column
 /// families read (bloom filters for point reads), uncompressed like
 /// RocksDB's own flushes above the bottommost level (`tuning`).
-fn writer_options() -> Options {
+pub(crate) fn writer_options() -> Options {
     let mut opts = Options::default();
     let mut block = BlockBasedOptions::default();
     block.set_bloom_filter(10.0, false);
@@ -352,18 +354,20 @@ pub(crate) fn decode_record(mut input: &[u8]) -> Result<Vec<RecordOperand<'_>>, 
     let bad = || StorageError::Invalid("malformed commit log record".into());
     let mut out = Vec::new();
     while !input.is_empty() {
-        let id: [u8; 16] = input.get(..16).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
-        input = &input[16..];
-        let mut pos = 0;
-        let klen = varint::get(input, &mut pos).ok_or_else(bad)?;
-        let key = input.get(pos..pos.checked_add(klen).ok_or_else(bad)?).ok_or_else(bad)?;
-        pos += klen;
-        let vlen = varint::get(input, &mut pos).ok_or_else(bad)?;
-        let value = input.get(pos..pos.checked_add(vlen).ok_or_else(bad)?).ok_or_else(bad)?;
-        input = &input[pos + vlen..];
-        out.push((Uuid::from_bytes(id), key, value));
+        let (id, rest) = input.split_first_chunk().ok_or_else(bad)?;
+        let (key, rest) = length_prefixed(rest).ok_or_else(bad)?;
+        let (value, rest) = length_prefixed(rest).ok_or_else(bad)?;
+        input = rest;
+        out.push((Uuid::from_bytes(*id), key, value));
     }
     Ok(out)
+}
+
+/// A varint length and that many bytes at the start of `input`, and the bytes after them.
+fn length_prefixed(input: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut pos = 0;
+    let len = varint::get(input, &mut pos)?;
+    input.get(pos..)?.split_at_checked(len)
 }
 
 #[cfg(test)]
@@ -378,8 +382,17 @@ mod tests {
         let mut buf = Vec::new();
         encode_record(ops.iter().copied(), &mut buf);
         assert_eq!(decode_record(&buf).unwrap(), ops);
-        for cut in [1, 16, 17, buf.len() - 1] {
-            assert!(decode_record(&buf[..cut]).is_err(), "cut at {cut}");
+        // Cut anywhere: the operands before the cut when it falls between two, else an error.
+        for cut in 1..buf.len() {
+            let whole = (1..ops.len()).find(|&n| {
+                let mut prefix = Vec::new();
+                encode_record(ops[..n].iter().copied(), &mut prefix);
+                prefix.len() == cut
+            });
+            match whole {
+                Some(n) => assert_eq!(decode_record(&buf[..cut]).unwrap(), ops[..n], "cut at {cut}"),
+                None => assert!(decode_record(&buf[..cut]).is_err(), "cut at {cut}"),
+            }
         }
         assert!(decode_record(&[]).unwrap().is_empty());
     }

@@ -26,6 +26,8 @@
 //!   row, the row deletion and marker come before every cell.
 //! - Partitions sort by token, so a token range is a key range.
 
+#![deny(clippy::indexing_slicing)]
+
 use bytes::Bytes;
 use types::schema::{ClusteringOrder, TableDef};
 use types::CqlType;
@@ -112,10 +114,10 @@ pub fn partition_prefix(token: i64, partition_key: &[u8], out: &mut Vec<u8>) -> 
 
 /// Splits a key into (token, partition key, rest starting at the section byte).
 pub fn split_partition(key: &[u8]) -> Option<(i64, &[u8], &[u8])> {
-    let token = token_from_bytes(key.get(0..8)?.try_into().ok()?);
-    let len = u16::from_be_bytes(key.get(8..10)?.try_into().ok()?) as usize;
-    let pk = key.get(10..10 + len)?;
-    Some((token, pk, &key[10 + len..]))
+    let (token, rest) = key.split_first_chunk()?;
+    let (len, rest) = rest.split_first_chunk()?;
+    let (pk, rest) = rest.split_at_checked(u16::from_be_bytes(*len) as usize)?;
+    Some((token_from_bytes(*token), pk, rest))
 }
 
 /// Encodes a (possibly partial) clustering prefix.
@@ -166,11 +168,12 @@ pub enum ColumnPart<'a> {
 }
 
 pub fn parse_column_part(input: &[u8]) -> Option<ColumnPart<'_>> {
-    let id = u16::from_be_bytes(input.get(0..2)?.try_into().ok()?);
-    match input.get(2) {
+    let (id, rest) = input.split_first_chunk()?;
+    let id = u16::from_be_bytes(*id);
+    match rest.split_first() {
         None => Some(ColumnPart::Simple(id)),
-        Some(&COMPLEX_DELETION) if input.len() == 3 => Some(ColumnPart::ComplexDeletion(id)),
-        Some(&COMPLEX_ELEMENT) => Some(ColumnPart::Element(id, &input[3..])),
+        Some((&COMPLEX_DELETION, [])) => Some(ColumnPart::ComplexDeletion(id)),
+        Some((&COMPLEX_ELEMENT, path)) => Some(ColumnPart::Element(id, path)),
         _ => None,
     }
 }

@@ -26,6 +26,8 @@
 //!   commutative and associative like the cell merge; bytes that do not parse
 //!   end a value's entries and never panic.
 
+#![deny(clippy::indexing_slicing)]
+
 use crate::cell;
 use crate::keys::{self, Layout};
 use crate::read::Cursor;
@@ -171,14 +173,17 @@ impl RowPacker {
     /// The packed value of the entries added since `clear`.
     pub fn finish(&mut self) -> &[u8] {
         let scratch = &self.scratch;
-        let part = |&(s, m, _): &(u32, u32, u32)| &scratch[s as usize..m as usize];
+        // `add` takes the spans from `scratch`'s own lengths: a miss is a bug, never silently an empty part.
+        let bytes = |from: u32, to: u32| {
+            scratch.get(from as usize..to as usize).expect("a span `add` recorded lies in scratch")
+        };
+        let part = |&(s, m, _): &(u32, u32, u32)| bytes(s, m);
         // Rows usually arrive sorted already (marker, then columns by id).
-        if !self.spans.windows(2).all(|w| part(&w[0]) < part(&w[1])) {
+        if !self.spans.is_sorted_by(|a, b| part(a) < part(b)) {
             self.spans.sort_by(|a, b| part(a).cmp(part(b)));
         }
         self.value.clear();
-        let iter =
-            self.spans.iter().map(|&(s, m, e)| (&scratch[s as usize..m as usize], &scratch[m as usize..e as usize]));
+        let iter = self.spans.iter().map(|&(s, m, e)| (bytes(s, m), bytes(m, e)));
         encode_sorted(iter, &mut self.value);
         &self.value
     }
@@ -224,11 +229,12 @@ impl<'l, C: Cursor> Unpacked<'l, C> {
 
     fn set(&mut self, index: usize) {
         self.at = Some(index);
-        let (c0, c1, _, _) = self.spans[index];
         self.key.clear();
-        if let (Some(k), Some(v)) = (self.inner.key(), self.inner.value()) {
+        let column =
+            self.spans.get(index).and_then(|&(c0, c1, _, _)| self.inner.value()?.get(c0 as usize..c1 as usize));
+        if let (Some(k), Some(column)) = (self.inner.key(), column) {
             self.key.extend_from_slice(k);
-            self.key.extend_from_slice(&v[c0 as usize..c1 as usize]);
+            self.key.extend_from_slice(column);
         }
     }
 
@@ -276,8 +282,8 @@ impl<C: Cursor> Cursor for Unpacked<'_, C> {
 
     fn seek(&mut self, key: &[u8]) {
         // A key inside a packed row (`row | column part...`) starts at that row.
-        match row_key_len(self.layout, key) {
-            Some(n) if n < key.len() => self.inner.seek(&key[..n]),
+        match row_key_len(self.layout, key).and_then(|n| key.get(..n)) {
+            Some(row) if row.len() < key.len() => self.inner.seek(row),
             _ => self.inner.seek(key),
         }
         self.settle_forward();
@@ -308,8 +314,8 @@ impl<C: Cursor> Cursor for Unpacked<'_, C> {
     fn value(&self) -> Option<&[u8]> {
         match self.at {
             Some(i) => {
-                let (_, _, v0, v1) = self.spans[i];
-                self.inner.value().and_then(|v| v.get(v0 as usize..v1 as usize))
+                let &(_, _, v0, v1) = self.spans.get(i)?;
+                self.inner.value()?.get(v0 as usize..v1 as usize)
             }
             None => self.inner.value(),
         }

@@ -23,6 +23,8 @@
 //! - Nothing here panics on malformed input: `decode` is bounds-checked and
 //!   `apply_raw` refuses keys and values that are not storage's own.
 
+#![deny(clippy::indexing_slicing)]
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
@@ -203,7 +205,7 @@ impl Visitor for Recording {
 /// Cells in strictly ascending key order: unchanged when they already are,
 /// else sorted with the values of a repeated key reconciled.
 fn sorted(cells: &[(Vec<u8>, Vec<u8>)]) -> Cow<'_, [(Vec<u8>, Vec<u8>)]> {
-    if cells.windows(2).all(|w| w[0].0 < w[1].0) {
+    if cells.is_sorted_by(|a, b| a.0 < b.0) {
         return Cow::Borrowed(cells);
     }
     let mut map: BTreeMap<&[u8], Vec<u8>> = BTreeMap::new();
@@ -296,8 +298,8 @@ impl Storage {
         type Cells<'c> = Vec<(&'c [u8], &'c [u8])>;
         let mut rows: BTreeMap<&[u8], Cells<'_>> = BTreeMap::new();
         for (key, value) in cells {
-            match packed::row_key_len(&store.layout, key) {
-                Some(n) => rows.entry(&key[..n]).or_default().push((&key[n..], value)),
+            match packed::row_key_len(&store.layout, key).and_then(|n| key.split_at_checked(n)) {
+                Some((row, column)) => rows.entry(row).or_default().push((column, value)),
                 None => ops.push((key.clone(), value.clone())),
             }
         }

@@ -8,6 +8,8 @@
 //!   64-bit number) are read, and a truncated or overlong varint is `None`,
 //!   never a panic.
 
+#![deny(clippy::indexing_slicing)]
+
 /// Appends `n`.
 pub(crate) fn put(mut n: usize, out: &mut Vec<u8>) {
     while n >= 0x80 {

@@ -106,12 +106,20 @@ impl Storage {
             for m in mutations {
                 let store = self.table(&m.table)?;
                 durable |= store.durable;
+                // Offsets into the arena are u32: a batch past 4 GiB is refused, never recorded wrong.
+                let mut too_big = false;
                 encode_mutation(&store, m, key, value, packer, |k, v| {
                     let start = arena.len();
                     arena.extend_from_slice(k);
                     arena.extend_from_slice(v);
-                    ops.push((m.table, start as u32, (start + k.len()) as u32, arena.len() as u32));
+                    match (u32::try_from(start), u32::try_from(start + k.len()), u32::try_from(arena.len())) {
+                        (Ok(k0), Ok(k1), Ok(v1)) => ops.push((m.table, k0, k1, v1)),
+                        _ => too_big = true,
+                    }
                 })?;
+                if too_big {
+                    return Err(StorageError::Invalid("a write batch may hold at most 4 GiB".into()));
+                }
             }
             Ok(())
         })();

@@ -2,6 +2,8 @@
 //! shutdown, concurrent group commit, the schema manifest across reopens,
 //! TRUNCATE and DROP TABLE.
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 mod common;
 
 use std::sync::Arc;

@@ -3,6 +3,8 @@
 //! RocksDB files (checked by reading them raw), live data stays, and purging
 //! never changes what a read returns (no resurrection of shadowed data).
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 mod common;
 
 use std::path::Path;

@@ -14,6 +14,8 @@
 //! Even seeds use a size-tiered table (RocksDB universal compaction), odd
 //! seeds a leveled one (RocksDB level compaction).
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 mod common;
 
 use std::collections::VecDeque;

@@ -3,6 +3,8 @@
 //! partition deletions, flushes and compactions against a last-write-wins
 //! model: every read, of live data or of the raw partition, agrees with it.
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 mod common;
 
 use std::collections::BTreeMap;

@@ -8,6 +8,8 @@
 //! answer as C. Replay a failure with `RAW_SEED=<seed> [RAW_STEPS=<n>] cargo
 //! test --release -p storage --test raw`; `RAW_SEEDS=<n>` runs more seeds.
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 mod common;
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};

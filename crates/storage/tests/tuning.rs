@@ -5,6 +5,8 @@
 //! mix of compressed and uncompressed files holds it; a small table is
 //! merged whole and a large one in size tiers (`Flusher::tune_merges`).
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 mod common;
 
 use bytes::Bytes;

@@ -51,14 +51,14 @@ usage: shoal stress write|read|mixed|verify [n=N | duration=30s] [cl=ONE] [no-wa
        -errors ignore [retries=N]  (ignore: as --keep-going; retries: as --retries)
        -K N | --retries N          extra tries per operation (default 9, as cassandra-stress)
        --keep-going                count errors and go on (default: stop at the first)
-       --json FILE  --csv FILE  --hdr-log FILE  --plot FILE.png
+       --json FILE  --csv FILE  --hdr-log FILE  --plot FILE.svg|.html
        --server-pid PID[,PID...]   report server CPU-us per op from /proc/PID/stat
        --cost-per-hour X           report dollars per million operations
        --client-threads N          threads of the client runtime (default: a quarter of the cores, at least 1)
    or the legacy syntax: shoal stress -d host,host -n N -t threads -c columns -S size
          -o INSERT|READ -e CL -l RF -R strategy -O DC1:3,DC2:3 -K retries -k -r -p port
          -f file -D nodesfile -i interval (and --num-keys=N, --columns=N, --operation=..., ...)
-   on --json reports: shoal stress merge A.json B.json ... [--json OUT] [--plot OUT.png]
+   on --json reports: shoal stress merge A.json B.json ... [--json OUT] [--plot OUT.svg]
                       shoal stress compare A.json B.json [--json OUT]";
 
 fn err<T>(text: impl Into<String>) -> Result<T, UsageError> {
@@ -488,7 +488,13 @@ fn long_option(settings: &mut Settings, name: &str, value: &str) -> Result<(), U
         "json" => settings.json = Some(PathBuf::from(value)),
         "csv" => settings.csv = Some(PathBuf::from(value)),
         "hdr-log" => settings.hdr_log = Some(PathBuf::from(value)),
-        "plot" => settings.plot = Some(PathBuf::from(value)),
+        "plot" => {
+            let path = PathBuf::from(value);
+            if !crate::chart::plottable(&path) {
+                return err(format!("--plot {value}: the file name must end in .svg or .html"));
+            }
+            settings.plot = Some(path);
+        }
         "retries" => settings.retries = parse_u32(value, "--retries")?,
         "server-pid" => {
             settings.server_pids.clear();

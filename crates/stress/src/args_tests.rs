@@ -254,13 +254,14 @@ fn help_and_output_options() {
     assert_eq!(run("help"), Err("help".to_string()));
     assert_eq!(run("--help"), Err("help".to_string()));
     let s = run(
-        "write n=10 --json a.json --csv=b.csv --hdr-log c.hlog --plot d.png --server-pid 12,34 --cost-per-hour 1.5",
+        "write n=10 --json a.json --csv=b.csv --hdr-log c.hlog --plot d.svg --server-pid 12,34 --cost-per-hour 1.5",
     )
     .expect("parses");
     assert_eq!(s.json.as_deref(), Some(std::path::Path::new("a.json")));
     assert_eq!(s.csv.as_deref(), Some(std::path::Path::new("b.csv")));
     assert_eq!(s.hdr_log.as_deref(), Some(std::path::Path::new("c.hlog")));
-    assert_eq!(s.plot.as_deref(), Some(std::path::Path::new("d.png")));
+    assert_eq!(s.plot.as_deref(), Some(std::path::Path::new("d.svg")));
+    assert!(run("write n=10 --plot d.png").expect_err("png").contains(".svg or .html"));
     assert_eq!(s.server_pids, vec![12, 34]);
     assert_eq!(s.cost_per_hour, Some(1.5));
     assert_eq!(s.client_threads, None);

@@ -8,11 +8,13 @@
 //! modes), creates the `workload` schema, runs the warmup and the measured
 //! phase with `stats` histograms, trying each failed operation again as
 //! cassandra-stress does (`-errors retries=N`, 9 by default); `report` prints interval lines and
-//! the summary and writes `--json`/`--csv`/`--hdr-log`; `plot` draws `--plot`;
+//! the summary and writes `--json`/`--csv`/`--hdr-log`; `plot` draws `--plot`
+//! through `chart` (SVG, the project's one plotting path);
 //! `cpu` samples client and server CPU from /proc; `hdr` turns histograms
 //! into text for the JSON report.
 //!
-//! Two commands work on `--json` reports instead of a cluster: `merge`
+//! `plot SPEC.json OUT.svg` draws a `chart::Chart` spec (bench/compare's
+//! plots). Two commands work on `--json` reports instead of a cluster: `merge`
 //! (`merge.rs`) combines the reports of client processes that ran at the same
 //! time into the report one run would have given, and `compare` (`compare.rs`)
 //! sets two reports side by side with ratios and confidence intervals.
@@ -24,6 +26,7 @@
 //! or merged, 2 the command line was not understood.
 
 pub mod args;
+pub mod chart;
 pub mod compare;
 pub mod cpu;
 pub mod hdr;
@@ -36,8 +39,6 @@ pub mod run;
 pub mod settings;
 pub mod stats;
 pub mod workload;
-
-mod font;
 
 use std::process::ExitCode;
 
@@ -55,6 +56,7 @@ pub fn main(args: Vec<String>) -> ExitCode {
     match args.first().map(String::as_str) {
         Some("merge") => return merge::main(&args[1..]),
         Some("compare") => return compare::main(&args[1..]),
+        Some("plot") => return chart::main(&args[1..]),
         _ => {}
     }
     let settings = match args::parse(&args) {
@@ -103,7 +105,7 @@ fn run_and_report(settings: &Settings, args: &[String]) -> Result<ExitCode, Stri
         Report::new(args, JsonSettings::of(settings), summary.clone(), measured.intervals.clone()).write(path)?;
     }
     if let Some(path) = &settings.plot {
-        plot::write_png(path, &plot::title(settings), summary.latency_from_intended, &measured.intervals)?;
+        plot::write(path, &plot::title(settings), summary.latency_from_intended, &measured.intervals)?;
     }
     if let Some(error) = &measured.stopped_by {
         eprintln!("shoal stress: stopped at the first error (use --keep-going to count errors and go on): {error}");

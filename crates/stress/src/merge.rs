@@ -1,4 +1,4 @@
-//! `shoal stress merge A.json B.json ... [--json OUT] [--plot OUT.png]`: the
+//! `shoal stress merge A.json B.json ... [--json OUT] [--plot OUT.svg]`: the
 //! reports of client processes that ran at the same time, combined into the
 //! report one run would have given.
 //!
@@ -34,7 +34,7 @@ use crate::report::{self, IntervalRow, Report, Summary, TypeStats};
 use crate::stats::{new_histogram, OpType, Percentiles};
 use crate::{hdr, legacy, plot, EXIT_FAILED, EXIT_USAGE};
 
-pub const USAGE: &str = "usage: shoal stress merge A.json B.json ... [--json OUT.json] [--plot OUT.png]
+pub const USAGE: &str = "usage: shoal stress merge A.json B.json ... [--json OUT.json] [--plot OUT.svg]
        (the --json reports of client processes that ran at the same time)";
 
 /// Entry point of `shoal stress merge ...`.
@@ -94,6 +94,9 @@ fn parse(args: &[String]) -> Result<Option<Parsed>, String> {
     if files.is_empty() {
         return Err("no reports to merge".to_string());
     }
+    if let Some(path) = plot_path.as_deref().filter(|p| !crate::chart::plottable(p)) {
+        return Err(format!("--plot {}: the file name must end in .svg or .html", path.display()));
+    }
     Ok(Some((files, json, plot_path)))
 }
 
@@ -132,7 +135,7 @@ fn run(files: &[PathBuf], json: Option<&Path>, plot_path: Option<&Path>) -> Resu
     if let Some(path) = plot_path {
         let title =
             format!("shoal stress merge of {} clients: {} threads={}", s.clients, s.command, merged.settings.threads);
-        plot::write_png(path, &title, s.latency_from_intended, &merged.intervals)?;
+        plot::write(path, &title, s.latency_from_intended, &merged.intervals)?;
     }
     Ok(())
 }

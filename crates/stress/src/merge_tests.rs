@@ -177,7 +177,7 @@ fn refuses_reports_without_histograms() {
     let e = merge(&[("old.json".to_string(), old)]).expect_err("refused");
     assert!(e.contains("old.json has no latency histogram"), "{e}");
     assert!(parse(&[]).is_err());
-    let (files, json, plot) = parse(&["a".into(), "--json".into(), "o.json".into(), "b".into(), "--plot=p.png".into()])
+    let (files, json, plot) = parse(&["a".into(), "--json".into(), "o.json".into(), "b".into(), "--plot=p.svg".into()])
         .expect("parses")
         .expect("not help");
     assert_eq!((files.len(), json.is_some(), plot.is_some()), (2, true, true));

@@ -185,16 +185,15 @@ pub(crate) fn write_unsigned_vint(u: u64, out: &mut Vec<u8>) {
     let magnitude = (u | 1).leading_zeros() as i32;
     let size = (9 - (magnitude - 1) / 7) as usize;
     let extra = size - 1;
+    // `size` is 1..=9: the encoding is the last `size` bytes of `u` written big-endian in 9 bytes, the
+    // first of them carrying `extra` high 1-bits.
     let mut buf = [0u8; 9];
-    let mut x = u;
-    for i in (0..size).rev() {
-        buf[i] = x as u8;
-        x = x.checked_shr(8).unwrap_or(0);
+    buf[1..].copy_from_slice(&u.to_be_bytes());
+    let encoded = buf.get_mut(9 - size..).expect("a vint is 1 to 9 bytes");
+    if let Some(first) = encoded.first_mut() {
+        *first |= !(0xffu8.checked_shr(extra as u32).unwrap_or(0));
     }
-    if extra > 0 {
-        buf[0] |= !(0xffu8.checked_shr(extra as u32).unwrap_or(0));
-    }
-    out.extend_from_slice(&buf[..size]);
+    out.extend_from_slice(encoded);
 }
 
 /// Reads a zig-zag vint; `None` if the input ends early.

@@ -11,6 +11,9 @@
 //! - `CqlType::to_cql()` prints the type the way Cassandra prints it in
 //!   `system_schema.columns.type` (e.g. `frozen<list<int>>`, `map<text, int>`).
 
+#![deny(clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::indexing_slicing))]
+
 pub mod bytes;
 pub mod codec;
 pub mod compare;

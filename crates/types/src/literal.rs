@@ -567,8 +567,8 @@ pub fn parse_duration(input: &str) -> Result<(i32, i32, i64), ValueError> {
             let mut parts = [0u64; 6];
             let widths = [4usize, 2, 2, 2, 2, 2];
             let seps = [b'-', b'-', b'T', b':', b':'];
-            for (i, w) in widths.iter().enumerate() {
-                parts[i] = sc.digits(*w, *w).ok_or_else(unable)?.0;
+            for (i, (part, w)) in parts.iter_mut().zip(widths).enumerate() {
+                *part = sc.digits(w, w).ok_or_else(unable)?.0;
                 if let Some(sep) = seps.get(i) {
                     if !sc.eat(*sep) {
                         return Err(unable());

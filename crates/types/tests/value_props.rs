@@ -1,6 +1,8 @@
 //! Seeded property tests tying the codec, the comparators and the
 //! order-preserving key encoding together, plus fixed edge cases.
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 use std::cmp::Ordering;
 
 use num_bigint::BigInt;

@@ -37,7 +37,8 @@ pub fn encode_execute<'a>(
         wire::write_short_bytes(out, id);
         wire::write_consistency(out, consistency);
         let flags_at = out.len();
-        wire::write_u8(out, if skip_metadata { SKIP_METADATA } else { 0 });
+        let flags = if skip_metadata { SKIP_METADATA } else { 0 };
+        wire::write_u8(out, flags);
         let count_at = out.len();
         out.put_u16(0);
         let mut count = 0u16;
@@ -49,8 +50,8 @@ pub fn encode_execute<'a>(
             // As `encode_request`: no VALUES flag and no count for no values.
             out.truncate(count_at);
         } else {
-            out[flags_at] |= VALUES;
-            out[count_at..count_at + 2].copy_from_slice(&count.to_be_bytes());
+            wire::patch(out, flags_at, [flags | VALUES]);
+            wire::patch(out, count_at, count.to_be_bytes());
         }
     });
 }

@@ -269,7 +269,7 @@ impl RowsWriter {
         self.buf.put_i32(0);
         write(&mut self.buf);
         let len = count_i32(self.buf.len() - at - 4);
-        self.buf[at..at + 4].copy_from_slice(&len.to_be_bytes());
+        wire::patch(&mut self.buf, at, len.to_be_bytes());
     }
 
     /// Closes the current row.

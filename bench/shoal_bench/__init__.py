@@ -1,0 +1,15 @@
+"""shoal_bench: the benchmark of record, Shoal side by side with Apache Cassandra (issue 5).
+
+`bench/compare` is its entry point; `cli` holds the command line and its --help text. The modules:
+
+  util         paths and environment (ROOT, SHOAL_BIN, CASS_REF, ...), log, sh, Fail, ports, shown()
+  proc         /proc readers: machine ticks, CPU and memory probes, peak RSS, thread CPU, the Sampler
+  servers      Shoal and Cassandra nodes and clusters; the registry of running servers and stop_all
+  compare      the comparison: Bench, its runs, tables, issue-5 targets, the max-rate phase, RESULTS.md
+  steadiness   --steadiness: one long write run per system, the rate per minute, STEADINESS.md
+  durability   --durability: commitlog_sync modes vs client threads and the disk's fsync rate, DURABILITY.md
+  plots        chart specs (JSON) drawn to SVG by `shoal stress plot`
+  cli          argparse, main, signal handling
+
+Standard library only.
+"""

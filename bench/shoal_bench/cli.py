@@ -1,0 +1,255 @@
+"""bench/compare: Shoal side by side with Apache Cassandra, the benchmark of record (issue 5).
+
+    bench/compare [--quick | --smoke] [--runs 3] [--n 2000000] [--threads 128]
+                  [--rf1-only | --rf3] [--shoal-only] [--client simplenative|driver] [--out DIR]
+    bench/compare --steadiness [--minutes 30] [--with-cassandra] [--threads 128]
+    bench/compare --durability [--durability-duration 10s] [--durability-threads 1,2,4,...,256]
+
+Starts Apache Cassandra (scripts/cassandra/start.sh, WIPE=1) and a `shoal server`, in turn,
+never both at once, with equivalent settings (RF=1, commit log periodic 10 s, num_tokens 16, data on
+the same disk) and runs the same `shoal stress` workloads against each, --runs times:
+
+  (1) write:  shoal stress write n=N truncate=always -rate threads=T       (an empty table each run)
+  (2) mixed:  shoal stress mixed n=N ratio(read=9,write=1) -pop dist=uniform(1..N)   (after the load)
+  (3) fixed:  shoal stress write duration=Ds -rate fixed=X/s threads=T, X = 50% of Cassandra's
+              median write rate (coordinated-omission corrected latency)
+  (4) max:    RF=1 only, shoal stress write duration=Ms truncate=always -rate threads=U for each U in
+              --max-threads (default 128,256,256x2,512x2; UxC: U threads over C connections per node,
+              -mode connectionsPerHost=C): each system's maximum write throughput is its best median over
+              the levels (Shoal's only among those with a median p99 <= 10 ms), as cassandra-stress's
+              default mode ramps its thread count up to find the maximum
+
+each with `-mode simplenative` (the stress tool's own lean CQL client, ADR 0004; --client driver
+runs the scylla driver instead), --json and --server-pid, so every run carries ops/s, p50/p95/p99/p99.9 and the server's
+CPU-us per operation (/proc/PID/stat); peak RSS is the server's VmHWM (reset before each run).
+Before the measured runs each server gets the same discarded warm-up (Cassandra needs its JIT warm).
+--rf3 adds the same at RF=3, CL=QUORUM on local 3-node clusters (`shoal cluster up -n 3`,
+bench/cassandra-cluster.sh).
+
+Output: one table (median of the runs, Shoal/Cassandra ratios), RESULTS.md (date, versions, machine,
+exact commands, the table, which issue-5 targets are met, every run's numbers), SVGs of throughput
+and latency over time for both systems (drawn by `shoal stress plot` from JSON chart specs), and the
+raw JSON/logs. The full mode writes bench/RESULTS.md and bench/results-*.svg (JSON and the chart specs
+in the gitignored bench/out/STAMP/); --quick and --smoke write everything to their own directory
+(bench/out/STAMP/, a temp dir) and never touch bench/RESULTS.md.
+
+Modes: default n=2,000,000, 3 runs, 30 s fixed-rate runs, 20 s max runs; --quick n=100,000, 1 run,
+10 s fixed, 5 s max runs at 128,256; --smoke n=20,000, 1 run, no fixed-rate or max phase, Shoal only when Cassandra is not installed (or with
+--shoal-only), under 2 minutes (scripts/test.sh runs it; no target is asserted anywhere).
+
+Opt-in, instead of the comparison (both may be given; the output goes to bench/ unless --out):
+  --steadiness: after a discarded warm-up, one long write run per system (Shoal; Cassandra too with
+      --with-cassandra), `shoal stress write duration=Mm -pop seq=1..K -rate threads=T -log interval=10s`
+      (K = --keys, default 10,000,000 as in the 2011 thread's `stress -n 10000000`: the data grows, then
+      keys are overwritten; flushes and compactions run under load all along), the server sampled every 5 s
+      (CPU, RSS, data on disk). Reports the rate per minute and the mean of the last 5 minutes against the
+      first 5 (the first and last fifth under 10 minutes): PASS when within 10%. STEADINESS.md,
+      steadiness.svg.
+  --durability: Shoal with commitlog_sync batch, group (2 ms window) and periodic (for reference), one
+      server per mode, `shoal stress write duration=D -rate threads=T` for T = 1, 2, 4, ..., 256, and the
+      disk's own fsync rate (4 KiB appends + os.fsync for --fsync-seconds, before and after, on the data
+      directories' file system) as the bound; ops per fsync = ops/s / fsyncs/s. DURABILITY.md,
+      durability.svg.
+
+Env: CARGO_TARGET_DIR (the shoal binary is $CARGO_TARGET_DIR/release/shoal, default
+~/.cache/shoal/target), CASS_HOME (the Cassandra install, default ~/.cache/cassandra-ref),
+CASS_REF (its scripts, default scripts/cassandra), BENCH_HOME (server data, default
+~/.cache/shoal/bench: Cassandra's and Shoal's data on the same disk).
+"""
+# This module: the command line (argparse; the docstring above is --help's text), `main` with its exit
+# codes and signal handling. The work is in compare, steadiness and durability.
+
+import argparse
+import datetime
+import os
+import signal
+import sys
+import tempfile
+import time
+
+from .compare import (Bench, level_args, max_levels, results_plots, run_system, summary_table, targets, versions,
+                      write_results)
+from .durability import durability
+from .servers import CassandraCluster, CassandraNode, ShoalCluster, ShoalNode, cassandra_installed, stop_all
+from .steadiness import STEADY_KEYS, steadiness
+from .util import BENCH_HOME, CASS_INSTALL, CASS_REF, HERE, SHOAL_BIN, Fail, log
+
+
+def run():
+    ap = argparse.ArgumentParser(prog="bench/compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="n=100,000, 1 run, 10 s fixed-rate runs")
+    mode.add_argument("--smoke", action="store_true", help="n=20,000, 1 run, no fixed-rate phase (CI; < 2 min)")
+    ap.add_argument("--runs", type=int, help="runs of each workload (median reported); default 3 (1 in quick/smoke)")
+    ap.add_argument("--n", type=int, help="rows written per write run; default 2,000,000")
+    ap.add_argument("--mixed-n", type=int, help="operations per mixed run (default n)")
+    ap.add_argument("--warmup", type=int, help="discarded warm-up writes per server (default min(n, 300,000))")
+    ap.add_argument("--threads", type=int, default=128, help="requests in flight (-rate threads=); default 128")
+    ap.add_argument("--client", choices=["simplenative", "driver"], default="simplenative",
+                    help="the stress client: its own lean CQL client (-mode simplenative, the default) or the scylla driver")
+    ap.add_argument("--fixed-seconds", dest="fixed_s", type=int, help="length of each fixed-rate run (0: none)")
+    ap.add_argument("--max-seconds", dest="max_s", type=int, help="length of each max-throughput run (0: none)")
+    ap.add_argument("--max-threads", help="levels of the max-throughput phase: client threads U, or UxC for U threads "
+                    "over C connections per node (default 128,256,256x2,512x2)")
+    sc = ap.add_mutually_exclusive_group()
+    sc.add_argument("--rf1-only", action="store_true", help="only RF=1 (the default)")
+    sc.add_argument("--rf3", action="store_true", help="also RF=3 QUORUM on 3-node local clusters (slow on 2 cores)")
+    sc.add_argument("--rf3-only", action="store_true", help="only the RF=3 QUORUM scenario")
+    ap.add_argument("--rf3-n", type=int, help="rows per RF=3 write run (default min(n, 200,000))")
+    ap.add_argument("--shoal-only", action="store_true", help="do not run Cassandra")
+    ap.add_argument("--out", help="directory for RESULTS.md, SVGs, JSON and logs (default: see above)")
+    ex = ap.add_argument_group("steadiness and durability (opt-in; they run instead of the comparison)")
+    ex.add_argument("--steadiness", action="store_true", help="a long write run: the rate per minute, the last "
+                    "5 minutes within 10%% of the first 5 (STEADINESS.md, steadiness.svg)")
+    ex.add_argument("--keys", type=int, default=STEADY_KEYS, help="the steadiness run's key population, "
+                    "-pop seq=1..KEYS (default %(default)s; 1000000000 makes every write a new row)")
+    ex.add_argument("--minutes", type=float, default=30, help="length of the steadiness run (default 30; under 10 "
+                    "compares the first and last fifth)")
+    ex.add_argument("--with-cassandra", action="store_true", help="the steadiness run against Cassandra too (it "
+                    "doubles the time)")
+    ex.add_argument("--durability", action="store_true", help="Shoal with commitlog_sync batch and group (and "
+                    "periodic) vs client threads, against the disk's fsync rate (DURABILITY.md, durability.svg)")
+    ex.add_argument("--durability-duration", default="10s", help="length of each durability run (default 10s)")
+    ex.add_argument("--durability-threads", default="1,2,4,8,16,32,64,128,256", help="client threads to try")
+    ex.add_argument("--durability-modes", default="batch,group,periodic", help="commitlog_sync modes to try")
+    ex.add_argument("--fsync-seconds", type=float, default=3, help="length of each fsync-rate probe (default 3)")
+    a = ap.parse_args()
+    extra = a.steadiness or a.durability
+    if extra and (a.quick or a.smoke or a.rf3 or a.rf3_only or a.shoal_only):
+        ap.error("--steadiness and --durability run on their own (Shoal only unless --with-cassandra): not with "
+                 "--quick, --smoke, --rf3, --rf3-only or --shoal-only")
+    if a.with_cassandra and not a.steadiness:
+        ap.error("--with-cassandra goes with --steadiness")
+    if a.minutes <= 0 or a.fsync_seconds <= 0:
+        ap.error("--minutes and --fsync-seconds must be positive")
+    try:
+        if not all(int(t) > 0 for t in a.durability_threads.split(",")):
+            raise ValueError
+    except ValueError:
+        ap.error("--durability-threads: a comma-separated list of positive numbers")
+    if a.smoke:
+        defaults = dict(n=20_000, runs=1, fixed_s=0, warmup=5_000, mixed_n=10_000, max_s=0, max_threads="")
+    elif a.quick:
+        defaults = dict(n=100_000, runs=1, fixed_s=10, max_s=5, max_threads="128,256")
+    else:
+        defaults = dict(n=2_000_000, runs=3, fixed_s=30, max_s=20, max_threads="128,256,256x2,512x2")
+    for k, v in defaults.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    if a.n < 1 or a.runs < 1 or a.threads < 1:
+        ap.error("--n, --runs and --threads must be positive")
+    try:
+        for u in max_levels(a):
+            level_args(u)
+    except ValueError:
+        ap.error("--max-threads: a comma-separated list of U (client threads) or UxC (U threads, C connections "
+                 "per node), all positive")
+    if a.rf3_n is None:
+        a.rf3_n = min(a.n, 200_000)
+
+    if not os.access(SHOAL_BIN, os.X_OK):
+        raise Fail(f"no shoal binary at {SHOAL_BIN}; build it: source scripts/env.sh && cargo build --release -p shoal")
+    installed, cass_version = cassandra_installed()
+    with_cassandra = a.with_cassandra if extra else not a.shoal_only
+    if with_cassandra and not installed:
+        msg = (f"Apache Cassandra is not installed under {CASS_INSTALL} (no lib/cassandra-all-{cass_version}.jar): "
+               f"run {CASS_REF}/install.sh (java 17 + mvn), or pass --shoal-only")
+        if not a.smoke:
+            raise Fail(msg)
+        log(f"{msg}\n  -> smoke: Shoal only")
+        with_cassandra = False
+    if with_cassandra and not os.path.isfile(os.path.join(CASS_REF, "start.sh")):
+        raise Fail(f"no {CASS_REF}/start.sh (set CASS_REF to the directory of the Cassandra scripts)")
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    if a.out:
+        out = results_dir = os.path.abspath(a.out)
+    elif a.smoke:
+        out = results_dir = tempfile.mkdtemp(prefix="shoal-bench-smoke.")
+    elif a.quick:
+        out = results_dir = os.path.join(HERE, "out", stamp)
+    else:
+        out, results_dir = os.path.join(HERE, "out", stamp), HERE
+    os.makedirs(out, exist_ok=True)
+    os.makedirs(BENCH_HOME, exist_ok=True)
+    if extra:
+        started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        vers = versions(cass_version)
+        argv = ["bench/compare"] + sys.argv[1:]
+        if a.steadiness:
+            steadiness(a, out, results_dir, with_cassandra, vers, started, argv)
+        if a.durability:
+            if a.steadiness:
+                started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            durability(a, out, results_dir, vers, started, argv)
+        return
+    log(f"bench/compare: n={a.n:,}, runs={a.runs}, threads={a.threads}, fixed-rate {a.fixed_s}s, "
+        f"{'Cassandra + Shoal' if with_cassandra else 'Shoal only'}{', RF=3 too' if a.rf3 else ', RF=3 only' if a.rf3_only else ''}; output {out}")
+
+    bench = Bench(a, out)
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    t0 = time.time()
+    vers = versions(cass_version)
+    if not with_cassandra:
+        bench.notes.append("Cassandra was not run (--shoal-only or not installed): no ratios; the fixed rate is "
+                           "50% of Shoal's own median write rate.")
+    scen = [] if a.rf3_only else [("rf1", [], a.n, CassandraNode, ShoalNode)]
+    if a.rf3 or a.rf3_only:
+        scen.append(("rf3", ["cl=QUORUM", "-schema", "replication(factor=3)"], a.rf3_n, CassandraCluster, ShoalCluster))
+    for name, cl_args, n, cass_cls, shoal_cls in scen:
+        fixed_of = "cassandra" if with_cassandra else "shoal"
+        try:
+            if with_cassandra:
+                run_system(bench, cass_cls(out), name, cl_args, n, fixed_of)
+            run_system(bench, shoal_cls(out), name, cl_args, n, fixed_of)
+        except Fail as e:
+            if name != "rf3" or a.rf3_only:
+                raise
+            bench.notes.append(f"The RF=3 scenario failed and is incomplete: {str(e).splitlines()[0]}")
+            log(f"RF=3 failed: {e}")
+    bench.wall = time.time() - t0
+    if a.fixed_s > 0:
+        for sc_name, (rate, of) in bench.fixed_rate.items():
+            bench.notes.append(f"{sc_name.upper()} fixed-rate runs: {rate:,} op/s = 50% of {of}'s median write rate.")
+
+    charts = results_plots(bench, results_dir)
+    results = os.path.join(results_dir, "RESULTS.md")
+    write_results(bench, results, ["bench/compare"] + sys.argv[1:], started, vers, charts, results_dir)
+    print()
+    print(f"Median of {a.runs} run(s); Cassandra's JIT warm-up runs (and Shoal's) were discarded.")
+    print(summary_table(bench))
+    for t, met in targets(bench):
+        print(f"{'MET    ' if met else 'NOT MET'}  {t}")
+    print(f"\nwrote {results}" + "".join(f"\n      {os.path.join(results_dir, svg)}" for svg, drawn in charts if drawn) +
+          f"\nraw JSON and logs: {out}")
+    if a.smoke and not all(drawn for _, drawn in charts):
+        # CI's check that the specs and `shoal stress plot` agree; a full run keeps its numbers instead.
+        raise Fail("smoke: a chart was not drawn (see the warning above)")
+
+
+def on_signal(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+def main():
+    """The entry point (bench/compare): runs, then always stops the servers still running; SIGTERM and
+    SIGHUP stop it as an interrupt does. Exits 0, 1 on a `Fail`, 130 on ^C, 128+N on signal N."""
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    code = 0
+    try:
+        run()
+    except Fail as e:
+        print(f"bench/compare: {e}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        print("bench/compare: interrupted", file=sys.stderr)
+        code = 130
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+        if code >= 128:
+            print(f"bench/compare: stopped by signal {code - 128}", file=sys.stderr)
+    finally:
+        stop_all()
+    sys.exit(code)

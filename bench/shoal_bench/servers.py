@@ -1,0 +1,214 @@
+"""The servers under test: a Shoal node (`shoal server`) or 3-node cluster (`shoal cluster up`), a
+Cassandra node (scripts/cassandra/start.sh in a private CASS_HOME) or cluster (bench/cassandra-cluster.sh).
+Each start() records what it started before waiting, so stop() always cleans up.
+
+`RUNNING` is the one registry of servers started and not yet stopped: `serve` adds and removes
+them, and `stop_all` (the exit and signal path in cli) stops whatever is left."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from .proc import alive
+from .util import (BENCH_HOME, CASS_INSTALL, CASS_REF, HERE, SHOAL_BIN, Fail, free_port, log, port_open,
+                   read_text, sh, wait_port)
+
+SHOAL_YAML = """# bench/compare: Shoal with Cassandra's settings where they matter (start.sh's template)
+cluster_name: bench
+num_tokens: 16
+{commitlog}
+storage_port: {storage_port}
+"""
+PERIODIC = "commitlog_sync: periodic\ncommitlog_sync_period: 10000ms"  # the default, as Cassandra's
+
+
+def cassandra_installed():
+    version = read_text(os.path.join(CASS_INSTALL, "VERSION")).strip() or "5.0.9"
+    return os.path.isfile(os.path.join(CASS_INSTALL, "lib", f"cassandra-all-{version}.jar")), version
+
+
+class ShoalNode:
+    system, label = "shoal", "Shoal"
+
+    def __init__(self, out, commitlog=PERIODIC, keep_rocksdb_log=False):
+        self.dir = None  # a fresh directory per start: concurrent invocations never share one
+        self.out, self.proc, self.port = out, None, free_port()
+        self.nodes, self.pids = ["127.0.0.1"], []
+        self.commitlog = commitlog  # the YAML lines of the commit log's sync mode
+        self.keep_rocksdb_log = keep_rocksdb_log  # copy RocksDB's LOG files into `out` before the data goes
+
+    @property
+    def data_root(self):
+        return os.path.join(self.dir, "data") if self.dir else None
+
+    def start(self):
+        self.dir = tempfile.mkdtemp(prefix="shoal.", dir=BENCH_HOME)
+        cfg = os.path.join(self.dir, "shoal.yaml")
+        with open(cfg, "w") as f:
+            f.write(SHOAL_YAML.format(storage_port=free_port(), commitlog=self.commitlog))
+        self.cmd = [SHOAL_BIN, "server", "--config", cfg, "--data-dir", os.path.join(self.dir, "data"),
+                    "--native-port", str(self.port), "--admin-port", str(free_port())]
+        logf = open(os.path.join(self.out, "shoal-server.log"), "a")
+        self.proc = subprocess.Popen(self.cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        logf.close()
+        wait_port("127.0.0.1", self.port, 60, self.proc, "shoal server")
+        self.pids = [self.proc.pid]
+        log(f"shoal server up: pid {self.proc.pid}, 127.0.0.1:{self.port}, data {self.dir}")
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+            log(f"shoal server stopped (pid {self.proc.pid})")
+        if self.dir and (self.proc is None or self.proc.poll() is not None):
+            if self.keep_rocksdb_log:
+                kept = keep_rocksdb_logs(self.data_root, os.path.join(self.out, "shoal-rocksdb-log"))
+                log(f"kept RocksDB's LOG files: {', '.join(kept) or 'none found'}")
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def keep_rocksdb_logs(data_root, into):
+    """Copies RocksDB's LOG and LOG.old.* files found under `data_root` into `into` (their paths
+    relative to `data_root`), for reading a long run's flushes and compactions afterwards."""
+    kept = []
+    for root, _, files in os.walk(data_root or "/nonexistent"):
+        for name in files:
+            if name == "LOG" or name.startswith("LOG.old"):
+                rel = os.path.relpath(os.path.join(root, name), data_root)
+                dest = os.path.join(into, rel)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                try:
+                    shutil.copyfile(os.path.join(root, name), dest)
+                    kept.append(rel)
+                except OSError as e:
+                    log(f"could not keep {rel}: {e}")
+    return kept
+
+
+class CassandraNode:
+    """One node through the shared start.sh/stop.sh, in a private CASS_HOME (its data, logs and
+    pid file are ours; the jars are the install's): WIPE=1 never touches anyone else's data."""
+    system, label = "cassandra", "Cassandra"
+
+    def __init__(self, out, wipe_after=False):
+        self.home = os.path.join(BENCH_HOME, "cassandra")
+        self.out, self.started, self.port = out, False, 9042
+        self.nodes, self.pids = ["127.0.0.1"], []
+        self.env = dict(os.environ, CASS_HOME=self.home, WIPE="1")
+        self.data_root = os.path.join(self.home, "data")
+        self.wipe_after = wipe_after  # delete the data once stopped (the long steadiness run's GBs)
+
+    def start(self):
+        os.makedirs(self.home, exist_ok=True)
+        lib = os.path.join(self.home, "lib")
+        if not os.path.islink(lib):
+            if os.path.exists(lib):
+                raise Fail(f"{lib} exists and is not a link to the install's jars")
+            os.symlink(os.path.join(CASS_INSTALL, "lib"), lib)
+        pidfile = os.path.join(self.home, "cassandra.pid")
+        if os.path.exists(pidfile) and alive(read_text(pidfile).strip() or 0):
+            raise Fail(f"a Cassandra from an earlier bench/compare still runs (pid {read_text(pidfile).strip()}); "
+                       f"stop it with CASS_HOME={self.home} {CASS_REF}/stop.sh")
+        for port in (9042, 7000, 7199):
+            if port_open("127.0.0.1", port):
+                raise Fail(f"127.0.0.1:{port} is in use by another process: Cassandra needs 9042, 7000 and 7199 "
+                           f"(is another Cassandra, e.g. {CASS_REF}/start.sh's, running?)")
+        self.started = True
+        out = sh([os.path.join(CASS_REF, "start.sh")], timeout=300, env=self.env)
+        self.pids = [int(read_text(pidfile).strip())]
+        log(f"cassandra up: {out.strip().splitlines()[-1]}, data {self.home}/data")
+
+    def stop(self):
+        if self.started:
+            self.started = False
+            out = sh([os.path.join(CASS_REF, "stop.sh")], timeout=120, env=self.env, check=False)
+            log(f"cassandra: {out.strip()}")
+            pid = read_text(os.path.join(self.home, "cassandra.pid")).strip()
+            if self.wipe_after and not (pid and alive(pid)):
+                shutil.rmtree(self.data_root, ignore_errors=True)
+
+
+class ShoalCluster:
+    system, label = "shoal", "Shoal"
+
+    def __init__(self, out, n=3):
+        self.dir = None
+        self.out, self.n, self.started, self.port = out, n, False, free_port()
+        self.nodes, self.pids = [f"127.0.0.{i}" for i in range(1, n + 1)], []
+
+    def start(self):
+        self.dir = tempfile.mkdtemp(prefix="shoal-cluster.", dir=BENCH_HOME)
+        cfg = os.path.join(self.dir, "shoal.yaml")
+        with open(cfg, "w") as f:
+            f.write(SHOAL_YAML.format(storage_port=free_port(), commitlog=PERIODIC)
+                    .replace("cluster_name: bench", "cluster_name: bench3"))
+        self.started = True
+        out = sh([SHOAL_BIN, "cluster", "up", "-n", str(self.n), "--dir", self.dir, "--num-tokens", "16",
+                  "--cluster-name", "bench3", "--native-port", str(self.port), "--admin-port", str(free_port()),
+                  "--timeout", "180", "--", "--config", cfg], timeout=600)
+        st = json.loads(sh([SHOAL_BIN, "cluster", "status", "--json", "--dir", self.dir], timeout=60))
+        self.pids = [n["pid"] for n in st["nodes"]]
+        log(f"shoal cluster up: pids {self.pids}, CQL port {self.port}\n{out.strip()}")
+
+    def stop(self):
+        if self.started:
+            self.started = False
+            out = sh([SHOAL_BIN, "cluster", "down", "--dir", self.dir], timeout=120, check=False).strip()
+            log(out)
+            if out.startswith("stopped"):
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class CassandraCluster:
+    system, label = "cassandra", "Cassandra"
+
+    def __init__(self, out, n=3):
+        self.out, self.n, self.started, self.port = out, n, False, 9042
+        self.script = os.path.join(HERE, "cassandra-cluster.sh")
+        self.env = dict(os.environ, CLUSTER_DIR=os.path.join(BENCH_HOME, "cassandra-cluster"), CASS_REF=CASS_REF,
+                        CASS_HOME=CASS_INSTALL)
+        self.nodes, self.pids = [f"127.0.0.{i}" for i in range(1, n + 1)], []
+
+    def start(self):
+        self.started = True
+        out = sh([self.script, "up", str(self.n)], timeout=1200, env=self.env)
+        self.pids = [int(p) for p in sh([self.script, "pids"], timeout=30, env=self.env).strip().split(",") if p]
+        if len(self.pids) != self.n:
+            raise Fail(f"cassandra cluster: {len(self.pids)} of {self.n} nodes running")
+        log(f"cassandra cluster up: pids {self.pids}\n{out.strip()}")
+
+    def stop(self):
+        if self.started:
+            self.started = False
+            log("cassandra cluster: " + sh([self.script, "down"], timeout=300, env=self.env, check=False).strip())
+
+
+RUNNING = []  # servers started and not yet stopped (the exit handler stops them); only this module touches it
+
+
+def stop_all():
+    while RUNNING:
+        server = RUNNING.pop()
+        try:
+            server.stop()
+        except Exception as e:  # keep stopping the others
+            print(f"warning: stopping {server.label}: {e}", file=sys.stderr)
+
+
+def serve(server, work):
+    """Starts a server, runs work(server) against it and always stops it (the exit handler too)."""
+    RUNNING.append(server)
+    try:
+        server.start()
+        return work(server)
+    finally:
+        RUNNING.remove(server)
+        server.stop()

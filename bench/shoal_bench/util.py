@@ -1,0 +1,96 @@
+"""Shared helpers of the benchmark: where things are (the repository, the shoal binary, Cassandra's
+install and scripts, the servers' data), how a path is shown in a report, logging, running a command
+with a time bound (`sh`), the expected-failure exception (`Fail`), and TCP port helpers."""
+
+import os
+import shlex
+import socket
+import subprocess
+import time
+
+PKG_DIR = os.path.dirname(os.path.abspath(__file__))  # bench/shoal_bench
+HERE = os.path.dirname(PKG_DIR)  # bench/: the entry point's directory, its out/ and the committed results
+ROOT = os.path.dirname(HERE)  # the repository root
+HOME = os.path.expanduser("~")
+CASS_REF = os.environ.get("CASS_REF", os.path.join(ROOT, "scripts", "cassandra"))
+CASS_INSTALL = os.environ.get("CASS_HOME", os.path.join(HOME, ".cache/cassandra-ref"))
+BENCH_HOME = os.environ.get("BENCH_HOME", os.path.join(HOME, ".cache/shoal/bench"))
+TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", os.path.join(HOME, ".cache/shoal/target"))
+SHOAL_BIN = os.path.join(TARGET_DIR, "release", "shoal")
+
+
+def shown(path):
+    """A path as the reports print it: relative to the repository, or with
+    $HOME, never naming this machine's home or checkout."""
+    path, root = os.path.abspath(path), os.path.abspath(ROOT)
+    if path == root or path.startswith(root + os.sep):
+        return os.path.relpath(path, root)
+    if path == HOME or path.startswith(HOME + os.sep):
+        return "$HOME" + path[len(HOME):]
+    return path
+
+
+def shown_out(path):
+    """A raw-output directory as the reports name it: relative to the repository when inside it."""
+    return os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
+
+
+class Fail(Exception):
+    """A clear, expected failure: printed without a traceback."""
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def sh(cmd, timeout, env=None, check=True, capture=True):
+    """Runs a command with a time bound; returns its output (stdout + stderr)."""
+    try:
+        p = subprocess.run(cmd, env=env, timeout=timeout, text=True,
+                           stdout=subprocess.PIPE if capture else None,
+                           stderr=subprocess.STDOUT if capture else None)
+    except subprocess.TimeoutExpired:
+        raise Fail(f"timed out after {timeout}s: {' '.join(map(shlex.quote, cmd))}")
+    if check and p.returncode != 0:
+        tail = "\n".join((p.stdout or "").splitlines()[-30:])
+        raise Fail(f"exit {p.returncode}: {' '.join(map(shlex.quote, cmd))}\n{tail}")
+    return p.stdout or ""
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def port_open(host, port):
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(host, port, seconds, proc=None, what="server"):
+    end = time.time() + seconds
+    while time.time() < end:
+        if proc is not None and proc.poll() is not None:
+            raise Fail(f"{what} exited with {proc.returncode} before listening on {host}:{port}")
+        if port_open(host, port):
+            return
+        time.sleep(0.25)
+    raise Fail(f"{what}: nothing listens on {host}:{port} after {seconds}s")
+
+
+def md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)

@@ -1,7 +1,8 @@
 //! The cluster layer: membership (gossip over chitchat), the `ClusterView`
 //! snapshot, replica plans and consistency levels, the coordinator (writes,
 //! digest reads with blocking read repair, range scans), hinted handoff, the
-//! internode verb handlers, and schema propagation.
+//! internode verb handlers, streaming of token ranges (`stream`), and schema
+//! propagation.
 //!
 //! Boundaries: `node::plane::ClusterPlane` (the `cql-server` data plane) calls
 //! the `Coordinator` for every read and write, and adapts the schema service to
@@ -12,9 +13,13 @@
 //! Invariants: see each module; the overarching one is that a node is its
 //! host id (persisted), not its address.
 
+#![deny(clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::indexing_slicing))]
+
 pub mod coordinator;
 pub mod gossip;
 pub mod plan;
+pub mod stream;
 pub mod verbs;
 pub mod view;
 pub mod wire;

@@ -1,6 +1,6 @@
 //! The replica side of internode messaging: drains the transport's inbound
 //! queue and answers each request (apply mutations, raw reads and digests,
-//! key scans, read-repair writes, schema push/pull, echo). Also the hint
+//! key scans, read-repair writes, schema push/pull, streaming, echo). Also the hint
 //! dispatcher (replays stored hints to targets that are up again) and the
 //! schema puller (fetches the schema from a peer that gossips another
 //! version).
@@ -22,6 +22,7 @@ use storage::{Storage, WriteBatch};
 use uuid::Uuid;
 
 use crate::coordinator::Coordinator;
+use crate::stream::StreamSource;
 use crate::view::{Status, ViewHandle};
 use crate::wire;
 
@@ -46,6 +47,7 @@ const MUTATION_GROUP_MAX: usize = 256;
 pub async fn serve<T: Transport + Clone>(
     coordinator: Arc<Coordinator<T>>,
     schema: Arc<dyn SchemaSync>,
+    streams: Arc<StreamSource>,
     mut inbound: tokio::sync::mpsc::Receiver<Inbound>,
 ) {
     while let Some(first) = inbound.recv().await {
@@ -55,6 +57,8 @@ pub async fn serve<T: Transport + Clone>(
         while let Some(msg) = next.take() {
             if msg.verb == Verb::MutationReq {
                 mutations.push(msg);
+            } else if matches!(msg.verb, Verb::StreamReq | Verb::StreamChunkReq | Verb::StreamDoneReq) {
+                tokio::spawn(serve_stream(Arc::clone(&streams), msg));
             } else {
                 let (storage, schema) = (Arc::clone(storage), Arc::clone(&schema));
                 let blocking = (storage.writes_block() && msg.verb == Verb::RepairReq) || msg.verb == Verb::TruncateReq;
@@ -103,6 +107,18 @@ fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
                 tracing::debug!(%from, "mutation request failed: {e}");
                 responder.fail(code, &e);
             }
+        }
+    }
+}
+
+/// A streaming request (`stream::serve` does the work off the runtime's workers).
+async fn serve_stream(streams: Arc<StreamSource>, msg: Inbound) {
+    let Inbound { from, verb, payload, responder } = msg;
+    match crate::stream::serve(streams, from, verb, payload).await {
+        Ok((rsp, body)) => responder.respond(rsp, body),
+        Err(e) => {
+            tracing::debug!(%from, ?verb, "stream request failed: {e}");
+            responder.fail(FailureCode::Storage, &e);
         }
     }
 }

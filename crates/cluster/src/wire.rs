@@ -1,6 +1,6 @@
 //! Payloads the cluster layer defines on top of `net`'s frames: the read
 //! command inside `ReadReq`/`DigestReq`, scans (`ScanReq`/`ScanRsp`), read
-//! repair (`RepairReq`), and the schema messages (`SchemaPush`/`SchemaPull`
+//! repair (`RepairReq`), streaming (`Stream*`, `stream`), and the schema messages (`SchemaPush`/`SchemaPull`
 //! carry JSON keyspace definitions). Big-endian, length-prefixed, like
 //! `net::message`; layouts in `crates/net/FORMAT.md`'s terms:
 //!
@@ -12,6 +12,10 @@
 //!             partition_limit:u32
 //! ScanRsp  := truncated:u8 count:u32 (token:i64 key:blob)[count]
 //! RepairReq:= table:uuid count:u32 (key:blob value:blob)[count]
+//! StreamReq:= session:uuid table:uuid count:u32 (start:i64 end:i64)[count]
+//! StreamRsp:= count:u32 (bytes:u64 entries:u64 crc32c:u32)[count]
+//! StreamChunkReq := session:uuid file:u32 offset:u64 len:u32      StreamChunkRsp := bytes
+//! StreamDoneReq  := session:uuid                                  StreamDoneRsp  := (empty)
 //! ```
 //!
 //! Invariants: decoders are bounds-checked and never panic on garbage; every
@@ -224,6 +228,101 @@ pub fn decode_repair(bytes: &[u8]) -> Result<(Uuid, RepairCells), WireError> {
     Ok((table, cells))
 }
 
+/// A file of a stream session, as the sender describes it (`StreamRsp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamFileInfo {
+    pub bytes: u64,
+    pub entries: u64,
+    pub crc32c: u32,
+}
+
+/// `StreamReq`: export these token ranges (`(start, end]`) of a table for a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamRequest {
+    pub session: Uuid,
+    pub table: Uuid,
+    pub ranges: Vec<(i64, i64)>,
+}
+
+pub fn encode_stream_request(session: Uuid, table: Uuid, ranges: &[(i64, i64)]) -> Bytes {
+    let mut out = BytesMut::with_capacity(36 + 16 * ranges.len());
+    out.put_slice(session.as_bytes());
+    out.put_slice(table.as_bytes());
+    out.put_u32(ranges.len() as u32);
+    for (start, end) in ranges {
+        out.put_i64(*start);
+        out.put_i64(*end);
+    }
+    out.freeze()
+}
+
+pub fn decode_stream_request(bytes: &[u8]) -> Result<StreamRequest, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "stream request" });
+    let session = r.uuid()?;
+    let table = r.uuid()?;
+    let n = r.u32()? as usize;
+    let n = r.count(n, 16)?;
+    let mut ranges = Vec::with_capacity(n);
+    for _ in 0..n {
+        ranges.push((r.i64()?, r.i64()?));
+    }
+    r.finish()?;
+    Ok(StreamRequest { session, table, ranges })
+}
+
+/// `StreamRsp`: the session's files.
+pub fn encode_stream_files(files: &[StreamFileInfo]) -> Bytes {
+    let mut out = BytesMut::with_capacity(4 + 20 * files.len());
+    out.put_u32(files.len() as u32);
+    for f in files {
+        out.put_u64(f.bytes);
+        out.put_u64(f.entries);
+        out.put_u32(f.crc32c);
+    }
+    out.freeze()
+}
+
+pub fn decode_stream_files(bytes: &[u8]) -> Result<Vec<StreamFileInfo>, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "stream files" });
+    let n = r.u32()? as usize;
+    let n = r.count(n, 20)?;
+    let mut files = Vec::with_capacity(n);
+    for _ in 0..n {
+        files.push(StreamFileInfo { bytes: r.u64()?, entries: r.u64()?, crc32c: r.u32()? });
+    }
+    r.finish()?;
+    Ok(files)
+}
+
+/// `StreamChunkReq`: up to `len` bytes of a session's file from `offset`.
+pub fn encode_stream_chunk(session: Uuid, file: u32, offset: u64, len: u32) -> Bytes {
+    let mut out = BytesMut::with_capacity(32);
+    out.put_slice(session.as_bytes());
+    out.put_u32(file);
+    out.put_u64(offset);
+    out.put_u32(len);
+    out.freeze()
+}
+
+pub fn decode_stream_chunk(bytes: &[u8]) -> Result<(Uuid, u32, u64, u32), WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "stream chunk request" });
+    let chunk = (r.uuid()?, r.u32()?, r.u64()?, r.u32()?);
+    r.finish()?;
+    Ok(chunk)
+}
+
+/// `StreamDoneReq`: the receiver holds the session's data.
+pub fn encode_stream_done(session: Uuid) -> Bytes {
+    Bytes::copy_from_slice(session.as_bytes())
+}
+
+pub fn decode_stream_done(bytes: &[u8]) -> Result<Uuid, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "stream done" });
+    let session = r.uuid()?;
+    r.finish()?;
+    Ok(session)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +349,23 @@ mod tests {
         assert_eq!(decode_keys(&encode_keys(true, &keys)).unwrap(), (true, keys));
         let cells = vec![(b"k".to_vec(), b"v".to_vec())];
         assert_eq!(decode_repair(&encode_repair(Uuid::from_u128(3), &cells)).unwrap(), (Uuid::from_u128(3), cells));
+        let req = StreamRequest {
+            session: Uuid::from_u128(5),
+            table: Uuid::from_u128(6),
+            ranges: vec![(i64::MIN, -1), (i64::MAX, 0)],
+        };
+        assert_eq!(decode_stream_request(&encode_stream_request(req.session, req.table, &req.ranges)).unwrap(), req);
+        let files = vec![StreamFileInfo { bytes: 1 << 40, entries: 3, crc32c: 0xDEAD_BEEF }];
+        assert_eq!(decode_stream_files(&encode_stream_files(&files)).unwrap(), files);
+        assert_eq!(
+            decode_stream_chunk(&encode_stream_chunk(req.session, 2, 99, 4096)).unwrap(),
+            (req.session, 2, 99, 4096)
+        );
+        assert_eq!(decode_stream_done(&encode_stream_done(req.session)).unwrap(), req.session);
+        // Trailing bytes and short input are refused.
+        let mut long = encode_stream_done(req.session).to_vec();
+        long.push(0);
+        assert!(decode_stream_done(&long).is_err() && decode_stream_done(&long[..15]).is_err());
     }
 
     #[test]
@@ -262,6 +378,10 @@ mod tests {
             let _ = decode_scan(&bytes);
             let _ = decode_keys(&bytes);
             let _ = decode_repair(&bytes);
+            let _ = decode_stream_request(&bytes);
+            let _ = decode_stream_files(&bytes);
+            let _ = decode_stream_chunk(&bytes);
+            let _ = decode_stream_done(&bytes);
         }
     }
 }

@@ -74,13 +74,22 @@ pub enum Verb {
     SchemaPush = 0x30,
     SchemaPull = 0x31,
     SchemaRsp = 0x32,
+    /// Streaming (`cluster::stream`): export token ranges of a table for a session.
+    StreamReq = 0x40,
+    StreamRsp = 0x41,
+    /// A chunk of one of a session's files.
+    StreamChunkReq = 0x42,
+    StreamChunkRsp = 0x43,
+    /// The receiver holds the session's data: the export may go.
+    StreamDoneReq = 0x44,
+    StreamDoneRsp = 0x45,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 21] = [
+    pub const ALL: [Verb; 27] = [
         Verb::Handshake,
         Verb::Echo,
         Verb::EchoRsp,
@@ -101,6 +110,12 @@ impl Verb {
         Verb::SchemaPush,
         Verb::SchemaPull,
         Verb::SchemaRsp,
+        Verb::StreamReq,
+        Verb::StreamRsp,
+        Verb::StreamChunkReq,
+        Verb::StreamChunkRsp,
+        Verb::StreamDoneReq,
+        Verb::StreamDoneRsp,
         Verb::Failure,
     ];
 
@@ -125,6 +140,9 @@ impl Verb {
                 | Verb::TruncateRsp
                 | Verb::HintRsp
                 | Verb::SchemaRsp
+                | Verb::StreamRsp
+                | Verb::StreamChunkRsp
+                | Verb::StreamDoneRsp
                 | Verb::Failure
         )
     }
@@ -142,6 +160,9 @@ impl Verb {
             Verb::TruncateReq => Some(Verb::TruncateRsp),
             Verb::HintReq => Some(Verb::HintRsp),
             Verb::SchemaPush | Verb::SchemaPull => Some(Verb::SchemaRsp),
+            Verb::StreamReq => Some(Verb::StreamRsp),
+            Verb::StreamChunkReq => Some(Verb::StreamChunkRsp),
+            Verb::StreamDoneReq => Some(Verb::StreamDoneRsp),
             _ => None,
         }
     }

@@ -6,7 +6,8 @@
 //! `GET /v1/status[?keyspace=]`, `GET /v1/ring[?keyspace=]`,
 //! `GET /v1/describecluster`, `GET /v1/getendpoints?keyspace=&table=&key=`,
 //! `GET /v1/hints`, `GET /v1/info`, `POST /v1/flush[?keyspace=&table=]`,
-//! `POST /v1/compact[?keyspace=&table=]`.
+//! `POST /v1/compact[?keyspace=&table=]`, `POST /v1/rebuild[?keyspace=&source_dc=]`
+//! (answers when the streams are done), `GET /v1/netstats`.
 //!
 //! Invariants:
 //! - A hand-written, minimal server: one request per connection, always
@@ -54,6 +55,8 @@ const MAX_CONNECTIONS: usize = 64;
 
 /// What the admin API reads and acts on.
 pub struct AdminState {
+    /// Data-moving operations (rebuild) and the stream sessions' progress.
+    pub lifecycle: Arc<crate::lifecycle::Lifecycle>,
     pub view: Arc<ViewHandle>,
     pub schema: Arc<SchemaService>,
     pub storage: Arc<Storage>,
@@ -193,8 +196,8 @@ async fn read_request(stream: &mut TcpStream) -> Result<Request, ReadError> {
             )));
         }
         let mut chunk = [0u8; 4096];
-        let want = chunk.len().min(MAX_HEAD_BYTES + 4 - buf.len());
-        let n = stream.read(&mut chunk[..want]).await.map_err(ReadError::Io)?;
+        let want = (MAX_HEAD_BYTES + 4).saturating_sub(buf.len()) as u64;
+        let n = (&mut *stream).take(want).read(&mut chunk).await.map_err(ReadError::Io)?;
         if n == 0 {
             if buf.is_empty() {
                 return Err(ReadError::Io(std::io::Error::new(
@@ -204,7 +207,7 @@ async fn read_request(stream: &mut TcpStream) -> Result<Request, ReadError> {
             }
             return Err(ReadError::Http(Response::error(400, "incomplete request head")));
         }
-        buf.extend_from_slice(&chunk[..n]);
+        buf.extend(chunk.iter().take(n));
     };
     if head_end > MAX_HEAD_BYTES {
         return Err(ReadError::Http(Response::error(431, format!("request head larger than {MAX_HEAD_BYTES} bytes"))));
@@ -218,8 +221,8 @@ async fn read_request(stream: &mut TcpStream) -> Result<Request, ReadError> {
     let mut have = buf.len().saturating_sub(head_end + 4);
     let mut chunk = [0u8; 4096];
     while have < content_length {
-        let want = chunk.len().min(content_length - have);
-        let n = stream.read(&mut chunk[..want]).await.map_err(ReadError::Io)?;
+        let want = (content_length - have) as u64;
+        let n = (&mut *stream).take(want).read(&mut chunk).await.map_err(ReadError::Io)?;
         if n == 0 {
             return Err(ReadError::Http(Response::error(400, "request body shorter than Content-Length")));
         }
@@ -323,8 +326,14 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
 async fn route(request: &Request, state: &AdminState) -> Response {
     let path = request.path.trim_end_matches('/');
     let method = match path {
-        "/v1/flush" | "/v1/compact" => "POST",
-        "/v1/status" | "/v1/ring" | "/v1/describecluster" | "/v1/getendpoints" | "/v1/hints" | "/v1/info" => "GET",
+        "/v1/flush" | "/v1/compact" | "/v1/rebuild" => "POST",
+        "/v1/status"
+        | "/v1/ring"
+        | "/v1/describecluster"
+        | "/v1/getendpoints"
+        | "/v1/hints"
+        | "/v1/info"
+        | "/v1/netstats" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
     if request.method != method {
@@ -337,6 +346,8 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/getendpoints" => getendpoints(request, state),
         "/v1/hints" => Ok(hints(state)),
         "/v1/info" => Ok(info(state)),
+        "/v1/netstats" => Ok(netstats(state)),
+        "/v1/rebuild" => rebuild(request, state).await,
         _ => maintenance(request, state, path == "/v1/compact").await,
     };
     match result {
@@ -781,6 +792,24 @@ async fn maintenance(request: &Request, state: &AdminState, compact: bool) -> An
         Ok(Err(e)) => Err(Response::error(500, format!("{operation} failed: {e}"))),
         Err(e) => Err(Response::error(500, format!("{operation} failed: {e}"))),
     }
+}
+
+/// `nodetool netstats`: every stream session, running and recently finished.
+fn netstats(state: &AdminState) -> Json {
+    let sessions = state.lifecycle.registry.list();
+    let running = sessions.iter().filter(|s| s.state == "running").count();
+    json!({
+        "mode": if running > 0 { "STREAMING" } else { "NORMAL" },
+        "sessions": sessions,
+    })
+}
+
+/// `nodetool rebuild [-ks KEYSPACE] [SOURCE_DC]`: streams this node's ranges
+/// from the other replicas; answers when done.
+async fn rebuild(request: &Request, state: &AdminState) -> Answer {
+    let keyspace = request.param("keyspace");
+    let source_dc = request.param("source_dc");
+    state.lifecycle.rebuild(keyspace, source_dc).await.map_err(|e| Response::error(500, e))
 }
 
 /// The tables storage holds (the system keyspaces are virtual).

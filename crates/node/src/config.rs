@@ -63,6 +63,11 @@ pub struct ConfigFile {
     pub batch_size_fail_threshold: Option<Size>,
     pub batch_size_fail_threshold_in_kb: Option<u64>,
     pub unlogged_batch_across_partitions_warn_threshold: Option<u32>,
+    /// Bytes per second a node streams out to all peers together (`24MiB/s`;
+    /// 0 = unthrottled, Shoal's default; Cassandra's is 24MiB/s).
+    pub stream_throughput_outbound: Option<Size>,
+    /// The same in megabits per second (Cassandra before 4.1).
+    pub stream_throughput_outbound_megabits_per_sec: Option<u64>,
     /// Shoal-only (no cassandra.yaml equivalent): the port of the HTTP/JSON
     /// admin API that `shoal tool` speaks, on `listen_address`. Default 7199,
     /// the port Cassandra's JMX (nodetool) listens on.
@@ -144,6 +149,8 @@ pub struct NodeConfig {
     pub block_cache_bytes: usize,
     /// The admin API's port (Shoal-only; default 7199), bound on `listen_address`.
     pub admin_port: u16,
+    /// Streaming's outbound limit, bytes per second over all sessions; 0 = unthrottled.
+    pub stream_throughput_bytes: u64,
     pub batch_limits: cql_server::BatchLimits,
 }
 
@@ -182,13 +189,15 @@ impl ConfigFile {
         }
         let data_dir = match (o.data_dir, self.data_file_directories) {
             (Some(d), _) => d,
-            (None, Some(dirs)) if dirs.len() == 1 => PathBuf::from(&dirs[0]),
-            (None, Some(dirs)) => {
-                return Err(ConfigError(format!(
-                    "data_file_directories must name exactly one directory, got {}",
-                    dirs.len()
-                )))
-            }
+            (None, Some(dirs)) => match dirs.as_slice() {
+                [dir] => PathBuf::from(dir),
+                _ => {
+                    return Err(ConfigError(format!(
+                        "data_file_directories must name exactly one directory, got {}",
+                        dirs.len()
+                    )))
+                }
+            },
             (None, None) => PathBuf::from("data"),
         };
         let listen_text = o.listen_address.clone().or(self.listen_address).unwrap_or_else(|| "127.0.0.1".to_string());
@@ -318,6 +327,20 @@ impl ConfigFile {
             },
             admin_port,
             batch_limits,
+            stream_throughput_bytes: match (
+                self.stream_throughput_outbound,
+                self.stream_throughput_outbound_megabits_per_sec,
+            ) {
+                (Some(_), Some(_)) => {
+                    return Err(ConfigError(
+                        "give stream_throughput_outbound or stream_throughput_outbound_megabits_per_sec, not both"
+                            .into(),
+                    ))
+                }
+                (Some(rate), None) => rate_bytes("stream_throughput_outbound", &rate)?,
+                (None, Some(megabits)) => megabits.saturating_mul(1_000_000 / 8),
+                (None, None) => 0,
+            },
         })
     }
 
@@ -409,6 +432,18 @@ fn duration(key: &str, d: &Dur) -> Result<Duration, ConfigError> {
     }
 }
 
+/// A data rate: `24MiB/s`, `512KiB/s`, `100B/s`, or a bare number of bytes per second.
+fn rate_bytes(key: &str, s: &Size) -> Result<u64, ConfigError> {
+    match s {
+        Size::Bytes(b) => Ok(*b),
+        Size::Text(t) => t
+            .trim()
+            .strip_suffix("/s")
+            .and_then(parse_size)
+            .ok_or_else(|| ConfigError(format!("{key}: '{t}' is not a data rate (e.g. 24MiB/s, 0B/s)"))),
+    }
+}
+
 fn size_bytes(key: &str, s: &Size) -> Result<u64, ConfigError> {
     match s {
         Size::Bytes(b) => Ok(*b),
@@ -469,6 +504,15 @@ mod tests {
             admin_port: Some(7299),
             ..Overrides::default()
         };
+        let c = ConfigFile::parse("native_transport_port: 1234\nadmin_port: 7200\n").unwrap().build(o.clone()).unwrap();
+        assert_eq!(c.stream_throughput_bytes, 0, "unthrottled by default");
+        let c = ConfigFile::parse("stream_throughput_outbound: 24MiB/s\n").unwrap().build(o.clone()).unwrap();
+        assert_eq!(c.stream_throughput_bytes, 24 << 20);
+        let c =
+            ConfigFile::parse("stream_throughput_outbound_megabits_per_sec: 200\n").unwrap().build(o.clone()).unwrap();
+        assert_eq!(c.stream_throughput_bytes, 25_000_000);
+        let e = ConfigFile::parse("stream_throughput_outbound: fast\n").unwrap().build(o.clone()).unwrap_err();
+        assert!(e.0.contains("not a data rate"), "{e}");
         let c = ConfigFile::parse("native_transport_port: 1234\nadmin_port: 7200\n").unwrap().build(o).unwrap();
         assert_eq!(c.native_port, 9999);
         assert_eq!(c.admin_port, 7299);

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use cluster::gossip::{ClusterEvent, Gossip, GossipConfig, LocalState};
+use cluster::stream::{StreamRegistry, StreamSource};
 use cluster::verbs::{self, SchemaSync};
 use cluster::{ClusterView, Coordinator, CoordinatorConfig, Status, ViewHandle};
 use cql_protocol::{Event, StatusChangeType, TopologyChangeType};
@@ -35,6 +36,9 @@ pub struct Joined {
     pub transport: TcpTransport,
     pub tokens: Vec<i64>,
     pub hints: Arc<hints::HintStore>,
+    /// Exports peers pull (`cluster::stream`), and every stream session's progress.
+    pub streams: Arc<StreamSource>,
+    pub stream_registry: Arc<StreamRegistry>,
     inbound: Option<tokio::sync::mpsc::Receiver<net::Inbound>>,
     events: Option<tokio::sync::mpsc::UnboundedReceiver<ClusterEvent>>,
 }
@@ -137,7 +141,25 @@ pub async fn join(
     view.publish(gossip.view().await);
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(Arc::clone(&gossip).run_refresh(Duration::from_millis(100), Arc::clone(&view), events_tx));
-    Ok(Joined { view, coordinator, gossip, transport, tokens, hints, inbound: Some(inbound), events: Some(events_rx) })
+    let stream_registry = Arc::new(StreamRegistry::default());
+    let streams = Arc::new(StreamSource::new(
+        Arc::clone(storage),
+        config.data_dir.join("streams").join("out"),
+        config.stream_throughput_bytes,
+        Arc::clone(&stream_registry),
+    ));
+    Ok(Joined {
+        view,
+        coordinator,
+        gossip,
+        transport,
+        tokens,
+        hints,
+        streams,
+        stream_registry,
+        inbound: Some(inbound),
+        events: Some(events_rx),
+    })
 }
 
 /// Waits until gossip shows a ring to join: a seed alone proceeds after a
@@ -174,7 +196,12 @@ impl Joined {
         load: Arc<dyn Fn() -> u64 + Send + Sync>,
     ) {
         if let Some(inbound) = self.inbound.take() {
-            tokio::spawn(verbs::serve(Arc::clone(&self.coordinator), Arc::clone(&schema), inbound));
+            tokio::spawn(verbs::serve(
+                Arc::clone(&self.coordinator),
+                Arc::clone(&schema),
+                Arc::clone(&self.streams),
+                inbound,
+            ));
         }
         tokio::spawn(verbs::dispatch_hints(Arc::clone(&self.coordinator), Duration::from_millis(500)));
         tokio::spawn(verbs::sync_schema(

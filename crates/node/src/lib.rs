@@ -5,7 +5,8 @@
 //! serves CQL and the admin API until SIGTERM/SIGINT, then shuts down
 //! cleanly: announces the shutdown to peers, stops accepting, syncs the
 //! commit log and hints, and flushes memtables. `plane` connects the CQL
-//! executors to the cluster coordinator.
+//! executors to the cluster coordinator; `lifecycle` runs the operations
+//! that move data between nodes (rebuild).
 //!
 //! Invariants:
 //! - The host id and tokens are generated once and persisted in the data
@@ -13,9 +14,13 @@
 //! - Only this crate reads files, flags and environment variables; the
 //!   libraries below take typed configuration.
 
+#![deny(clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::indexing_slicing))]
+
 pub mod admin;
 pub mod config;
 mod join;
+pub mod lifecycle;
 mod plane;
 
 use std::net::SocketAddr;
@@ -120,7 +125,14 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen for the admin API on {admin_addr} (set admin_port)"))?;
         let hints = Arc::clone(&joined.hints);
+        let lifecycle = Arc::new(lifecycle::Lifecycle::new(
+            Arc::clone(&joined.coordinator),
+            Arc::clone(&processor.schema),
+            Arc::clone(&joined.stream_registry),
+            config.data_dir.join("streams").join("in"),
+        ));
         let admin_state = Arc::new(admin::AdminState {
+            lifecycle,
             view: Arc::clone(&joined.view),
             schema: Arc::clone(&processor.schema),
             storage: Arc::clone(&storage),

@@ -82,6 +82,17 @@ enum ToolCommand {
     Compact { keyspace: Option<String>, tables: Vec<String> },
     /// Pending hints per target node.
     Listpendinghints,
+    /// Stream this node's ranges from the other replicas (all user keyspaces, or one); prints
+    /// what moved when done.
+    Rebuild {
+        /// Only this keyspace (nodetool's -ks).
+        #[arg(long = "keyspace", short = 'k', alias = "ks")]
+        keyspace: Option<String>,
+        /// Prefer replicas in this data center as sources.
+        source_dc: Option<String>,
+    },
+    /// Streaming sessions: running and recently finished, with bytes and files done.
+    Netstats,
 }
 
 /// Why a request got no answer.
@@ -241,6 +252,12 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ),
         ToolCommand::Info { .. } => ("GET", vec!["/v1/info".to_string()], QUICK_TIMEOUT),
         ToolCommand::Listpendinghints => ("GET", vec!["/v1/hints".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Netstats => ("GET", vec!["/v1/netstats".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Rebuild { keyspace, source_dc } => (
+            "POST",
+            vec![with_query("/v1/rebuild", &[("keyspace", keyspace.as_deref()), ("source_dc", source_dc.as_deref())])],
+            MAINTENANCE_TIMEOUT,
+        ),
         ToolCommand::Flush { keyspace, tables } | ToolCommand::Compact { keyspace, tables } => {
             let path = if matches!(args.command, ToolCommand::Flush { .. }) { "/v1/flush" } else { "/v1/compact" };
             let paths = if tables.is_empty() {
@@ -272,6 +289,8 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Getendpoints { .. } => strings(&answer["endpoints"]).iter().map(|e| format!("{e}\n")).collect(),
         ToolCommand::Info { tokens } => format_info(answer, *tokens),
         ToolCommand::Listpendinghints => format_hints(answer),
+        ToolCommand::Netstats => format_netstats(answer),
+        ToolCommand::Rebuild { .. } => format_rebuild(answer),
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. } | ToolCommand::Compact { .. } => String::new(),
     };
@@ -479,6 +498,54 @@ fn format_info(i: &Json, all_tokens: bool) -> String {
     }
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     rows.iter().map(|(k, v)| format!("{k:<width$}: {v}\n")).collect()
+}
+
+/// netstats: the mode, then a line per session (nodetool's per-session block, one line each).
+fn format_netstats(n: &Json) -> String {
+    let mut out = format!("Mode: {}\n", text(&n["mode"]));
+    let sessions = n["sessions"].as_array().cloned().unwrap_or_default();
+    if sessions.is_empty() {
+        out.push_str("Not sending any streams.\n");
+        return out;
+    }
+    let mut rows = vec![["Session", "Direction", "Peer", "Files", "Bytes", "State"].map(String::from).to_vec()];
+    for s in &sessions {
+        let (done, total) = (s["bytes_done"].as_u64().unwrap_or(0), s["bytes_total"].as_u64().unwrap_or(0));
+        let pct = if total > 0 { 100.0 * done as f64 / total as f64 } else { 100.0 };
+        rows.push(vec![
+            text(&s["session"]),
+            text(&s["direction"]),
+            text(&s["peer"]),
+            format!("{}/{}", text(&s["files_done"]), text(&s["files_total"])),
+            format!("{} / {} ({pct:.0}%)", human_bytes(done), human_bytes(total)),
+            text(&s["state"]),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out
+}
+
+/// rebuild: what moved.
+fn format_rebuild(r: &Json) -> String {
+    let mut out = String::new();
+    for s in r["sessions"].as_array().cloned().unwrap_or_default() {
+        out.push_str(&format!(
+            "{}.{} from {}: {} ranges, {} files, {}\n",
+            text(&s["keyspace"]),
+            text(&s["table"]),
+            text(&s["source"]),
+            text(&s["ranges"]),
+            text(&s["files"]),
+            human_bytes(s["bytes"].as_u64().unwrap_or(0))
+        ));
+    }
+    out.push_str(&format!(
+        "rebuild done: {} in {:.1} s ({:.1} MB/s)\n",
+        human_bytes(r["bytes"].as_u64().unwrap_or(0)),
+        r["seconds"].as_f64().unwrap_or(0.0),
+        r["mb_per_s"].as_f64().unwrap_or(0.0)
+    ));
+    out
 }
 
 fn format_hints(h: &Json) -> String {

@@ -179,7 +179,13 @@ impl SimCluster {
                 Arc::clone(&hints),
                 coordinator_config(),
             ));
-            tokio::spawn(verbs::serve(Arc::clone(&coordinator), Arc::new(FixedSchema), inbound));
+            let streams = Arc::new(cluster::stream::StreamSource::new(
+                Arc::clone(&storage),
+                base.join("streams"),
+                0,
+                Arc::default(),
+            ));
+            tokio::spawn(verbs::serve(Arc::clone(&coordinator), Arc::new(FixedSchema), streams, inbound));
             nodes.push(Arc::new(SimNode { index, host_id, addr, view, coordinator, storage, hints }));
         }
         Ok(SimCluster { net, nodes, keyspace, endpoints })

@@ -21,7 +21,8 @@
 //!
 //! Replicas exchange unfiltered partition data for digest reads and read
 //! repair (`raw`): `read_raw`, `merge_raw`, `resolve_raw`, `repair_diff`,
-//! `apply_raw`.
+//! `apply_raw`. Topology changes and repair move whole token ranges as
+//! sorted files (`stream`): `export_ranges`, `ingest_streamed`.
 //!
 //! Invariants:
 //! - The manifest (`schema.json`) names every column family in use; it is
@@ -47,6 +48,7 @@ mod memtable;
 pub mod packed;
 mod raw;
 mod read;
+mod stream;
 mod tuning;
 mod varint;
 mod write;
@@ -55,6 +57,7 @@ pub use engine::{CommitlogSync, Storage, StorageConfig};
 pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
+pub use stream::StreamedFile;
 pub use write::WriteBatch;
 
 /// Errors from the storage engine.

@@ -1,0 +1,239 @@
+//! Stream sessions over the in-memory network (`net::MemNetwork`): a source
+//! node serving `Stream*` verbs from a real storage, a receiver pulling a
+//! token range with `cluster::stream::fetch`. Checks what arrives, that a
+//! session resumes from the bytes the receiver already holds (a retry does
+//! not send them again), that a damaged partial file is refused and fetched
+//! again whole, and that the throttle holds the sender to its rate.
+
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use cluster::stream::{self, StreamRegistry, StreamSource};
+use net::{MemNetwork, MemTransport};
+use storage::{CommitlogSync, PartitionRead, Storage, StorageConfig};
+use types::mutation::{CellWrite, Liveness, Mutation, RowWrite};
+use types::schema::{ClusteringOrder, ColumnDef, ColumnKind, KeyspaceDef, Replication, TableDef, TableOptions};
+use types::CqlType;
+use uuid::Uuid;
+
+const TABLE: Uuid = Uuid::from_u128(0x5713_0000_0000_0000_0000_0000_0000_0001);
+
+fn keyspace() -> KeyspaceDef {
+    let col = |name: &str, ty, kind, id| ColumnDef {
+        name: name.to_string(),
+        ty,
+        kind,
+        position: 0,
+        order: ClusteringOrder::Asc,
+        id,
+    };
+    let table = TableDef {
+        keyspace: "ks".into(),
+        name: "t".into(),
+        id: TABLE,
+        columns: vec![
+            col("k", CqlType::Int, ColumnKind::PartitionKey, 16),
+            col("v", CqlType::Text, ColumnKind::Regular, 17),
+        ],
+        options: TableOptions::default(),
+        next_column_id: 18,
+        dropped_columns: BTreeMap::new(),
+    };
+    KeyspaceDef {
+        name: "ks".into(),
+        replication: Replication::Simple { replication_factor: 1 },
+        durable_writes: true,
+        tables: [("t".to_string(), table)].into_iter().collect(),
+        types: BTreeMap::new(),
+    }
+}
+
+fn storage(dir: &std::path::Path) -> Arc<Storage> {
+    let (s, _) = Storage::open(StorageConfig {
+        data_dir: dir.to_path_buf(),
+        commitlog_sync: CommitlogSync::Periodic { period: Duration::from_secs(10) },
+        cache_bytes: 8 << 20,
+        memtable_bytes: 8 << 20,
+        memtable_space: 64 << 20,
+    })
+    .unwrap();
+    s.set_schema(&[keyspace()]).unwrap();
+    Arc::new(s)
+}
+
+fn token(k: i32) -> i64 {
+    i64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64)
+}
+
+/// `k` -> a value of about 1 KiB that names it.
+fn value(k: i32) -> Bytes {
+    Bytes::from(format!("{k:08}-{}", "x".repeat(1000)))
+}
+
+fn write(s: &Storage, keys: std::ops::Range<i32>) {
+    let mutations: Vec<Mutation> = keys
+        .map(|k| {
+            let mut m = Mutation::new(TABLE, token(k), Bytes::copy_from_slice(&k.to_be_bytes()));
+            m.rows.push(RowWrite {
+                clustering: Vec::new(),
+                is_static: false,
+                marker: Some(Liveness { timestamp: 1, ttl: 0, local_expiration: 0 }),
+                deletion: None,
+                complex_deletions: Vec::new(),
+                cells: vec![CellWrite {
+                    column: 17,
+                    path: None,
+                    timestamp: 1,
+                    ttl: 0,
+                    local_deletion_time: 0,
+                    value: Some(value(k)),
+                }],
+            });
+            m
+        })
+        .collect();
+    for chunk in mutations.chunks(500) {
+        s.apply(chunk).unwrap();
+    }
+}
+
+fn has(s: &Storage, k: i32) -> bool {
+    let read = PartitionRead {
+        table: TABLE,
+        token: token(k),
+        partition_key: k.to_be_bytes().to_vec(),
+        ranges: Vec::new(),
+        reversed: false,
+        include_static: true,
+        row_limit: usize::MAX,
+        now: 0,
+    };
+    s.read_partition(&read).unwrap().is_some()
+}
+
+struct Pair {
+    _dirs: Vec<tempfile::TempDir>,
+    source: Arc<Storage>,
+    receiver: Arc<Storage>,
+    streams: Arc<StreamSource>,
+    transport: MemTransport,
+    peer: SocketAddr,
+    spool: std::path::PathBuf,
+    registry: StreamRegistry,
+}
+
+/// A source holding keys 0..n (memtable and flushed files both), serving the stream verbs; an empty receiver.
+fn pair(n: i32, throughput: u64) -> Pair {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let source = storage(dirs[0].path());
+    write(&source, 0..n / 2);
+    source.flush(None).unwrap();
+    write(&source, n / 2..n);
+    let receiver = storage(dirs[1].path());
+    let net = MemNetwork::new(7);
+    let peer: SocketAddr = "10.0.0.1:7000".parse().unwrap();
+    let (_source_transport, mut inbound) = net.add_node(peer);
+    let (transport, _receiver_inbound) = net.add_node("10.0.0.2:7000".parse().unwrap());
+    let streams =
+        Arc::new(StreamSource::new(Arc::clone(&source), dirs[2].path().join("out"), throughput, Arc::default()));
+    let serving = Arc::clone(&streams);
+    tokio::spawn(async move {
+        while let Some(msg) = inbound.recv().await {
+            let streams = Arc::clone(&serving);
+            tokio::spawn(async move {
+                let net::Inbound { from, verb, payload, responder } = msg;
+                match stream::serve(streams, from, verb, payload).await {
+                    Ok((rsp, body)) => responder.respond(rsp, body),
+                    Err(e) => responder.fail(net::FailureCode::Storage, &e),
+                }
+            });
+        }
+    });
+    let spool = dirs[2].path().join("in");
+    Pair { _dirs: dirs, source, receiver, streams, transport, peer, spool, registry: StreamRegistry::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_arrives_whole_and_only_that_range() {
+    let p = pair(3000, 0);
+    // The keys whose tokens are negative.
+    let range = (i64::MIN, -1);
+    let session = Uuid::new_v4();
+    let stats = stream::fetch(&p.transport, &p.receiver, &p.registry, &p.spool, p.peer, session, TABLE, &[range])
+        .await
+        .unwrap();
+    assert!(stats.files >= 1 && stats.bytes > 1_000_000 && stats.fetched == stats.bytes, "{stats:?}");
+    for k in 0..3000 {
+        assert_eq!(has(&p.receiver, k), token(k) < 0 && token(k) != i64::MIN, "key {k}");
+    }
+    assert!(has(&p.source, 0) && has(&p.source, 2999));
+    // Both sides list the session as done; the sender's export and the receiver's spool are gone.
+    let received = p.registry.list();
+    assert_eq!(received.len(), 1);
+    assert_eq!((received[0].state.as_str(), received[0].bytes_done), ("done", stats.bytes));
+    let sent = p.streams.registry.list();
+    assert_eq!((sent[0].session, sent[0].state.as_str(), sent[0].bytes_done), (session, "done", stats.bytes));
+    assert!(!p.spool.join(session.to_string()).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_session_resumes_and_a_damaged_file_is_fetched_again() {
+    let p = pair(3000, 0);
+    let session = Uuid::new_v4();
+    let whole = (0, 0);
+    // The source exports for the session; the receiver already holds the first half of file 0 (an
+    // earlier try that broke off).
+    let files = p.streams.prepare(p.peer, session, TABLE, &[whole]).unwrap();
+    let exported = std::fs::read_dir(p._dirs[2].path().join("out").join(session.to_string()))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|path| path.to_string_lossy().ends_with("-0.sst"))
+        .unwrap();
+    let bytes = std::fs::read(&exported).unwrap();
+    assert_eq!(bytes.len() as u64, files[0].bytes);
+    let half = bytes.len() / 2;
+    let partial = p.spool.join(session.to_string()).join("0.sst");
+    std::fs::create_dir_all(partial.parent().unwrap()).unwrap();
+
+    // A damaged partial file: the session fails at the CRC check, ingests nothing, and drops the file.
+    let mut damaged = bytes[..half].to_vec();
+    damaged[half / 2] ^= 0xFF;
+    std::fs::write(&partial, &damaged).unwrap();
+    let err = stream::fetch(&p.transport, &p.receiver, &p.registry, &p.spool, p.peer, session, TABLE, &[whole])
+        .await
+        .unwrap_err();
+    assert!(err.contains("damaged"), "{err}");
+    assert!(!has(&p.receiver, 0) && !partial.exists());
+
+    // A good partial file: only the rest is fetched.
+    std::fs::write(&partial, &bytes[..half]).unwrap();
+    let stats = stream::fetch(&p.transport, &p.receiver, &p.registry, &p.spool, p.peer, session, TABLE, &[whole])
+        .await
+        .unwrap();
+    let total: u64 = files.iter().map(|f| f.bytes).sum();
+    assert_eq!(stats.bytes, total);
+    assert_eq!(stats.fetched, total - half as u64, "the half already held is not sent again");
+    assert!((0..3000).all(|k| has(&p.receiver, k)));
+    let last = p.registry.list().into_iter().last().unwrap();
+    assert_eq!(last.bytes_skipped, half as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sender_holds_to_its_throughput() {
+    // 8 MB/s; about 12 MB of data in 4 MiB chunks: the first goes at once, the rest wait their turn.
+    let p = pair(12_000, 8_000_000);
+    let started = Instant::now();
+    let stats =
+        stream::fetch(&p.transport, &p.receiver, &p.registry, &p.spool, p.peer, Uuid::new_v4(), TABLE, &[(0, 0)])
+            .await
+            .unwrap();
+    let elapsed = started.elapsed().as_secs_f64();
+    let floor = (stats.bytes as f64 - f64::from(stream::CHUNK_BYTES)) / 8_000_000.0;
+    assert!(floor > 0.5, "enough data to be throttled: {} bytes", stats.bytes);
+    assert!(elapsed >= floor, "{} bytes in {elapsed:.2} s at 8 MB/s (at least {floor:.2} s)", stats.bytes);
+}

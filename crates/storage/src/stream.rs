@@ -1,0 +1,265 @@
+//! Streaming a table's token ranges between nodes as sorted files: the
+//! storage half of bootstrap, decommission, removenode, replace and repair
+//! (issue 21). The sender writes every stored entry of the ranges into
+//! RocksDB sorted files (`export_ranges`); the receiver checks each file's
+//! CRC-32C and ingests it whole into the table's column family
+//! (`ingest_streamed`), with no per-row write path, no commit log record and
+//! no memtable.
+//!
+//! Entries go into the files as merge operands, never as plain values: an
+//! entry merges with whatever the receiver already holds for the key (writes
+//! it took as a pending replica while the stream ran, or an earlier partial
+//! stream) by the table's rules (`cell`: last write wins per cell, deletion
+//! markers included), so the order in which streamed files and new writes
+//! land does not matter, and ingesting the same file twice changes nothing.
+//!
+//! Ranges are Cassandra's `(start, end]` over Murmur3 tokens, wrapping past
+//! `i64::MAX`; `start == end` is the whole ring. Keys begin with the token
+//! (`keys`), so a range is one or two key ranges.
+//!
+//! Invariants:
+//! - An export holds every entry of the ranges that was written before it
+//!   started (the table's memtable is flushed first); entries outside the
+//!   ranges are never exported.
+//! - A file is ingested only if its length and CRC-32C match what the sender
+//!   reported; a damaged file changes nothing and is reported by name.
+
+#![deny(clippy::indexing_slicing)]
+
+use std::path::{Path, PathBuf};
+
+use rocksdb::{IngestExternalFileOptions, ReadOptions, SstFileWriter};
+use uuid::Uuid;
+
+use crate::engine::Storage;
+use crate::keys;
+use crate::StorageError;
+
+/// A sorted file of streamed entries, as the sender describes it to the
+/// receiver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamedFile {
+    /// The file, in the export's directory.
+    pub path: PathBuf,
+    pub bytes: u64,
+    /// Entries (rows, partition and range deletions) in the file.
+    pub entries: u64,
+    /// CRC-32C of the whole file.
+    pub crc32c: u32,
+}
+
+impl StreamedFile {
+    /// Whether the file on disk has the length and CRC-32C the sender reported.
+    pub fn is_whole(&self) -> Result<bool, StorageError> {
+        Ok(file_crc(&self.path)? == (self.crc32c, self.bytes))
+    }
+}
+
+/// The key ranges `[lower, upper)` (upper `None`: to the end) holding the
+/// partitions of the token range `(start, end]`.
+pub(crate) fn key_ranges(start: i64, end: i64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    // Keys of tokens after `t`: from t + 1 on (nothing when t is the last token).
+    let after = |t: i64| t.checked_add(1).map(|n| keys::token_bytes(n).to_vec());
+    let from_first = || keys::token_bytes(i64::MIN).to_vec();
+    if start == end {
+        return vec![(from_first(), None)];
+    }
+    if start < end {
+        return match after(start) {
+            Some(lower) => vec![(lower, after(end))],
+            None => Vec::new(),
+        };
+    }
+    // Wraps: (start, MAX] then [MIN, end].
+    let mut out = Vec::new();
+    if let Some(lower) = after(start) {
+        out.push((lower, None));
+    }
+    out.push((from_first(), after(end)));
+    out
+}
+
+/// CRC-32C and length of a file, read back in 1 MiB pieces.
+fn file_crc(path: &Path) -> Result<(u32, u64), StorageError> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut crc, mut len) = (0u32, 0u64);
+    loop {
+        let n = file.read(&mut buf)?;
+        let Some(read) = buf.get(..n).filter(|r| !r.is_empty()) else { break };
+        crc = crc32c::crc32c_append(crc, read);
+        len += n as u64;
+    }
+    Ok((crc, len))
+}
+
+/// An export in progress: the file being written and those finished.
+struct Exporter<'a> {
+    options: &'a rocksdb::Options,
+    dir: &'a Path,
+    stem: String,
+    max_file_bytes: u64,
+    current: Option<(SstFileWriter<'a>, PathBuf, u64)>,
+    done: Vec<StreamedFile>,
+}
+
+impl<'a> Exporter<'a> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
+        if self.current.is_none() {
+            let path = self.dir.join(format!("{}-{}.sst", self.stem, self.done.len()));
+            let writer = SstFileWriter::create(self.options);
+            writer.open(&path)?;
+            self.current = Some((writer, path, 0));
+        }
+        let Some((writer, _, entries)) = self.current.as_mut() else {
+            return Err(StorageError::Engine("stream export lost its file".into()));
+        };
+        writer.merge(key, value)?;
+        *entries += 1;
+        if writer.file_size() >= self.max_file_bytes {
+            self.finish_file()?;
+        }
+        Ok(())
+    }
+
+    fn finish_file(&mut self) -> Result<(), StorageError> {
+        let Some((mut writer, path, entries)) = self.current.take() else { return Ok(()) };
+        writer.finish()?;
+        let (crc32c, bytes) = file_crc(&path)?;
+        self.done.push(StreamedFile { path, bytes, entries, crc32c });
+        Ok(())
+    }
+}
+
+impl Storage {
+    /// Writes every stored entry of `table` whose token lies in one of
+    /// `ranges` (`(start, end]`) into sorted files of about `max_file_bytes`
+    /// under `dir` (created if missing), after flushing the table's
+    /// memtable. Returns the files in key order; none when the ranges hold
+    /// nothing.
+    pub fn export_ranges(
+        &self,
+        table: &Uuid,
+        ranges: &[(i64, i64)],
+        dir: &Path,
+        max_file_bytes: u64,
+    ) -> Result<Vec<StreamedFile>, StorageError> {
+        let store = self.table(table)?;
+        self.flusher.flush_now(&store)?;
+        let cf = self.cf(&store)?;
+        std::fs::create_dir_all(dir)?;
+        let options = crate::flush::writer_options();
+        let mut export = Exporter {
+            options: &options,
+            dir,
+            stem: format!("{}-{}", store.cf_name, std::process::id()),
+            max_file_bytes: max_file_bytes.max(1),
+            current: None,
+            done: Vec::new(),
+        };
+        let mut bounds: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            ranges.iter().flat_map(|&(start, end)| key_ranges(start, end)).collect();
+        // Files must be written in key order: sort the key ranges, and merge
+        // overlapping ones so no entry is written twice.
+        bounds.sort();
+        let mut merged: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        for (lower, upper) in bounds {
+            match merged.last_mut() {
+                Some((_, last_upper)) if last_upper.as_ref().is_none_or(|u| *u >= lower) => {
+                    if last_upper.is_some() && upper.as_ref().is_none_or(|u| Some(u) > last_upper.as_ref()) {
+                        *last_upper = upper;
+                    }
+                }
+                _ => merged.push((lower, upper)),
+            }
+        }
+        for (lower, upper) in merged {
+            let mut opts = ReadOptions::default();
+            opts.fill_cache(false);
+            opts.set_iterate_lower_bound(lower);
+            if let Some(upper) = upper {
+                opts.set_iterate_upper_bound(upper);
+            }
+            let mut it = self.db.raw_iterator_cf_opt(&cf, opts);
+            it.seek_to_first();
+            while let (Some(key), Some(value)) = (it.key(), it.value()) {
+                export.put(key, value)?;
+                it.next();
+            }
+            it.status()?;
+        }
+        export.finish_file()?;
+        Ok(export.done)
+    }
+
+    /// Ingests files another node exported for `table` (`export_ranges`),
+    /// after checking each against its reported length and CRC-32C; the
+    /// files are moved into the database. All or nothing: a damaged file
+    /// fails the call before any file is ingested. Returns the entries
+    /// ingested.
+    pub fn ingest_streamed(&self, table: &Uuid, files: &[StreamedFile]) -> Result<u64, StorageError> {
+        if files.is_empty() {
+            return Ok(0);
+        }
+        let store = self.table(table)?;
+        for f in files {
+            let (crc, bytes) = file_crc(&f.path)?;
+            if (crc, bytes) != (f.crc32c, f.bytes) {
+                return Err(StorageError::Invalid(format!(
+                    "streamed file {} is damaged: {bytes} bytes with CRC-32C {crc:08x}, the sender wrote {} bytes with {:08x}",
+                    f.path.display(),
+                    f.bytes,
+                    f.crc32c
+                )));
+            }
+        }
+        let cf = self.cf(&store)?;
+        let mut ingest = IngestExternalFileOptions::default();
+        ingest.set_move_files(true);
+        let paths: Vec<&Path> = files.iter().map(|f| f.path.as_path()).collect();
+        self.db.ingest_external_file_cf_opts(&cf, &ingest, paths)?;
+        for f in files {
+            // Moved files are linked into the database; the name here is spare.
+            let _ = std::fs::remove_file(&f.path);
+        }
+        Ok(files.iter().map(|f| f.entries).sum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token_of(key: &[u8]) -> i64 {
+        keys::token_from_bytes(key[..8].try_into().unwrap())
+    }
+
+    /// Whether a key range holds token `t`.
+    fn holds(range: &(Vec<u8>, Option<Vec<u8>>), t: i64) -> bool {
+        let k = keys::token_bytes(t).to_vec();
+        k >= range.0 && range.1.as_ref().is_none_or(|u| k < *u)
+    }
+
+    #[test]
+    fn key_ranges_cover_exactly_the_token_range() {
+        let tokens = [i64::MIN, i64::MIN + 1, -100, -1, 0, 1, 99, 100, 101, i64::MAX - 1, i64::MAX];
+        let cases = [(-100, 100), (100, -100), (0, 0), (i64::MIN, i64::MAX), (i64::MAX, i64::MIN), (99, 100)];
+        for (start, end) in cases {
+            let ranges = key_ranges(start, end);
+            for t in tokens {
+                let expected = if start == end {
+                    true
+                } else if start < end {
+                    start < t && t <= end
+                } else {
+                    t > start || t <= end
+                };
+                let got = ranges.iter().filter(|r| holds(r, t)).count();
+                assert_eq!(got, usize::from(expected), "token {t} in ({start}, {end}]");
+            }
+        }
+        assert_eq!(token_of(&key_ranges(5, 9)[0].0), 6);
+        assert!(key_ranges(i64::MAX, i64::MAX - 1).len() == 1, "nothing after MAX: only [MIN, MAX - 1]");
+    }
+}

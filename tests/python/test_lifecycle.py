@@ -1,0 +1,110 @@
+"""Node lifecycle operations that move data (issue 21), end to end: real `shoal server`
+processes on 127.0.0.x started by `shoal cluster up`, the DataStax Python driver and
+`shoal tool`.
+
+`shoal tool rebuild` streams every range a node replicates from another live replica
+(nodetool rebuild), as sorted files over the internode port (`cluster::stream`)."""
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.query import SimpleStatement
+
+from cluster_harness import ShoalCluster
+from shoal_harness import EXTERNAL
+from test_cluster import session_on, wait_state
+
+pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own cluster of shoal processes")
+
+
+def table_rows(session, cl):
+    """Every row of rb.t, sorted, read at `cl` partition by partition (keys 0..2999)."""
+    rows = []
+    query = session.prepare("SELECT k, c, v FROM rb.t WHERE k = ?")
+    query.consistency_level = cl
+    for k in range(3000):
+        rows.extend((r.k, r.c, r.v) for r in session.execute(query, (k,)))
+    return sorted(rows)
+
+
+def test_rebuild_streams_what_a_replica_missed(tmp_path):
+    """A node that was down (hints off) misses writes, updates and deletes; after `shoal tool
+    rebuild` it alone answers at CL ONE exactly what the cluster holds, the sessions
+    show in netstats on both sides, and a rebuild with no live source names the ranges."""
+    with ShoalCluster(tmp_path / "c", nodes=3, config={"hinted_handoff_enabled": False}) as c:
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE rb WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE rb.t (k int, c int, v text, PRIMARY KEY (k, c))")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            insert = s.prepare("INSERT INTO rb.t (k, c, v) VALUES (?, ?, ?)")
+            for k in range(300):
+                for c_ in range(3):
+                    s.execute(insert, (k, c_, f"old-{k}-{c_}"))
+        finally:
+            cluster.shutdown()
+
+        stale = c.address(3)
+        c.stop(3)
+        wait_state(c, stale, "DN", observer=1)
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.QUORUM)
+        try:
+            insert = s.prepare("INSERT INTO rb.t (k, c, v) VALUES (?, ?, ?)")
+            insert.consistency_level = ConsistencyLevel.QUORUM
+            for k in range(300, 3000):
+                s.execute(insert, (k, 0, f"new-{k}"))
+            for k in range(0, 300, 3):
+                s.execute(SimpleStatement(f"UPDATE rb.t SET v = 'updated' WHERE k = {k} AND c = 1"))
+            for k in range(1, 300, 10):
+                s.execute(SimpleStatement(f"DELETE FROM rb.t WHERE k = {k}"))
+            for k in range(2, 300, 10):
+                s.execute(SimpleStatement(f"DELETE FROM rb.t WHERE k = {k} AND c = 2"))
+        finally:
+            cluster.shutdown()
+        assert c.tool("listpendinghints", node=1)["total_bytes"] == 0, "hinted handoff is off in this cluster"
+
+        # What the cluster holds (not read at ALL here: that would read-repair node 3).
+        model = {(k, c_): f"old-{k}-{c_}" for k in range(300) for c_ in range(3)}
+        model.update({(k, 0): f"new-{k}" for k in range(300, 3000)})
+        model.update({(k, 1): "updated" for k in range(0, 300, 3)})
+        for k in range(1, 300, 10):
+            for c_ in range(3):
+                model.pop((k, c_), None)
+        for k in range(2, 300, 10):
+            model.pop((k, 2), None)
+        expected = sorted((k, c_, v) for (k, c_), v in model.items())
+
+        c.start(3)
+        wait_state(c, stale, "UN", observer=1)
+
+        cluster, s = session_on(c, [stale], cl=ConsistencyLevel.ONE)
+        try:
+            before = table_rows(s, ConsistencyLevel.ONE)
+            assert len(before) == 900 and before != expected, "node 3 alone has only what it had before it stopped"
+
+            result = c.tool("rebuild", node=3)
+            assert result["operation"] == "rebuild"
+            assert result["bytes"] > 0 and result["entries"] > 0, result
+            assert {x["source"] for x in result["sessions"]} <= {c.address(1), c.address(2)}, result
+
+            after = table_rows(s, ConsistencyLevel.ONE)
+            assert after == expected, "node 3 alone answers what the cluster holds"
+        finally:
+            cluster.shutdown()
+
+        received = [x for x in c.tool("netstats", node=3)["sessions"] if x["direction"] == "receiving"]
+        assert received and all(x["state"] == "done" and x["bytes_done"] == x["bytes_total"] for x in received), received
+        sent = c.tool("netstats", node=1)["sessions"] + c.tool("netstats", node=2)["sessions"]
+        assert {x["session"] for x in received} == {x["session"] for x in sent if x["direction"] == "sending"}
+        assert all(x["state"] == "done" for x in sent), sent
+
+        unknown = c.tool("rebuild", "--keyspace", "nosuch", node=3, check=False)
+        assert "Unknown keyspace 'nosuch'" in unknown["error"], unknown
+
+        # With both other replicas down there is no source: the error names the ranges.
+        c.stop(1)
+        c.stop(2)
+        wait_state(c, c.address(1), "DN", observer=3)
+        wait_state(c, c.address(2), "DN", observer=3)
+        failed = c.tool("rebuild", node=3, check=False)
+        assert failed.get("exit_code") == 1, failed
+        assert "Unable to find sufficient sources for streaming range" in failed["error"], failed

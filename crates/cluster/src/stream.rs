@@ -287,128 +287,133 @@ pub struct StreamStats {
     pub entries: u64,
 }
 
-/// The receiving side of one session: pulls `ranges` of `table` from `peer`
-/// into `spool/<session>/`, ingests them and ends the session. Calling it
-/// again with the same `session` after a failure resumes.
-#[allow(clippy::too_many_arguments)]
-pub async fn fetch<T: Transport>(
-    transport: &T,
-    storage: &Arc<Storage>,
-    registry: &StreamRegistry,
-    spool: &Path,
-    peer: SocketAddr,
-    session: Uuid,
-    table: Uuid,
-    ranges: &[(i64, i64)],
-) -> Result<StreamStats, String> {
-    registry.start(session, peer, table, Direction::Receiving);
-    let result = fetch_inner(transport, storage, registry, spool, peer, session, table, ranges).await;
-    registry.update(session, |s| {
-        s.state = match &result {
-            Ok(_) => "done".into(),
-            Err(e) => format!("failed: {e}"),
-        }
-    });
-    result
+/// The receiving side of stream sessions: where fetched files wait
+/// (`spool/<session>/`), the storage that ingests them, and the registry
+/// that lists the sessions.
+pub struct Receiver<'a, T> {
+    pub transport: &'a T,
+    pub storage: &'a Arc<Storage>,
+    pub registry: &'a StreamRegistry,
+    pub spool: &'a Path,
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn fetch_inner<T: Transport>(
-    transport: &T,
-    storage: &Arc<Storage>,
-    registry: &StreamRegistry,
-    spool: &Path,
-    peer: SocketAddr,
-    session: Uuid,
-    table: Uuid,
-    ranges: &[(i64, i64)],
-) -> Result<StreamStats, String> {
-    let request = wire::encode_stream_request(session, table, ranges);
-    let (_, payload) = transport
-        .send_request(peer, Verb::StreamReq, request, PREPARE_TIMEOUT)
-        .await
-        .map_err(|e| format!("{peer} did not prepare the stream: {e}"))?;
-    let infos = wire::decode_stream_files(&payload).map_err(|e| format!("{peer}: {e}"))?;
-    let dir = spool.join(session.to_string());
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let total: u64 = infos.iter().map(|f| f.bytes).sum();
-    registry.update(session, |s| {
-        s.files_total = infos.len();
-        s.bytes_total = total;
-        s.entries = infos.iter().map(|f| f.entries).sum();
-    });
-    let mut files = Vec::with_capacity(infos.len());
-    let mut fetched = 0u64;
-    for (i, info) in infos.iter().enumerate() {
-        let path = dir.join(format!("{i}.sst"));
-        fetched += fetch_file(transport, registry, peer, session, i as u32, info, &path).await?;
-        files.push(StreamedFile { path, bytes: info.bytes, entries: info.entries, crc32c: info.crc32c });
-        registry.update(session, |s| s.files_done += 1);
+impl<T: Transport> Receiver<'_, T> {
+    /// Pulls `ranges` of `table` from `peer` as session `session`, ingests
+    /// them and ends the session. Calling it again with the same `session`
+    /// after a failure resumes.
+    pub async fn fetch(
+        &self,
+        peer: SocketAddr,
+        session: Uuid,
+        table: Uuid,
+        ranges: &[(i64, i64)],
+    ) -> Result<StreamStats, String> {
+        self.registry.start(session, peer, table, Direction::Receiving);
+        let result = self.run(peer, session, table, ranges).await;
+        self.registry.update(session, |s| {
+            s.state = match &result {
+                Ok(_) => "done".into(),
+                Err(e) => format!("failed: {e}"),
+            }
+        });
+        result
     }
-    let (store, to_ingest) = (Arc::clone(storage), files.clone());
-    let ingested = tokio::task::spawn_blocking(move || store.ingest_streamed(&table, &to_ingest))
-        .await
-        .map_err(|e| format!("ingest task failed: {e}"))?;
-    if let Err(e) = ingested {
-        // A damaged file is fetched again whole on the next try; the rest are kept.
-        for f in files.iter().filter(|f| !f.is_whole().unwrap_or(true)) {
-            let _ = std::fs::remove_file(&f.path);
-        }
-        return Err(e.to_string());
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    let done = wire::encode_stream_done(session);
-    if let Err(e) = transport.send_request(peer, Verb::StreamDoneReq, done, CHUNK_TIMEOUT).await {
-        // The data is in; the peer deletes its export after SESSION_TTL.
-        tracing::warn!(%peer, %session, "cannot tell the peer the stream is done: {e}");
-    }
-    Ok(StreamStats { files: infos.len(), bytes: total, fetched, entries: infos.iter().map(|f| f.entries).sum() })
-}
 
-/// Brings `path` to `info.bytes` bytes from `peer`, starting from what it
-/// already holds. Returns the bytes fetched.
-async fn fetch_file<T: Transport>(
-    transport: &T,
-    registry: &StreamRegistry,
-    peer: SocketAddr,
-    session: Uuid,
-    index: u32,
-    info: &StreamFileInfo,
-    path: &Path,
-) -> Result<u64, String> {
-    let io = |e: std::io::Error| format!("{}: {e}", path.display());
-    let file =
-        std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path).map_err(io)?;
-    let mut offset = file.metadata().map_err(io)?.len();
-    if offset > info.bytes {
-        file.set_len(0).map_err(io)?;
-        offset = 0;
-    }
-    registry.update(session, |s| {
-        s.bytes_done += offset;
-        s.bytes_skipped += offset;
-    });
-    let mut fetched = 0;
-    while offset < info.bytes {
-        let want = (info.bytes - offset).min(u64::from(CHUNK_BYTES)) as u32;
-        let request = wire::encode_stream_chunk(session, index, offset, want);
-        let (_, data) = transport
-            .send_request(peer, Verb::StreamChunkReq, request, CHUNK_TIMEOUT)
+    async fn run(
+        &self,
+        peer: SocketAddr,
+        session: Uuid,
+        table: Uuid,
+        ranges: &[(i64, i64)],
+    ) -> Result<StreamStats, String> {
+        let (transport, storage, registry, spool) = (self.transport, self.storage, self.registry, self.spool);
+        let request = wire::encode_stream_request(session, table, ranges);
+        let (_, payload) = transport
+            .send_request(peer, Verb::StreamReq, request, PREPARE_TIMEOUT)
             .await
-            .map_err(|e| format!("{peer}: chunk {offset} of file {index}: {e}"))?;
-        if data.is_empty() || data.len() as u64 > u64::from(want) {
-            return Err(format!("{peer} sent {} bytes for a chunk of {want}", data.len()));
+            .map_err(|e| format!("{peer} did not prepare the stream: {e}"))?;
+        let infos = wire::decode_stream_files(&payload).map_err(|e| format!("{peer}: {e}"))?;
+        let dir = spool.join(session.to_string());
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let total: u64 = infos.iter().map(|f| f.bytes).sum();
+        registry.update(session, |s| {
+            s.files_total = infos.len();
+            s.bytes_total = total;
+            s.entries = infos.iter().map(|f| f.entries).sum();
+        });
+        let mut files = Vec::with_capacity(infos.len());
+        let mut fetched = 0u64;
+        for (i, info) in infos.iter().enumerate() {
+            let path = dir.join(format!("{i}.sst"));
+            fetched += self.fetch_file(peer, session, i as u32, info, &path).await?;
+            files.push(StreamedFile { path, bytes: info.bytes, entries: info.entries, crc32c: info.crc32c });
+            registry.update(session, |s| s.files_done += 1);
         }
-        file.write_all_at(&data, offset).map_err(io)?;
-        offset += data.len() as u64;
-        fetched += data.len() as u64;
-        registry.update(session, |s| s.bytes_done += data.len() as u64);
+        let (store, to_ingest) = (Arc::clone(storage), files.clone());
+        let ingested = tokio::task::spawn_blocking(move || store.ingest_streamed(&table, &to_ingest))
+            .await
+            .map_err(|e| format!("ingest task failed: {e}"))?;
+        if let Err(e) = ingested {
+            // A damaged file is fetched again whole on the next try; the rest are kept.
+            for f in files.iter().filter(|f| !f.is_whole().unwrap_or(true)) {
+                let _ = std::fs::remove_file(&f.path);
+            }
+            return Err(e.to_string());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let done = wire::encode_stream_done(session);
+        if let Err(e) = transport.send_request(peer, Verb::StreamDoneReq, done, CHUNK_TIMEOUT).await {
+            // The data is in; the peer deletes its export after SESSION_TTL.
+            tracing::warn!(%peer, %session, "cannot tell the peer the stream is done: {e}");
+        }
+        Ok(StreamStats { files: infos.len(), bytes: total, fetched, entries: infos.iter().map(|f| f.entries).sum() })
     }
-    file.sync_data().map_err(io)?;
-    Ok(fetched)
+
+    /// Brings `path` to `info.bytes` bytes from `peer`, starting from what it
+    /// already holds. Returns the bytes fetched.
+    async fn fetch_file(
+        &self,
+        peer: SocketAddr,
+        session: Uuid,
+        index: u32,
+        info: &StreamFileInfo,
+        path: &Path,
+    ) -> Result<u64, String> {
+        let (transport, registry) = (self.transport, self.registry);
+        let io = |e: std::io::Error| format!("{}: {e}", path.display());
+        let file =
+            std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path).map_err(io)?;
+        let mut offset = file.metadata().map_err(io)?.len();
+        if offset > info.bytes {
+            file.set_len(0).map_err(io)?;
+            offset = 0;
+        }
+        registry.update(session, |s| {
+            s.bytes_done += offset;
+            s.bytes_skipped += offset;
+        });
+        let mut fetched = 0;
+        while offset < info.bytes {
+            let want = (info.bytes - offset).min(u64::from(CHUNK_BYTES)) as u32;
+            let request = wire::encode_stream_chunk(session, index, offset, want);
+            let (_, data) = transport
+                .send_request(peer, Verb::StreamChunkReq, request, CHUNK_TIMEOUT)
+                .await
+                .map_err(|e| format!("{peer}: chunk {offset} of file {index}: {e}"))?;
+            if data.is_empty() || data.len() as u64 > u64::from(want) {
+                return Err(format!("{peer} sent {} bytes for a chunk of {want}", data.len()));
+            }
+            file.write_all_at(&data, offset).map_err(io)?;
+            offset += data.len() as u64;
+            fetched += data.len() as u64;
+            registry.update(session, |s| s.bytes_done += data.len() as u64);
+        }
+        file.sync_data().map_err(io)?;
+        Ok(fetched)
+    }
 }
 
-/// Serves a stream verb for the replica handler (`verbs::handle_stream`).
+/// Serves a stream verb for the replica handler (`verbs::serve` hands them here).
 pub async fn serve(
     source: Arc<StreamSource>,
     from: SocketAddr,

@@ -1,6 +1,6 @@
 //! Stream sessions over the in-memory network (`net::MemNetwork`): a source
 //! node serving `Stream*` verbs from a real storage, a receiver pulling a
-//! token range with `cluster::stream::fetch`. Checks what arrives, that a
+//! token range with `cluster::stream::Receiver::fetch`. Checks what arrives, that a
 //! session resumes from the bytes the receiver already holds (a retry does
 //! not send them again), that a damaged partial file is refused and fetched
 //! again whole, and that the throttle holds the sender to its rate.
@@ -127,6 +127,17 @@ struct Pair {
     registry: StreamRegistry,
 }
 
+impl Pair {
+    fn receiver(&self) -> stream::Receiver<'_, MemTransport> {
+        stream::Receiver {
+            transport: &self.transport,
+            storage: &self.receiver,
+            registry: &self.registry,
+            spool: &self.spool,
+        }
+    }
+}
+
 /// A source holding keys 0..n (memtable and flushed files both), serving the stream verbs; an empty receiver.
 fn pair(n: i32, throughput: u64) -> Pair {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -164,9 +175,7 @@ async fn a_range_arrives_whole_and_only_that_range() {
     // The keys whose tokens are negative.
     let range = (i64::MIN, -1);
     let session = Uuid::new_v4();
-    let stats = stream::fetch(&p.transport, &p.receiver, &p.registry, &p.spool, p.peer, session, TABLE, &[range])
-        .await
-        .unwrap();
+    let stats = p.receiver().fetch(p.peer, session, TABLE, &[range]).await.unwrap();
     assert!(stats.files >= 1 && stats.bytes > 1_000_000 && stats.fetched == stats.bytes, "{stats:?}");
     for k in 0..3000 {
         assert_eq!(has(&p.receiver, k), token(k) < 0 && token(k) != i64::MIN, "key {k}");
@@ -204,17 +213,13 @@ async fn a_retried_session_resumes_and_a_damaged_file_is_fetched_again() {
     let mut damaged = bytes[..half].to_vec();
     damaged[half / 2] ^= 0xFF;
     std::fs::write(&partial, &damaged).unwrap();
-    let err = stream::fetch(&p.transport, &p.receiver, &p.registry, &p.spool, p.peer, session, TABLE, &[whole])
-        .await
-        .unwrap_err();
+    let err = p.receiver().fetch(p.peer, session, TABLE, &[whole]).await.unwrap_err();
     assert!(err.contains("damaged"), "{err}");
     assert!(!has(&p.receiver, 0) && !partial.exists());
 
     // A good partial file: only the rest is fetched.
     std::fs::write(&partial, &bytes[..half]).unwrap();
-    let stats = stream::fetch(&p.transport, &p.receiver, &p.registry, &p.spool, p.peer, session, TABLE, &[whole])
-        .await
-        .unwrap();
+    let stats = p.receiver().fetch(p.peer, session, TABLE, &[whole]).await.unwrap();
     let total: u64 = files.iter().map(|f| f.bytes).sum();
     assert_eq!(stats.bytes, total);
     assert_eq!(stats.fetched, total - half as u64, "the half already held is not sent again");
@@ -228,10 +233,7 @@ async fn the_sender_holds_to_its_throughput() {
     // 8 MB/s; about 12 MB of data in 4 MiB chunks: the first goes at once, the rest wait their turn.
     let p = pair(12_000, 8_000_000);
     let started = Instant::now();
-    let stats =
-        stream::fetch(&p.transport, &p.receiver, &p.registry, &p.spool, p.peer, Uuid::new_v4(), TABLE, &[(0, 0)])
-            .await
-            .unwrap();
+    let stats = p.receiver().fetch(p.peer, Uuid::new_v4(), TABLE, &[(0, 0)]).await.unwrap();
     let elapsed = started.elapsed().as_secs_f64();
     let floor = (stats.bytes as f64 - f64::from(stream::CHUNK_BYTES)) / 8_000_000.0;
     assert!(floor > 0.5, "enough data to be throttled: {} bytes", stats.bytes);

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use cluster::stream::{self, StreamRegistry, StreamStats};
+use cluster::stream::{Receiver, StreamRegistry, StreamStats};
 use cluster::Coordinator;
 use cql_server::schema::{Schema, SchemaService};
 use net::TcpTransport;
@@ -88,6 +88,12 @@ impl Lifecycle {
         let mut sessions = Vec::new();
         let mut unavailable = Vec::new();
         let mut totals = StreamStats::default();
+        let receiver = Receiver {
+            transport: &self.coordinator.transport,
+            storage: &self.coordinator.storage,
+            registry: &self.registry,
+            spool: &self.spool,
+        };
         for ks in schema.keyspaces.values() {
             if Schema::is_system(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
                 continue;
@@ -129,17 +135,7 @@ impl Lifecycle {
                     let mut last_error = String::new();
                     let mut done = None;
                     for attempt in 1..=SESSION_TRIES {
-                        let result = stream::fetch(
-                            &self.coordinator.transport,
-                            &self.coordinator.storage,
-                            &self.registry,
-                            &self.spool,
-                            peer,
-                            session,
-                            table.id,
-                            &ranges,
-                        )
-                        .await;
+                        let result = receiver.fetch(peer, session, table.id, &ranges).await;
                         match result {
                             Ok(stats) => {
                                 done = Some(stats);

@@ -33,13 +33,7 @@ struct Replicas {
 fn replicas(table: Uuid) -> Replicas {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
     let ks = vec![keyspace("ks", true, vec![model_table("ks", "t", table, 864_000)])];
-    let open_one = |i: usize| {
-        let mut cfg = config(dirs[i].path(), periodic());
-        cfg.memtable_bytes = 64 << 10;
-        let (s, _) = open(&cfg);
-        s.set_schema(&ks).expect("set_schema");
-        s
-    };
+    let open_one = |i: usize| open_small(dirs[i].path(), &ks);
     let (a, b, c) = (open_one(0), open_one(1), open_one(2));
     Replicas { a, b, c, table, _dirs: dirs }
 }

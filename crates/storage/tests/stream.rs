@@ -55,13 +55,7 @@ fn run_seed(seed: u64) {
     let table = Uuid::from_u128(0x5743_0000_0000_0000_0000_0000_0000_0000 | seed as u128);
     let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().expect("tempdir")).collect();
     let ks = vec![keyspace("ks", true, vec![model_table("ks", "t", table, 864_000)])];
-    let open_one = |i: usize| {
-        let mut cfg = config(dirs[i].path(), periodic());
-        cfg.memtable_bytes = 64 << 10;
-        let (s, _) = open(&cfg);
-        s.set_schema(&ks).expect("set_schema");
-        s
-    };
+    let open_one = |i: usize| open_small(dirs[i].path(), &ks);
     let (a, b, c) = (open_one(0), open_one(1), open_one(2));
     let spool = dirs[3].path();
     // A year ahead of the wall clock: nothing expires or is purged under the test.

@@ -34,6 +34,15 @@ pub fn open(cfg: &StorageConfig) -> (Storage, Vec<KeyspaceDef>) {
     Storage::open(cfg.clone()).expect("Storage::open")
 }
 
+/// A storage under `dir` with small memtables (64 KiB: flushes happen under test) and `keyspaces` as schema.
+pub fn open_small(dir: &Path, keyspaces: &[KeyspaceDef]) -> Storage {
+    let mut cfg = config(dir, periodic());
+    cfg.memtable_bytes = 64 << 10;
+    let (s, _) = open(&cfg);
+    s.set_schema(keyspaces).expect("set_schema");
+    s
+}
+
 pub fn now_secs() -> i32 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i32
 }

@@ -108,3 +108,84 @@ def test_rebuild_streams_what_a_replica_missed(tmp_path):
         failed = c.tool("rebuild", node=3, check=False)
         assert failed.get("exit_code") == 1, failed
         assert "Unable to find sufficient sources for streaming range" in failed["error"], failed
+
+
+def test_repair_reconciles_only_the_partitions_that_differ(tmp_path):
+    """A node down with hints off misses inserts, partition deletes and row deletes. `repair
+    --preview` counts exactly the partitions that differ and writes nothing; `repair` makes the
+    node alone answer at CL ONE exactly what the cluster holds, reports the bytes it wrote back
+    (no more than the differing partitions hold); a second repair finds nothing; a repair with a
+    replica down is refused, naming it."""
+    with ShoalCluster(tmp_path / "c", nodes=3, config={"hinted_handoff_enabled": False}) as c:
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE rp WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE rp.t (k int, c int, v text, PRIMARY KEY (k, c))")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            insert = s.prepare("INSERT INTO rp.t (k, c, v) VALUES (?, ?, ?)")
+            for k in range(500):
+                for c_ in range(2):
+                    s.execute(insert, (k, c_, f"v-{k}-{c_}"))
+        finally:
+            cluster.shutdown()
+        model = {(k, c_): f"v-{k}-{c_}" for k in range(500) for c_ in range(2)}
+
+        stale = c.address(3)
+        c.stop(3)
+        wait_state(c, stale, "DN", observer=1)
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.QUORUM)
+        try:
+            insert = s.prepare("INSERT INTO rp.t (k, c, v) VALUES (?, ?, ?)")
+            insert.consistency_level = ConsistencyLevel.QUORUM
+            for k in range(500, 1500):
+                s.execute(insert, (k, 0, f"new-{k}"))
+                model[(k, 0)] = f"new-{k}"
+            delete_partition = s.prepare("DELETE FROM rp.t WHERE k = ?")
+            delete_partition.consistency_level = ConsistencyLevel.QUORUM
+            delete_row = s.prepare("DELETE FROM rp.t WHERE k = ? AND c = 1")
+            delete_row.consistency_level = ConsistencyLevel.QUORUM
+            for k in range(0, 200, 2):
+                s.execute(delete_partition, (k,))
+                model.pop((k, 0), None)
+                model.pop((k, 1), None)
+            for k in range(1, 200, 2):
+                s.execute(delete_row, (k,))
+                model.pop((k, 1), None)
+        finally:
+            cluster.shutdown()
+        expected = sorted((k, c_, v) for (k, c_), v in model.items())
+        c.start(3)
+        wait_state(c, stale, "UN", observer=1)
+
+        def node3_rows():
+            cluster, s = session_on(c, [stale], cl=ConsistencyLevel.ONE)
+            try:
+                query = s.prepare("SELECT k, c, v FROM rp.t WHERE k = ?")
+                rows = []
+                for k in range(1500):
+                    rows.extend((r.k, r.c, r.v) for r in s.execute(query, (k,)))
+                return sorted(rows)
+            finally:
+                cluster.shutdown()
+
+        preview = c.tool("repair", "rp", "--preview", node=1)
+        assert preview["partitions_differing"] == 1000 + 100 + 100, preview
+        assert preview["partitions_compared"] == 1500 and preview["bytes_repaired"] == 0, preview
+        assert len(node3_rows()) == 1000, "the preview changed nothing"
+
+        repaired = c.tool("repair", "rp", node=1)
+        assert repaired["partitions_differing"] == preview["partitions_differing"], repaired
+        assert 0 < repaired["bytes_repaired"] <= repaired["bytes_estimated"], repaired
+        assert node3_rows() == expected, "node 3 alone answers what the cluster holds"
+
+        again = c.tool("repair", "rp", node=1)
+        assert again["partitions_differing"] == 0 and again["bytes_repaired"] == 0, again
+        # Every node's primary ranges together are the whole ring: nothing differs there either.
+        pr = [c.tool("repair", "rp", "-pr", node=i) for i in (1, 2, 3)]
+        assert sum(x["partitions_compared"] for x in pr) == 1500 and all(x["partitions_differing"] == 0 for x in pr), pr
+
+        assert "Unknown table 'nosuch' in keyspace 'rp'" in c.tool("repair", "rp", "nosuch", node=1, check=False)["error"]
+        c.stop(2)
+        wait_state(c, c.address(2), "DN", observer=1)
+        down = c.tool("repair", "rp", node=1, check=False)
+        assert f"Endpoint not alive: /{c.address(2)}:" in down["error"], down

@@ -580,32 +580,7 @@ impl<T: Transport + Clone> Coordinator<T> {
         let parts: Vec<RawPartition> = data.iter().map(|(_, r)| r.clone()).collect();
         let merged = storage::merge_raw(&parts, read.reversed);
         // Phase 3: blocking read repair.
-        let mut repairs = Vec::new();
-        for (replica, raw) in &data {
-            let diff = storage::repair_diff(&merged, raw);
-            if diff.is_empty() {
-                continue;
-            }
-            tracing::debug!(%replica, cells = diff.len(), "read repair");
-            if *replica == view.local {
-                self.storage.apply_raw(&read.table, &diff).map_err(storage_err)?;
-                continue;
-            }
-            let Some(addr) = Self::address(view, *replica) else { continue };
-            repairs.push(self.transport.send_request(
-                addr,
-                Verb::RepairReq,
-                wire::encode_repair(read.table, &diff),
-                self.config.write_timeout,
-            ));
-        }
-        let mut acked = 0usize;
-        let total = repairs.len();
-        for r in repairs {
-            if r.await.is_ok() {
-                acked += 1;
-            }
-        }
+        let (_, acked, total) = self.write_back(view, read.table, &merged, &data).await.map_err(storage_err)?;
         if acked < total {
             return Err(CoordError::ReadTimeout {
                 consistency: cl,
@@ -615,6 +590,82 @@ impl<T: Transport + Clone> Coordinator<T> {
             });
         }
         Ok(merged)
+    }
+
+    /// Writes back to each replica the cells of `merged` it lacks (read
+    /// repair, and repair): applied here for this node, `RepairReq` for the
+    /// others, all awaited. Returns the bytes of the cells written back, and
+    /// how many remote write-backs were acknowledged out of how many sent.
+    async fn write_back(
+        &self,
+        view: &ClusterView,
+        table: Uuid,
+        merged: &RawPartition,
+        data: &[(Uuid, RawPartition)],
+    ) -> Result<(u64, usize, usize), storage::StorageError> {
+        let mut repairs = Vec::new();
+        let mut bytes = 0u64;
+        for (replica, raw) in data {
+            let diff = storage::repair_diff(merged, raw);
+            if diff.is_empty() {
+                continue;
+            }
+            tracing::debug!(%replica, cells = diff.len(), "read repair");
+            bytes += diff.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum::<u64>();
+            if *replica == view.local {
+                self.storage.apply_raw(&table, &diff)?;
+                continue;
+            }
+            let Some(addr) = Self::address(view, *replica) else { continue };
+            repairs.push(self.transport.send_request(
+                addr,
+                Verb::RepairReq,
+                wire::encode_repair(table, &diff),
+                self.config.write_timeout,
+            ));
+        }
+        let total = repairs.len();
+        let mut acked = 0usize;
+        for r in repairs {
+            if r.await.is_ok() {
+                acked += 1;
+            }
+        }
+        Ok((bytes, acked, total))
+    }
+
+    /// Repair of one partition: its full raw data from every one of
+    /// `replicas`, reconciled, and what each lacks written back to it.
+    /// Returns the bytes written back; an error when a replica did not
+    /// answer or did not take its share.
+    pub async fn repair_partition(
+        self: &Arc<Self>,
+        view: &Arc<ClusterView>,
+        replicas: &[Uuid],
+        read: &PartitionRead,
+    ) -> Result<u64, String> {
+        let mut asks = tokio::task::JoinSet::new();
+        for &replica in replicas {
+            let (this, view, read) = (Arc::clone(self), Arc::clone(view), read.clone());
+            asks.spawn(async move { (replica, this.ask(&view, replica, &read, false).await) });
+        }
+        let mut data = Vec::with_capacity(replicas.len());
+        while let Some(joined) = asks.join_next().await {
+            let (replica, answer) = joined.map_err(|e| format!("repair read task failed: {e}"))?;
+            match answer {
+                Ok(ReadAnswer::Data(raw)) => data.push((replica, raw)),
+                Ok(ReadAnswer::Digest(_)) => return Err(format!("replica {replica} answered a digest")),
+                Err(e) => return Err(format!("replica {replica}: {e}")),
+            }
+        }
+        let parts: Vec<RawPartition> = data.iter().map(|(_, r)| r.clone()).collect();
+        let merged = storage::merge_raw(&parts, read.reversed);
+        let (bytes, acked, total) =
+            self.write_back(view, read.table, &merged, &data).await.map_err(|e| e.to_string())?;
+        if acked < total {
+            return Err(format!("{} of {total} replicas did not take their repair", total - acked));
+        }
+        Ok(bytes)
     }
 
     /// TRUNCATE: every node empties the table. Like Cassandra, refused with

@@ -1,6 +1,7 @@
 //! The replica side of internode messaging: drains the transport's inbound
 //! queue and answers each request (apply mutations, raw reads and digests,
-//! key scans, read-repair writes, schema push/pull, streaming, echo). Also the hint
+//! key scans, read-repair writes, repair validation, schema push/pull,
+//! streaming, echo). Also the hint
 //! dispatcher (replays stored hints to targets that are up again) and the
 //! schema puller (fetches the schema from a peer that gossips another
 //! version).
@@ -61,7 +62,8 @@ pub async fn serve<T: Transport + Clone>(
                 tokio::spawn(serve_stream(Arc::clone(&streams), msg));
             } else {
                 let (storage, schema) = (Arc::clone(storage), Arc::clone(&schema));
-                let blocking = (storage.writes_block() && msg.verb == Verb::RepairReq) || msg.verb == Verb::TruncateReq;
+                let blocking = (storage.writes_block() && msg.verb == Verb::RepairReq)
+                    || matches!(msg.verb, Verb::TruncateReq | Verb::HashesReq);
                 if blocking {
                     tokio::task::spawn_blocking(move || handle(&storage, &*schema, msg));
                 } else {
@@ -178,6 +180,13 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
             },
             Err(_) => fail(responder, FailureCode::MalformedPayload, &"truncate: a table id is 16 bytes"),
         },
+        Verb::HashesReq => match wire::decode_hashes_request(&payload) {
+            Ok(req) => match validate(storage, &req) {
+                Ok((more, hashes)) => responder.respond(Verb::HashesRsp, wire::encode_hashes(more, &hashes)),
+                Err(e) => fail(responder, FailureCode::Storage, &e),
+            },
+            Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+        },
         Verb::SchemaPush => match schema.merge(&payload) {
             Ok(changed) => {
                 if changed {
@@ -190,6 +199,19 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
         Verb::SchemaPull => responder.respond(Verb::SchemaRsp, Bytes::from(schema.export())),
         other => fail(responder, FailureCode::UnknownVerb, &format!("unexpected verb {other:?}")),
     }
+}
+
+/// A page of repair's validation of this replica (compacting the table
+/// first when asked). Blocking.
+pub fn validate(storage: &Storage, req: &wire::HashesRequest) -> Result<(bool, Vec<storage::PartitionHash>), String> {
+    if req.compact_first {
+        storage.compact(Some(&req.table)).map_err(|e| e.to_string())?;
+    }
+    let after = req.after.as_ref().map(|(t, k)| (*t, k.as_slice()));
+    let (hashes, more) = storage
+        .partition_hashes(&req.table, req.range, after, req.limit as usize, req.now)
+        .map_err(|e| e.to_string())?;
+    Ok((more, hashes))
 }
 
 /// Replays hints to targets that are alive, every `period`. Runs forever.

@@ -16,13 +16,16 @@
 //! StreamRsp:= count:u32 (bytes:u64 entries:u64 crc32c:u32)[count]
 //! StreamChunkReq := session:uuid file:u32 offset:u64 len:u32      StreamChunkRsp := bytes
 //! StreamDoneReq  := session:uuid                                  StreamDoneRsp  := (empty)
+//! HashesReq:= table:uuid start:i64 end:i64 now:i32 flags:u8 (bit0 after, bit1 compact first)
+//!             [after_token:i64 after_key:blob] limit:u32
+//! HashesRsp:= more:u8 count:u32 (token:i64 key:blob hash:u64 bytes:u64)[count]
 //! ```
 //!
 //! Invariants: decoders are bounds-checked and never panic on garbage; every
 //! count is checked against the bytes left before allocating.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use storage::{PartitionRead, ScanRange};
+use storage::{PartitionHash, PartitionRead, ScanRange};
 use types::bytes::ByteReader;
 use types::mutation::ClusteringBound;
 use uuid::Uuid;
@@ -323,6 +326,75 @@ pub fn decode_stream_done(bytes: &[u8]) -> Result<Uuid, WireError> {
     Ok(session)
 }
 
+/// `HashesReq`: repair's validation of one token range of a table, a page at a time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HashesRequest {
+    pub table: Uuid,
+    /// `(start, end]`, wrapping.
+    pub range: (i64, i64),
+    /// Seconds since the epoch: every replica reads as of the same moment.
+    pub now: i32,
+    /// Resume strictly after this partition (token, key).
+    pub after: Option<(i64, Vec<u8>)>,
+    pub limit: u32,
+    /// Compact the table before the first page, so replicas compare canonical data.
+    pub compact_first: bool,
+}
+
+pub fn encode_hashes_request(req: &HashesRequest) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_slice(req.table.as_bytes());
+    out.put_i64(req.range.0);
+    out.put_i64(req.range.1);
+    out.put_i32(req.now);
+    out.put_u8(u8::from(req.after.is_some()) | (u8::from(req.compact_first) << 1));
+    if let Some((token, key)) = &req.after {
+        out.put_i64(*token);
+        put_blob(&mut out, key);
+    }
+    out.put_u32(req.limit);
+    out.freeze()
+}
+
+pub fn decode_hashes_request(bytes: &[u8]) -> Result<HashesRequest, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "hashes request" });
+    let table = r.uuid()?;
+    let range = (r.i64()?, r.i64()?);
+    let now = r.i32()?;
+    let flags = r.u8()?;
+    let after = if flags & 1 != 0 { Some((r.i64()?, r.blob()?.to_vec())) } else { None };
+    let limit = r.u32()?;
+    r.finish()?;
+    Ok(HashesRequest { table, range, now, after, limit, compact_first: flags & 2 != 0 })
+}
+
+/// `HashesRsp`: a page of partition hashes, and whether more follow.
+pub fn encode_hashes(more: bool, hashes: &[PartitionHash]) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_u8(u8::from(more));
+    out.put_u32(hashes.len() as u32);
+    for h in hashes {
+        out.put_i64(h.token);
+        put_blob(&mut out, &h.key);
+        out.put_u64(h.hash);
+        out.put_u64(h.bytes);
+    }
+    out.freeze()
+}
+
+pub fn decode_hashes(bytes: &[u8]) -> Result<(bool, Vec<PartitionHash>), WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "hashes" });
+    let more = r.u8()? != 0;
+    let n = r.u32()? as usize;
+    let n = r.count(n, 8 + 4 + 8 + 8)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(PartitionHash { token: r.i64()?, key: r.blob()?.to_vec(), hash: r.u64()?, bytes: r.u64()? });
+    }
+    r.finish()?;
+    Ok((more, out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,6 +438,19 @@ mod tests {
         let mut long = encode_stream_done(req.session).to_vec();
         long.push(0);
         assert!(decode_stream_done(&long).is_err() && decode_stream_done(&long[..15]).is_err());
+        let hreq = HashesRequest {
+            table: req.table,
+            range: (5, -5),
+            now: 1_700_000_000,
+            after: Some((-9, b"pk".to_vec())),
+            limit: 1000,
+            compact_first: true,
+        };
+        assert_eq!(decode_hashes_request(&encode_hashes_request(&hreq)).unwrap(), hreq);
+        let first = HashesRequest { after: None, compact_first: false, ..hreq };
+        assert_eq!(decode_hashes_request(&encode_hashes_request(&first)).unwrap(), first);
+        let hashes = vec![PartitionHash { token: 3, key: b"k".to_vec(), hash: u64::MAX, bytes: 77 }];
+        assert_eq!(decode_hashes(&encode_hashes(true, &hashes)).unwrap(), (true, hashes));
     }
 
     #[test]
@@ -382,6 +467,8 @@ mod tests {
             let _ = decode_stream_files(&bytes);
             let _ = decode_stream_chunk(&bytes);
             let _ = decode_stream_done(&bytes);
+            let _ = decode_hashes_request(&bytes);
+            let _ = decode_hashes(&bytes);
         }
     }
 }

@@ -83,13 +83,16 @@ pub enum Verb {
     /// The receiver holds the session's data: the export may go.
     StreamDoneReq = 0x44,
     StreamDoneRsp = 0x45,
+    /// Repair's validation: hashes of a token range's partitions (`cluster::wire::HashesRequest`).
+    HashesReq = 0x46,
+    HashesRsp = 0x47,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 27] = [
+    pub const ALL: [Verb; 29] = [
         Verb::Handshake,
         Verb::Echo,
         Verb::EchoRsp,
@@ -116,6 +119,8 @@ impl Verb {
         Verb::StreamChunkRsp,
         Verb::StreamDoneReq,
         Verb::StreamDoneRsp,
+        Verb::HashesReq,
+        Verb::HashesRsp,
         Verb::Failure,
     ];
 
@@ -143,6 +148,7 @@ impl Verb {
                 | Verb::StreamRsp
                 | Verb::StreamChunkRsp
                 | Verb::StreamDoneRsp
+                | Verb::HashesRsp
                 | Verb::Failure
         )
     }
@@ -163,6 +169,7 @@ impl Verb {
             Verb::StreamReq => Some(Verb::StreamRsp),
             Verb::StreamChunkReq => Some(Verb::StreamChunkRsp),
             Verb::StreamDoneReq => Some(Verb::StreamDoneRsp),
+            Verb::HashesReq => Some(Verb::HashesRsp),
             _ => None,
         }
     }

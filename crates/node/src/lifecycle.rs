@@ -1,8 +1,10 @@
-//! Node lifecycle operations that move data (issue 21), over
-//! `cluster::stream`. Today: `rebuild` (nodetool rebuild): stream every
-//! range this node replicates from another live replica, for a node that
-//! missed writes beyond the hint window, lost its disk, or joined a new data
-//! center. Bootstrap, decommission, removenode and replace build on the same
+//! Node lifecycle operations that move data (issue 21). Today: `rebuild`
+//! (nodetool rebuild): stream every range this node replicates from another
+//! live replica (`cluster::stream`), for a node that missed writes beyond the
+//! hint window, lost its disk, or joined a new data center; and `repair`
+//! (nodetool repair): replicas compare per-partition hashes of each range and
+//! only the partitions that differ are reconciled and written back.
+//! Bootstrap, decommission, removenode and replace build on the same
 //! sessions.
 //!
 //! Invariants:
@@ -21,15 +23,24 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use cluster::stream::{Receiver, StreamRegistry, StreamStats};
-use cluster::Coordinator;
+use cluster::verbs;
+use cluster::wire::{self, HashesRequest};
+use cluster::{ClusterView, Coordinator};
 use cql_server::schema::{Schema, SchemaService};
-use net::TcpTransport;
+use net::{TcpTransport, Transport, Verb};
 use serde_json::{json, Value as Json};
 use types::schema::Replication;
 use uuid::Uuid;
 
 /// Tries of one session before the operation gives up on it.
 const SESSION_TRIES: usize = 3;
+/// Partition hashes per validation page.
+const HASHES_PAGE: u32 = 10_000;
+/// A validation page may wait for a compaction of the table.
+const VALIDATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A replica's validation of a range: (token, key) -> (hash, bytes).
+type Hashes = BTreeMap<(i64, Vec<u8>), (u64, u64)>;
 
 pub struct Lifecycle {
     pub coordinator: Arc<Coordinator<TcpTransport>>,
@@ -190,5 +201,173 @@ impl Lifecycle {
             "seconds": seconds,
             "mb_per_s": if seconds > 0.0 { totals.bytes as f64 / seconds / 1e6 } else { 0.0 },
         }))
+    }
+
+    /// Repair (nodetool repair): for each range this node replicates (only
+    /// those it is primary for with `primary_only`) of the user keyspaces (or
+    /// `keyspace`, and of `tables` when given), every replica hashes its
+    /// partitions (compacting the table first, as Cassandra's validation
+    /// reads every SSTable), and each partition whose hashes differ is read
+    /// from every replica, reconciled, and written back where it was missing
+    /// (`Coordinator::repair_partition`). With `preview`, only reports what
+    /// differs. Every replica of a range must be up.
+    pub async fn repair(
+        &self,
+        keyspace: Option<&str>,
+        tables: &[String],
+        primary_only: bool,
+        preview: bool,
+    ) -> Result<Json, String> {
+        let _running = self.begin("repair")?;
+        let started = Instant::now();
+        let view = self.coordinator.view.snapshot();
+        let schema = self.schema.snapshot();
+        if let Some(name) = keyspace {
+            let Some(ks) = schema.keyspaces.get(name).filter(|_| !Schema::is_system(name)) else {
+                return Err(format!("Unknown keyspace '{name}'"));
+            };
+            if let Some(t) = tables.iter().find(|t| !ks.tables.contains_key(t.as_str())) {
+                return Err(format!("Unknown table '{t}' in keyspace '{name}'"));
+            }
+        } else if !tables.is_empty() {
+            return Err("tables can only be given with a keyspace".into());
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i32::try_from(d.as_secs()).unwrap_or(i32::MAX));
+        let mut report = Vec::new();
+        let (mut compared, mut differing, mut estimated, mut repaired) = (0u64, 0u64, 0u64, 0u64);
+        for ks in schema.keyspaces.values() {
+            if Schema::is_system(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
+                continue;
+            }
+            if matches!(ks.replication, Replication::Local) {
+                continue;
+            }
+            for table in ks.tables.values() {
+                if !tables.is_empty() && !tables.contains(&table.name) {
+                    continue;
+                }
+                let mut validated: Vec<Uuid> = Vec::new();
+                let (mut t_compared, mut t_differing, mut t_estimated, mut t_repaired, mut ranges) = (0, 0, 0, 0, 0);
+                for (range, primary) in view.ring.ranges() {
+                    let replicas = view.replicas(ks, range.end);
+                    if !replicas.contains(&view.local) || replicas.len() < 2 {
+                        continue;
+                    }
+                    if primary_only && cluster::view::uuid(primary) != view.local {
+                        continue;
+                    }
+                    if let Some(dead) = replicas.iter().find(|r| !view.is_alive(**r)) {
+                        let addr = view.endpoint(*dead).map_or_else(|| dead.to_string(), |e| e.internode.to_string());
+                        return Err(format!("Endpoint not alive: /{addr}"));
+                    }
+                    ranges += 1;
+                    let mut hashes: Vec<Hashes> = Vec::new();
+                    for r in &replicas {
+                        let first = !validated.contains(r);
+                        hashes.push(self.hashes(&view, *r, table.id, (range.start, range.end), now, first).await?);
+                        if first {
+                            validated.push(*r);
+                        }
+                    }
+                    let mut keys: std::collections::BTreeSet<&(i64, Vec<u8>)> = std::collections::BTreeSet::new();
+                    for h in &hashes {
+                        keys.extend(h.keys());
+                    }
+                    t_compared += keys.len() as u64;
+                    let differ: Vec<(i64, Vec<u8>)> = keys
+                        .into_iter()
+                        .filter(|k| {
+                            let first = hashes.first().and_then(|h| h.get(*k)).map(|v| v.0);
+                            hashes.iter().any(|h| h.get(*k).map(|v| v.0) != first)
+                        })
+                        .cloned()
+                        .collect();
+                    t_differing += differ.len() as u64;
+                    t_estimated += differ
+                        .iter()
+                        .map(|k| hashes.iter().filter_map(|h| h.get(k)).map(|v| v.1).max().unwrap_or(0))
+                        .sum::<u64>();
+                    if preview {
+                        continue;
+                    }
+                    for (token, key) in differ {
+                        let read = storage::PartitionRead {
+                            token,
+                            partition_key: key,
+                            ..storage::PartitionRead::whole(table.id, now)
+                        };
+                        t_repaired +=
+                            self.coordinator.repair_partition(&view, &replicas, &read).await.map_err(|e| {
+                                format!("repair of {}.{} failed at token {token}: {e}", ks.name, table.name)
+                            })?;
+                    }
+                }
+                compared += t_compared;
+                differing += t_differing;
+                estimated += t_estimated;
+                repaired += t_repaired;
+                report.push(json!({
+                    "keyspace": ks.name,
+                    "table": table.name,
+                    "ranges": ranges,
+                    "partitions_compared": t_compared,
+                    "partitions_differing": t_differing,
+                    "bytes_estimated": t_estimated,
+                    "bytes_repaired": t_repaired,
+                }));
+            }
+        }
+        Ok(json!({
+            "operation": if preview { "repair --preview" } else { "repair" },
+            "keyspace": keyspace,
+            "primary_range_only": primary_only,
+            "tables": report,
+            "partitions_compared": compared,
+            "partitions_differing": differing,
+            "bytes_estimated": estimated,
+            "bytes_repaired": repaired,
+            "seconds": started.elapsed().as_secs_f64(),
+        }))
+    }
+
+    /// Every partition hash of `range` of `table` on `replica`, by (token, key).
+    async fn hashes(
+        &self,
+        view: &ClusterView,
+        replica: Uuid,
+        table: Uuid,
+        range: (i64, i64),
+        now: i32,
+        compact_first: bool,
+    ) -> Result<Hashes, String> {
+        let mut out = BTreeMap::new();
+        let mut req = HashesRequest { table, range, now, after: None, limit: HASHES_PAGE, compact_first };
+        loop {
+            let (more, page) = if replica == view.local {
+                let (storage, page_req) = (Arc::clone(&self.coordinator.storage), req.clone());
+                tokio::task::spawn_blocking(move || verbs::validate(&storage, &page_req))
+                    .await
+                    .map_err(|e| format!("validation task failed: {e}"))??
+            } else {
+                let addr = view.endpoint(replica).map(|e| e.internode).ok_or("unknown replica")?;
+                let (_, payload) = self
+                    .coordinator
+                    .transport
+                    .send_request(addr, Verb::HashesReq, wire::encode_hashes_request(&req), VALIDATION_TIMEOUT)
+                    .await
+                    .map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
+                wire::decode_hashes(&payload).map_err(|e| format!("validation on {}: {e}", addr.ip()))?
+            };
+            if let Some(last) = page.last() {
+                req.after = Some((last.token, last.key.clone()));
+            }
+            out.extend(page.into_iter().map(|h| ((h.token, h.key), (h.hash, h.bytes))));
+            req.compact_first = false;
+            if !more {
+                return Ok(out);
+            }
+        }
     }
 }

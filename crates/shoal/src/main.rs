@@ -98,7 +98,7 @@ struct ServerArgs {
 
 fn main() -> ExitCode {
     tune_allocator();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(tool::nodetool_flags(std::env::args_os()));
     // The driver's info lines would interleave with `shoal stress` output.
     // The benchmark prints its own lines; the driver reports connection trouble as errors it counts.
     let default_level = if matches!(cli.command, Command::Stress { .. }) { "warn,scylla=error" } else { "info" };

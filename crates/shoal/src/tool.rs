@@ -93,6 +93,35 @@ enum ToolCommand {
     },
     /// Streaming sessions: running and recently finished, with bytes and files done.
     Netstats,
+    /// Repair: replicas compare per-partition hashes of this node's ranges; partitions that
+    /// differ are reconciled and written back. All user keyspaces, a keyspace, or some tables.
+    Repair {
+        keyspace: Option<String>,
+        tables: Vec<String>,
+        /// Only the ranges this node is the primary replica of (run on every node to cover the ring once).
+        #[arg(long = "partitioner-range", visible_alias = "pr")]
+        primary_range: bool,
+        /// Report what differs without repairing it.
+        #[arg(long)]
+        preview: bool,
+    },
+}
+
+/// nodetool's two-letter flags, which clap cannot take as short flags: `-pr`
+/// (repair's primary range only) becomes `--pr`, only after `tool`.
+pub fn nodetool_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut in_tool = false;
+    args.map(|a| {
+        if a == "tool" {
+            in_tool = true;
+        }
+        if in_tool && a == "-pr" {
+            "--pr".into()
+        } else {
+            a
+        }
+    })
+    .collect()
 }
 
 /// Why a request got no answer.
@@ -253,6 +282,13 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Info { .. } => ("GET", vec!["/v1/info".to_string()], QUICK_TIMEOUT),
         ToolCommand::Listpendinghints => ("GET", vec!["/v1/hints".to_string()], QUICK_TIMEOUT),
         ToolCommand::Netstats => ("GET", vec!["/v1/netstats".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Repair { keyspace, tables, primary_range, preview } => {
+            let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
+            params.extend(tables.iter().map(|t| ("table", Some(t.as_str()))));
+            params.push(("pr", primary_range.then_some("true")));
+            params.push(("preview", preview.then_some("true")));
+            ("POST", vec![with_query("/v1/repair", &params)], MAINTENANCE_TIMEOUT)
+        }
         ToolCommand::Rebuild { keyspace, source_dc } => (
             "POST",
             vec![with_query("/v1/rebuild", &[("keyspace", keyspace.as_deref()), ("source_dc", source_dc.as_deref())])],
@@ -291,6 +327,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Listpendinghints => format_hints(answer),
         ToolCommand::Netstats => format_netstats(answer),
         ToolCommand::Rebuild { .. } => format_rebuild(answer),
+        ToolCommand::Repair { .. } => format_repair(answer),
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. } | ToolCommand::Compact { .. } => String::new(),
     };
@@ -522,6 +559,32 @@ fn format_netstats(n: &Json) -> String {
         ]);
     }
     out.push_str(&table(&rows));
+    out
+}
+
+/// repair: per table, what was compared, what differed and what was written back.
+fn format_repair(r: &Json) -> String {
+    let mut rows =
+        vec![["Table", "Ranges", "Partitions", "Differing", "Estimated", "Repaired"].map(String::from).to_vec()];
+    for t in r["tables"].as_array().cloned().unwrap_or_default() {
+        rows.push(vec![
+            format!("{}.{}", text(&t["keyspace"]), text(&t["table"])),
+            text(&t["ranges"]),
+            text(&t["partitions_compared"]),
+            text(&t["partitions_differing"]),
+            human_bytes(t["bytes_estimated"].as_u64().unwrap_or(0)),
+            human_bytes(t["bytes_repaired"].as_u64().unwrap_or(0)),
+        ]);
+    }
+    let mut out = table(&rows);
+    out.push_str(&format!(
+        "{} done in {:.1} s: {} of {} partitions differed, {} written back\n",
+        text(&r["operation"]),
+        r["seconds"].as_f64().unwrap_or(0.0),
+        text(&r["partitions_differing"]),
+        text(&r["partitions_compared"]),
+        human_bytes(r["bytes_repaired"].as_u64().unwrap_or(0))
+    ));
     out
 }
 

@@ -22,7 +22,8 @@
 //! Replicas exchange unfiltered partition data for digest reads and read
 //! repair (`raw`): `read_raw`, `merge_raw`, `resolve_raw`, `repair_diff`,
 //! `apply_raw`. Topology changes and repair move whole token ranges as
-//! sorted files (`stream`): `export_ranges`, `ingest_streamed`.
+//! sorted files (`stream`): `export_ranges`, `ingest_streamed`; repair
+//! compares replicas by per-partition hashes (`validate`: `partition_hashes`).
 //!
 //! Invariants:
 //! - The manifest (`schema.json`) names every column family in use; it is
@@ -50,6 +51,7 @@ mod raw;
 mod read;
 mod stream;
 mod tuning;
+mod validate;
 mod varint;
 mod write;
 
@@ -58,6 +60,7 @@ pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 pub use stream::StreamedFile;
+pub use validate::PartitionHash;
 pub use write::WriteBatch;
 
 /// Errors from the storage engine.

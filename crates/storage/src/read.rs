@@ -74,6 +74,22 @@ pub struct PartitionRead {
     pub now: i32,
 }
 
+impl PartitionRead {
+    /// A read of every row of a partition of `table` (token and key left to fill in), as of `now`.
+    pub fn whole(table: Uuid, now: i32) -> PartitionRead {
+        PartitionRead {
+            table,
+            token: 0,
+            partition_key: Vec::new(),
+            ranges: Vec::new(),
+            reversed: false,
+            include_static: true,
+            row_limit: usize::MAX,
+            now,
+        }
+    }
+}
+
 /// A scan over partitions in token order.
 #[derive(Clone, Debug)]
 pub struct ScanRange {

@@ -161,3 +161,78 @@ fn an_export_holds_only_its_ranges_and_whole_ring_exports_everything() {
         Err(StorageError::UnknownTable(_))
     ));
 }
+
+/// All of a range's partition hashes, page by page (`limit` per page).
+fn all_hashes(s: &Storage, table: Uuid, range: (i64, i64), limit: usize) -> Vec<storage::PartitionHash> {
+    let now = now_secs() + 365 * 24 * 3600;
+    let (mut out, mut after) = (Vec::new(), None::<(i64, Vec<u8>)>);
+    loop {
+        let page_after = after.as_ref().map(|(t, k)| (*t, k.as_slice()));
+        let (page, more) = s.partition_hashes(&table, range, page_after, limit, now).expect("hashes");
+        assert!(page.len() <= limit);
+        if let Some(last) = page.last() {
+            after = Some((last.token, last.key.clone()));
+        }
+        out.extend(page);
+        if !more {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn replicas_with_the_same_writes_hash_alike_whatever_their_files_and_pages() {
+    let table = Uuid::from_u128(0x5743_2222);
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let ks = vec![keyspace("ks", true, vec![model_table("ks", "t", table, 864_000)])];
+    let (a, b) = (open_small(dirs[0].path(), &ks), open_small(dirs[1].path(), &ks));
+    let mut rng = StdRng::seed_from_u64(11);
+    let now = now_secs() + 365 * 24 * 3600;
+    let mut model = Model::default();
+    let mut last = None;
+    for i in 0..300 {
+        let m = Gen { rng: &mut rng, table, now }.op(&mut model, &mut String::new());
+        a.apply(std::slice::from_ref(&m)).expect("apply A");
+        b.apply(std::slice::from_ref(&m)).expect("apply B");
+        // Different file layouts: A flushes often and compacts, B keeps its memtable.
+        if i % 37 == 0 {
+            a.flush(None).expect("flush");
+        }
+        last = Some(m);
+    }
+    a.compact(None).expect("compact");
+    b.compact(None).expect("compact");
+    for range in RANGES {
+        let whole = all_hashes(&a, table, range, usize::MAX);
+        assert_eq!(whole, all_hashes(&b, table, range, usize::MAX), "range {range:?}");
+        assert_eq!(whole, all_hashes(&a, table, range, 1), "paged by one, range {range:?}");
+        let tokens: Vec<i64> = whole.iter().map(|h| h.token).collect();
+        let expected: Vec<i64> = PARTITIONS.iter().map(|p| p.0).filter(|t| contains(range, *t)).collect();
+        let mut sorted_expected = expected.clone();
+        sorted_expected.sort();
+        sorted_expected.dedup();
+        let mut distinct = tokens.clone();
+        distinct.dedup();
+        assert!(distinct.iter().all(|t| sorted_expected.contains(t)), "range {range:?}: {tokens:?}");
+    }
+    // One more write to B alone changes exactly that partition's hash.
+    let mut m = last.expect("a write");
+    for row in &mut m.rows {
+        for cell in &mut row.cells {
+            cell.timestamp += 1_000_000;
+        }
+    }
+    m.rows.push(types::mutation::RowWrite {
+        clustering: vec![bytes::Bytes::from_static(&[0, 0, 0, 9]), bytes::Bytes::from_static(b"zz")],
+        is_static: false,
+        marker: Some(types::mutation::Liveness { timestamp: 9_999_999, ttl: 0, local_expiration: 0 }),
+        deletion: None,
+        complex_deletions: Vec::new(),
+        cells: Vec::new(),
+    });
+    b.apply(std::slice::from_ref(&m)).expect("apply B");
+    let (ha, hb) = (all_hashes(&a, table, (0, 0), 1000), all_hashes(&b, table, (0, 0), 1000));
+    let differing: Vec<i64> =
+        hb.iter().filter(|h| !ha.iter().any(|x| x.key == h.key && x.hash == h.hash)).map(|h| h.token).collect();
+    assert_eq!(differing, vec![m.token], "only the partition written to B alone differs");
+}

@@ -189,3 +189,48 @@ def test_repair_reconciles_only_the_partitions_that_differ(tmp_path):
         wait_state(c, c.address(2), "DN", observer=1)
         down = c.tool("repair", "rp", node=1, check=False)
         assert f"Endpoint not alive: /{c.address(2)}:" in down["error"], down
+
+
+def test_cleanup_after_lowering_the_replication_factor(tmp_path):
+    """RF 3 -> 2 on 3 nodes: every node still holds every row until `shoal tool cleanup`, which
+    drops what it no longer replicates; then every row is still read at ALL, and each node's load
+    is within 20% of its effective ownership share."""
+    with ShoalCluster(tmp_path / "c", nodes=3) as c:
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE cu WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE cu.t (k int PRIMARY KEY, v text)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            insert = s.prepare("INSERT INTO cu.t (k, v) VALUES (?, ?)")
+            for k in range(4000):
+                s.execute(insert, (k, f"{k:06}" + "x" * 1000))
+            s.execute("ALTER KEYSPACE cu WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        finally:
+            cluster.shutdown()
+        for i in (1, 2, 3):
+            c.tool("flush", node=i)
+        before = [c.tool("info", node=i)["load_bytes"] for i in (1, 2, 3)]
+        for i in (1, 2, 3):
+            c.tool("cleanup", "cu", node=i)
+        after = [c.tool("info", node=i)["load_bytes"] for i in (1, 2, 3)]
+        assert all(a < b for a, b in zip(after, before)), (before, after)
+        assert sum(after) < sum(before) * 0.8, (before, after)
+
+        owns = {}
+        for dc in c.tool("status", "cu", node=1)["datacenters"]:
+            for n in dc["nodes"]:
+                owns[n["address"]] = n["owns"]
+        total_load, total_owns = sum(after), sum(owns.values())
+        for i, load in zip((1, 2, 3), after):
+            share, owned = load / total_load, owns[c.address(i)] / total_owns
+            assert abs(share - owned) <= 0.2 * owned, (i, share, owned, after, owns)
+
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            query = s.prepare("SELECT v FROM cu.t WHERE k = ?")
+            for k in range(4000):
+                row = s.execute(query, (k,)).one()
+                assert row is not None and row.v.startswith(f"{k:06}"), k
+        finally:
+            cluster.shutdown()

@@ -8,7 +8,7 @@
 //! `GET /v1/hints`, `GET /v1/info`, `POST /v1/flush[?keyspace=&table=]`,
 //! `POST /v1/compact[?keyspace=&table=]`, `POST /v1/rebuild[?keyspace=&source_dc=]`
 //! (answers when the streams are done), `POST /v1/repair[?keyspace=&table=...&pr=true&preview=true]`
-//! (answers when done), `GET /v1/netstats`.
+//! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `GET /v1/netstats`.
 //!
 //! Invariants:
 //! - A hand-written, minimal server: one request per connection, always
@@ -327,7 +327,7 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
 async fn route(request: &Request, state: &AdminState) -> Response {
     let path = request.path.trim_end_matches('/');
     let method = match path {
-        "/v1/flush" | "/v1/compact" | "/v1/rebuild" | "/v1/repair" => "POST",
+        "/v1/flush" | "/v1/compact" | "/v1/rebuild" | "/v1/repair" | "/v1/cleanup" => "POST",
         "/v1/status"
         | "/v1/ring"
         | "/v1/describecluster"
@@ -350,6 +350,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/netstats" => Ok(netstats(state)),
         "/v1/rebuild" => rebuild(request, state).await,
         "/v1/repair" => repair(request, state).await,
+        "/v1/cleanup" => cleanup(request, state).await,
         _ => maintenance(request, state, path == "/v1/compact").await,
     };
     match result {
@@ -822,6 +823,13 @@ async fn repair(request: &Request, state: &AdminState) -> Answer {
         request.query.iter().filter(|(k, v)| k == "table" && !v.is_empty()).map(|(_, v)| v.clone()).collect();
     let flag = |name: &str| request.param(name) == Some("true");
     state.lifecycle.repair(keyspace, &tables, flag("pr"), flag("preview")).await.map_err(|e| Response::error(500, e))
+}
+
+/// `nodetool cleanup [KEYSPACE [TABLE...]]`: answers when done.
+async fn cleanup(request: &Request, state: &AdminState) -> Answer {
+    let tables: Vec<String> =
+        request.query.iter().filter(|(k, v)| k == "table" && !v.is_empty()).map(|(_, v)| v.clone()).collect();
+    state.lifecycle.cleanup(request.param("keyspace"), &tables).await.map_err(|e| Response::error(500, e))
 }
 
 /// The tables storage holds (the system keyspaces are virtual).

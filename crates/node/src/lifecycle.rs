@@ -3,7 +3,9 @@
 //! live replica (`cluster::stream`), for a node that missed writes beyond the
 //! hint window, lost its disk, or joined a new data center; and `repair`
 //! (nodetool repair): replicas compare per-partition hashes of each range and
-//! only the partitions that differ are reconciled and written back.
+//! only the partitions that differ are reconciled and written back; and
+//! `cleanup` (nodetool cleanup): drop the data of ranges this node no longer
+//! replicates.
 //! Bootstrap, decommission, removenode and replace build on the same
 //! sessions.
 //!
@@ -369,5 +371,63 @@ impl Lifecycle {
                 return Ok(out);
             }
         }
+    }
+
+    /// Cleanup (nodetool cleanup): deletes from every table of the user
+    /// keyspaces (or `keyspace`, and its `tables`) the data of ranges this
+    /// node no longer replicates, after a topology or replication change.
+    /// Refused while this node owns no tokens (not NORMAL).
+    pub async fn cleanup(&self, keyspace: Option<&str>, tables: &[String]) -> Result<Json, String> {
+        let _running = self.begin("cleanup")?;
+        let started = Instant::now();
+        let view = self.coordinator.view.snapshot();
+        let schema = self.schema.snapshot();
+        if view.ring.node(cluster::view::host(view.local)).is_none() {
+            return Err("Cannot run cleanup: this node owns no tokens (it is not NORMAL)".into());
+        }
+        if let Some(name) = keyspace {
+            let Some(ks) = schema.keyspaces.get(name).filter(|_| !Schema::is_system(name)) else {
+                return Err(format!("Unknown keyspace '{name}'"));
+            };
+            if let Some(t) = tables.iter().find(|t| !ks.tables.contains_key(t.as_str())) {
+                return Err(format!("Unknown table '{t}' in keyspace '{name}'"));
+            }
+        }
+        let mut report = Vec::new();
+        for ks in schema.keyspaces.values() {
+            if Schema::is_system(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
+                continue;
+            }
+            if matches!(ks.replication, Replication::Local) {
+                continue;
+            }
+            let keep: Vec<(i64, i64)> = view
+                .ring
+                .ranges()
+                .filter(|(range, _)| view.replicas(ks, range.end).contains(&view.local))
+                .map(|(range, _)| (range.start, range.end))
+                .collect();
+            for table in ks.tables.values() {
+                if !tables.is_empty() && !tables.contains(&table.name) {
+                    continue;
+                }
+                let (storage, kept, id) = (Arc::clone(&self.coordinator.storage), keep.clone(), table.id);
+                let (before, after) = tokio::task::spawn_blocking(move || {
+                    let before = storage.table_size_bytes(&id);
+                    storage.cleanup(&id, &kept).map(|_| (before, storage.table_size_bytes(&id)))
+                })
+                .await
+                .map_err(|e| format!("cleanup task failed: {e}"))?
+                .map_err(|e| format!("cleanup of {}.{} failed: {e}", ks.name, table.name))?;
+                report.push(json!({
+                    "keyspace": ks.name,
+                    "table": table.name,
+                    "ranges_kept": keep.len(),
+                    "bytes_before": before,
+                    "bytes_after": after,
+                }));
+            }
+        }
+        Ok(json!({ "operation": "cleanup", "tables": report, "seconds": started.elapsed().as_secs_f64() }))
     }
 }

@@ -105,6 +105,9 @@ enum ToolCommand {
         #[arg(long)]
         preview: bool,
     },
+    /// Delete the data of ranges this node no longer replicates (after adding nodes or lowering
+    /// a replication factor): all user keyspaces, a keyspace, or some tables.
+    Cleanup { keyspace: Option<String>, tables: Vec<String> },
 }
 
 /// nodetool's two-letter flags, which clap cannot take as short flags: `-pr`
@@ -289,6 +292,11 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             params.push(("preview", preview.then_some("true")));
             ("POST", vec![with_query("/v1/repair", &params)], MAINTENANCE_TIMEOUT)
         }
+        ToolCommand::Cleanup { keyspace, tables } => {
+            let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
+            params.extend(tables.iter().map(|t| ("table", Some(t.as_str()))));
+            ("POST", vec![with_query("/v1/cleanup", &params)], MAINTENANCE_TIMEOUT)
+        }
         ToolCommand::Rebuild { keyspace, source_dc } => (
             "POST",
             vec![with_query("/v1/rebuild", &[("keyspace", keyspace.as_deref()), ("source_dc", source_dc.as_deref())])],
@@ -329,7 +337,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Rebuild { .. } => format_rebuild(answer),
         ToolCommand::Repair { .. } => format_repair(answer),
         // nodetool prints nothing on success.
-        ToolCommand::Flush { .. } | ToolCommand::Compact { .. } => String::new(),
+        ToolCommand::Flush { .. } | ToolCommand::Compact { .. } | ToolCommand::Cleanup { .. } => String::new(),
     };
     print!("{text}");
     Ok(())

@@ -13,6 +13,9 @@
 //! markers included), so the order in which streamed files and new writes
 //! land does not matter, and ingesting the same file twice changes nothing.
 //!
+//! `cleanup` deletes what lies outside the ranges a node keeps, after a
+//! topology or replication change moved them elsewhere.
+//!
 //! Ranges are Cassandra's `(start, end]` over Murmur3 tokens, wrapping past
 //! `i64::MAX`; `start == end` is the whole ring. Keys begin with the token
 //! (`keys`), so a range is one or two key ranges.
@@ -77,6 +80,26 @@ pub(crate) fn key_ranges(start: i64, end: i64) -> Vec<(Vec<u8>, Option<Vec<u8>>)
     }
     out.push((from_first(), after(end)));
     out
+}
+
+/// The key ranges of token ranges `(start, end]`, sorted, overlapping ones
+/// merged (so nothing is visited twice).
+pub(crate) fn merged_key_ranges(ranges: &[(i64, i64)]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut bounds: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+        ranges.iter().flat_map(|&(start, end)| key_ranges(start, end)).collect();
+    bounds.sort();
+    let mut merged: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    for (lower, upper) in bounds {
+        match merged.last_mut() {
+            Some((_, last_upper)) if last_upper.as_ref().is_none_or(|u| *u >= lower) => {
+                if last_upper.is_some() && upper.as_ref().is_none_or(|u| Some(u) > last_upper.as_ref()) {
+                    *last_upper = upper;
+                }
+            }
+            _ => merged.push((lower, upper)),
+        }
+    }
+    merged
 }
 
 /// CRC-32C and length of a file, read back in 1 MiB pieces.
@@ -158,22 +181,7 @@ impl Storage {
             current: None,
             done: Vec::new(),
         };
-        let mut bounds: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-            ranges.iter().flat_map(|&(start, end)| key_ranges(start, end)).collect();
-        // Files must be written in key order: sort the key ranges, and merge
-        // overlapping ones so no entry is written twice.
-        bounds.sort();
-        let mut merged: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-        for (lower, upper) in bounds {
-            match merged.last_mut() {
-                Some((_, last_upper)) if last_upper.as_ref().is_none_or(|u| *u >= lower) => {
-                    if last_upper.is_some() && upper.as_ref().is_none_or(|u| Some(u) > last_upper.as_ref()) {
-                        *last_upper = upper;
-                    }
-                }
-                _ => merged.push((lower, upper)),
-            }
-        }
+        let merged = merged_key_ranges(ranges);
         for (lower, upper) in merged {
             let mut opts = ReadOptions::default();
             opts.fill_cache(false);
@@ -191,6 +199,41 @@ impl Storage {
         }
         export.finish_file()?;
         Ok(export.done)
+    }
+
+    /// Cleanup (nodetool cleanup): deletes every entry of `table` whose
+    /// token lies outside `keep` (the ranges this node replicates), after
+    /// flushing the table, and compacts what was deleted away. Returns the
+    /// number of key ranges deleted.
+    pub fn cleanup(&self, table: &Uuid, keep: &[(i64, i64)]) -> Result<usize, StorageError> {
+        let store = self.table(table)?;
+        self.flusher.flush_now(&store)?;
+        let cf = self.cf(&store)?;
+        // Above every key (the largest token, then more than any key's bytes).
+        let top = vec![0xFF; 8 + 2 + keys::MAX_KEY_LENGTH + 1];
+        let mut gaps = Vec::new();
+        let mut from = Some(Vec::new());
+        for (lower, upper) in merged_key_ranges(keep) {
+            if let Some(f) = from.take() {
+                if f < lower {
+                    gaps.push((f, lower));
+                }
+            }
+            from = upper;
+            if from.is_none() {
+                break;
+            }
+        }
+        if let Some(f) = from {
+            gaps.push((f, top));
+        }
+        for (lower, upper) in &gaps {
+            self.db.delete_range_cf(&cf, lower, upper)?;
+        }
+        for (lower, upper) in &gaps {
+            self.db.compact_range_cf(&cf, Some(lower), Some(upper));
+        }
+        Ok(gaps.len())
     }
 
     /// Ingests files another node exported for `table` (`export_ranges`),

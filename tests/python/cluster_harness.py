@@ -131,6 +131,13 @@ class ShoalCluster:
             self.contact_points = [n["address"] for n in self.state()["nodes"]]
         return out
 
+    def add(self, timeout=300):
+        """`shoal cluster add`: a new node on the next address bootstraps into the cluster; waits
+        until it is NORMAL. Returns its index."""
+        self._cluster("add", "--timeout", timeout, timeout=timeout + 30)
+        self.contact_points = [n["address"] for n in self.state()["nodes"]]
+        return len(self.state()["nodes"])
+
     def down(self, clear=True):
         """Stops every node (SIGTERM, SIGKILL after 30 s); with clear, removes the directory."""
         if not (self.workdir / "nodes.json").exists():

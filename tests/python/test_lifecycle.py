@@ -5,6 +5,8 @@ processes on 127.0.0.x started by `shoal cluster up`, the DataStax Python driver
 `shoal tool rebuild` streams every range a node replicates from another live replica
 (nodetool rebuild), as sorted files over the internode port (`cluster::stream`)."""
 
+import time
+
 import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
@@ -234,3 +236,61 @@ def test_cleanup_after_lowering_the_replication_factor(tmp_path):
                 assert row is not None and row.v.startswith(f"{k:06}"), k
         finally:
             cluster.shutdown()
+
+
+def test_a_node_added_under_writes_streams_its_ranges_and_misses_nothing(tmp_path):
+    """`shoal cluster add` on a 3-node RF=3 cluster taking QUORUM writes all along: the new node
+    is JOINING while it streams its ranges (writes for them reach it too), then NORMAL; afterwards
+    it alone answers at CL ONE for every row written before and every write acknowledged during
+    the join, and every node names the same replicas for a key."""
+    import threading
+
+    with ShoalCluster(tmp_path / "c", nodes=3) as c:
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE bs WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE bs.t (k int PRIMARY KEY, v text)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            insert = s.prepare("INSERT INTO bs.t (k, v) VALUES (?, ?)")
+            for k in range(3000):
+                s.execute(insert, (k, f"before-{k}"))
+        finally:
+            cluster.shutdown()
+
+        acked, stop = [], threading.Event()
+        writer_cluster, ws = session_on(c, [c.address(1), c.address(2), c.address(3)], cl=ConsistencyLevel.QUORUM)
+
+        def write_all_along():
+            insert = ws.prepare("INSERT INTO bs.t (k, v) VALUES (?, ?)")
+            insert.consistency_level = ConsistencyLevel.QUORUM
+            k = 100_000
+            while not stop.is_set() and k < 200_000:
+                try:
+                    ws.execute(insert, (k, f"during-{k}"))
+                    acked.append(k)
+                except Exception:  # a write that failed was not acknowledged: nothing to check
+                    pass
+                k += 1
+
+        writer = threading.Thread(target=write_all_along)
+        writer.start()
+        try:
+            time.sleep(1)
+            new = c.add()
+        finally:
+            stop.set()
+            writer.join(timeout=60)
+            writer_cluster.shutdown()
+        assert new == 4 and len(acked) > 100, len(acked)
+        wait_state(c, c.address(4), "UN", observer=1)
+
+        cluster, s = session_on(c, [c.address(4)], cl=ConsistencyLevel.ONE)
+        try:
+            query = s.prepare("SELECT v FROM bs.t WHERE k = ?")
+            missing = [k for k in list(range(3000)) + acked if s.execute(query, (k,)).one() is None]
+            assert not missing, f"{len(missing)} rows missing on the new node, e.g. {missing[:10]}"
+        finally:
+            cluster.shutdown()
+        for key in ("0", "17", "100000"):
+            seen = {tuple(c.tool("getendpoints", "bs", "t", key, node=i)["endpoints"]) for i in (1, 2, 3, 4)}
+            assert len(seen) == 1 and len(next(iter(seen))) == 3, (key, seen)

@@ -122,6 +122,20 @@ impl Requirement {
         Ok(req)
     }
 
+    /// A pending replica in `dc` (a joining node's future range) raises
+    /// what a write blocks for by one when its answer counts, as Cassandra
+    /// adds pending endpoints to blockFor, so the new owner cannot miss an
+    /// acknowledged write. ANY is left alone.
+    pub fn add_pending(&mut self, dc: &str) {
+        if self.consistency == Consistency::Any || !self.counts(dc) {
+            return;
+        }
+        if let Some(need) = self.per_dc.get_mut(dc) {
+            *need += 1;
+        }
+        self.block_for += 1;
+    }
+
     /// Whether an answer from a replica in `dc` counts toward this level.
     pub fn counts(&self, dc: &str) -> bool {
         match &self.only_dc {
@@ -209,7 +223,8 @@ impl AckCounter {
     }
 }
 
-/// Where a write goes.
+/// Where a write goes: the replicas and the pending replicas (joining
+/// nodes' future ranges), blocking for the level's count plus the pending.
 #[derive(Clone, Debug)]
 pub struct WritePlan {
     pub requirement: Requirement,
@@ -221,15 +236,19 @@ pub struct WritePlan {
 
 impl WritePlan {
     pub fn new(view: &ClusterView, ks: &KeyspaceDef, token: i64, cl: Consistency) -> Result<WritePlan, CoordError> {
-        let requirement = Requirement::of(&ks.replication, cl, view.local_dc(), true)?;
+        let mut requirement = Requirement::of(&ks.replication, cl, view.local_dc(), true)?;
         let mut live = Vec::new();
         let mut down = Vec::new();
-        for r in view.replicas(ks, token) {
+        let pending = view.pending_replicas(ks, token);
+        for r in view.replicas(ks, token).into_iter().chain(pending.iter().copied()) {
             if view.is_alive(r) {
                 live.push((r, view.dc_of(r).unwrap_or_default().to_string()));
             } else {
                 down.push(r);
             }
+        }
+        for p in &pending {
+            requirement.add_pending(view.dc_of(*p).unwrap_or_default());
         }
         requirement.assure_available(live.iter().map(|(_, dc)| dc.as_str()))?;
         Ok(WritePlan { requirement, live, down })
@@ -326,6 +345,27 @@ mod tests {
         assert_eq!(each.per_dc.len(), 2);
         assert!(Requirement::of(&two, Consistency::Any, "dc1", false).is_err());
         assert!(Requirement::of(&two, Consistency::Serial, "dc1", true).is_err());
+    }
+
+    #[test]
+    fn pending_replicas_raise_block_for_where_they_count() {
+        let two = nts(&[("dc1", 3), ("dc2", 3)]);
+        let mut q = Requirement::of(&Replication::Simple { replication_factor: 3 }, Consistency::Quorum, "dc1", true)
+            .expect("quorum");
+        q.add_pending("dc1");
+        assert_eq!(q.block_for, 3, "QUORUM at RF=3 with a joining replica: 2 + 1");
+        let mut lq = Requirement::of(&two, Consistency::LocalQuorum, "dc1", true).expect("local quorum");
+        lq.add_pending("dc2");
+        assert_eq!(lq.block_for, 2, "a pending replica in another DC does not count for LOCAL_QUORUM");
+        lq.add_pending("dc1");
+        assert_eq!(lq.block_for, 3);
+        let mut each = Requirement::of(&two, Consistency::EachQuorum, "dc1", true).expect("each quorum");
+        each.add_pending("dc2");
+        assert_eq!((each.block_for, each.per_dc.get("dc2").copied()), (5, Some(3)));
+        let mut any = Requirement::of(&Replication::Simple { replication_factor: 3 }, Consistency::Any, "dc1", true)
+            .expect("any");
+        any.add_pending("dc1");
+        assert_eq!(any.block_for, 1, "ANY is satisfied by a hint");
     }
 
     #[test]

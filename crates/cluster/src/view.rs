@@ -10,6 +10,8 @@
 //! - The token ring holds exactly the endpoints whose status owns tokens
 //!   (NORMAL, LEAVING, and shut-down nodes that were NORMAL), so a node that
 //!   is down keeps its ranges (writes to it are hinted, not moved).
+//! - While endpoints are JOINING with announced tokens, `pending` is the ring
+//!   with them placed, and writes also go to their `pending_replicas`.
 //! - Only the gossip task (or a test) publishes; readers take `snapshot()`
 //!   and never hold a lock while working.
 
@@ -113,6 +115,8 @@ pub struct ClusterView {
     pub endpoints: BTreeMap<Uuid, Endpoint>,
     /// The ring of token-owning endpoints.
     pub ring: TokenMetadata,
+    /// The ring with the joining endpoints placed too, while any join.
+    pub pending: Option<TokenMetadata>,
     /// Bumped on every publish.
     pub version: u64,
 }
@@ -159,7 +163,33 @@ impl ClusterView {
                 }
             }
         }
-        ClusterView { cluster_name: cluster_name.to_string(), local, endpoints, ring, version }
+        // Joining endpoints that announced their tokens own nothing yet, but
+        // writes for the ranges they will own go to them too (pending ranges).
+        let joining: Vec<&Endpoint> =
+            endpoints.values().filter(|e| e.status == Status::Joining && !e.tokens.is_empty()).collect();
+        let pending = (!joining.is_empty() && !ring.is_empty()).then(|| {
+            let mut with = ring.clone();
+            for e in joining {
+                let info = NodeInfo::new(host(e.host_id), e.dc.clone(), e.rack.clone());
+                if let Err(err) = with.add_node(info, e.tokens.iter().copied()) {
+                    tracing::warn!(host_id = %e.host_id, "not placing a joining endpoint in the pending ring: {err}");
+                }
+            }
+            with
+        });
+        ClusterView { cluster_name: cluster_name.to_string(), local, endpoints, ring, pending, version }
+    }
+
+    /// The replicas a write of `token` must also reach while nodes join:
+    /// those of the ring with the joining nodes placed that are not
+    /// replicas now (Cassandra's pending endpoints). Empty when none join.
+    pub fn pending_replicas(&self, ks: &KeyspaceDef, token: i64) -> Vec<Uuid> {
+        let Some(pending) = &self.pending else { return Vec::new() };
+        if matches!(ks.replication, Replication::Local) {
+            return Vec::new();
+        }
+        let now = self.replicas(ks, token);
+        strategy(&ks.replication).replicas(pending, token).into_iter().map(uuid).filter(|r| !now.contains(r)).collect()
     }
 
     pub fn local(&self) -> Option<&Endpoint> {

@@ -63,6 +63,13 @@ pub struct ConfigFile {
     pub batch_size_fail_threshold: Option<Size>,
     pub batch_size_fail_threshold_in_kb: Option<u64>,
     pub unlogged_batch_across_partitions_warn_threshold: Option<u32>,
+    /// A new node streams its ranges from the current replicas before it
+    /// serves (default true).
+    pub auto_bootstrap: Option<bool>,
+    /// Bootstrap streams each range from the replica that loses it, and fails
+    /// if that one is down (default true; Cassandra's
+    /// -Dcassandra.consistent.rangemovement).
+    pub consistent_rangemovement: Option<bool>,
     /// Bytes per second a node streams out to all peers together (`24MiB/s`;
     /// 0 = unthrottled, Shoal's default; Cassandra's is 24MiB/s).
     pub stream_throughput_outbound: Option<Size>,
@@ -151,6 +158,8 @@ pub struct NodeConfig {
     pub admin_port: u16,
     /// Streaming's outbound limit, bytes per second over all sessions; 0 = unthrottled.
     pub stream_throughput_bytes: u64,
+    pub auto_bootstrap: bool,
+    pub consistent_rangemovement: bool,
     pub batch_limits: cql_server::BatchLimits,
 }
 
@@ -327,6 +336,8 @@ impl ConfigFile {
             },
             admin_port,
             batch_limits,
+            auto_bootstrap: self.auto_bootstrap.unwrap_or(true),
+            consistent_rangemovement: self.consistent_rangemovement.unwrap_or(true),
             stream_throughput_bytes: match (
                 self.stream_throughput_outbound,
                 self.stream_throughput_outbound_megabits_per_sec,

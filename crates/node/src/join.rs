@@ -1,7 +1,9 @@
 //! Joining the cluster: starts internode messaging and gossip, chooses the
 //! node's tokens on first start (balanced allocation against the ring gossip
 //! shows, Cassandra 4's `allocate_tokens_for_local_replication_factor`),
-//! becomes NORMAL, and spawns the cluster's background tasks (view refresh
+//! becomes NORMAL (a new node that is not a seed first stays JOINING while
+//! it bootstraps: `Lifecycle::bootstrap`, then `finish_bootstrap`), and
+//! spawns the cluster's background tasks (view refresh
 //! and driver events, verb handlers, hint replay, schema sync, load gossip).
 //!
 //! Invariants:
@@ -35,6 +37,9 @@ pub struct Joined {
     pub gossip: Arc<Gossip>,
     pub transport: TcpTransport,
     pub tokens: Vec<i64>,
+    /// The node is JOINING: it must stream its ranges (`Lifecycle::bootstrap`), then
+    /// call `finish_bootstrap`, before it serves.
+    pub bootstrap: bool,
     pub hints: Arc<hints::HintStore>,
     /// Exports peers pull (`cluster::stream`), and every stream session's progress.
     pub streams: Arc<StreamSource>,
@@ -89,7 +94,9 @@ pub async fn join(
     let seeds = seed_addrs(config);
     let mut gossip_config = GossipConfig::new(&config.cluster_name, generation, internode, seeds.clone());
     gossip_config.phi_convict_threshold = config.phi_convict_threshold;
-    let status = if persisted.is_empty() { Status::Joining } else { Status::Normal };
+    // A bootstrap that did not finish (killed, a source down) resumes at the next start.
+    let resuming = !persisted.is_empty() && storage.local_get(BOOTSTRAPPING).is_some_and(|v| !v.is_empty());
+    let status = if persisted.is_empty() || resuming { Status::Joining } else { Status::Normal };
     let gossip = Arc::new(
         Gossip::start(&gossip_config, local.clone(), status, &persisted).await.context("cannot start gossip")?,
     );
@@ -97,7 +104,7 @@ pub async fn join(
     let me = local.endpoint(persisted.clone(), status, generation);
     let view = Arc::new(ViewHandle::new(ClusterView::single(&config.cluster_name, me)));
 
-    let tokens = if persisted.is_empty() {
+    let (tokens, bootstrap) = if persisted.is_empty() {
         let i_am_seed = seeds.is_empty() || seeds.contains(&internode);
         let alone = seeds.iter().all(|s| *s == internode);
         let ring = if alone { gossip.view().await } else { wait_for_ring(&gossip, i_am_seed, &seeds).await? };
@@ -115,14 +122,27 @@ pub async fn join(
             rf,
             &mut rng,
         );
+        // A seed that starts a cluster, or a node told not to, owns its ranges at once; any
+        // other node streams them first (bootstrap) and stays JOINING meanwhile.
+        let bootstrap = config.auto_bootstrap && !i_am_seed && !ring.ring.is_empty();
+        if bootstrap {
+            storage.local_set(BOOTSTRAPPING, "1")?;
+        }
         let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
         storage.local_set("tokens", &text.join(","))?;
-        tracing::info!(count = tokens.len(), peers = ring.endpoints.len().saturating_sub(1), "allocated tokens");
+        tracing::info!(
+            count = tokens.len(),
+            peers = ring.endpoints.len().saturating_sub(1),
+            bootstrap,
+            "allocated tokens"
+        );
         gossip.set_tokens(&tokens).await;
-        gossip.set_status(Status::Normal).await;
-        tokens
+        if !bootstrap {
+            gossip.set_status(Status::Normal).await;
+        }
+        (tokens, bootstrap)
     } else {
-        persisted
+        (persisted, resuming)
     };
     let coordinator_config = CoordinatorConfig {
         write_timeout: config.write_request_timeout,
@@ -154,12 +174,26 @@ pub async fn join(
         gossip,
         transport,
         tokens,
+        bootstrap,
         hints,
         streams,
         stream_registry,
         inbound: Some(inbound),
         events: Some(events_rx),
     })
+}
+
+/// Set while a bootstrap has not finished (a restart resumes it).
+const BOOTSTRAPPING: &str = "bootstrapping";
+
+impl Joined {
+    /// The bootstrap streamed everything: the node owns its ranges from now on.
+    pub async fn finish_bootstrap(&mut self, storage: &Storage) -> anyhow::Result<()> {
+        storage.local_set(BOOTSTRAPPING, "")?;
+        self.gossip.set_status(Status::Normal).await;
+        self.bootstrap = false;
+        Ok(())
+    }
 }
 
 /// Waits until gossip shows a ring to join: a seed alone proceeds after a

@@ -23,6 +23,7 @@ mod join;
 pub mod lifecycle;
 mod plane;
 
+use serde_json::Value as Json;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -110,6 +111,23 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             load,
         );
 
+        let lifecycle = Arc::new(lifecycle::Lifecycle::new(
+            Arc::clone(&joined.coordinator),
+            Arc::clone(&processor.schema),
+            Arc::clone(&joined.stream_registry),
+            config.data_dir.join("streams").join("in"),
+        ));
+        // A new node streams its ranges before it serves anyone (JOINING until then).
+        if joined.bootstrap {
+            tracing::info!("bootstrapping: streaming this node's ranges from the current replicas");
+            let done = lifecycle
+                .bootstrap(config.consistent_rangemovement)
+                .await
+                .map_err(|e| anyhow::anyhow!("bootstrap failed (a restart resumes it): {e}"))?;
+            tracing::info!(bytes = %done.get("bytes").unwrap_or(&Json::Null), seconds = %done.get("seconds").unwrap_or(&Json::Null), "bootstrap done");
+            joined.finish_bootstrap(&storage).await?;
+        }
+
         let listener =
             tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for CQL on {addr}"))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -125,12 +143,6 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen for the admin API on {admin_addr} (set admin_port)"))?;
         let hints = Arc::clone(&joined.hints);
-        let lifecycle = Arc::new(lifecycle::Lifecycle::new(
-            Arc::clone(&joined.coordinator),
-            Arc::clone(&processor.schema),
-            Arc::clone(&joined.stream_registry),
-            config.data_dir.join("streams").join("in"),
-        ));
         let admin_state = Arc::new(admin::AdminState {
             lifecycle,
             view: Arc::clone(&joined.view),

@@ -26,16 +26,24 @@ use std::time::Instant;
 
 use cluster::stream::{Receiver, StreamRegistry, StreamStats};
 use cluster::verbs;
+use cluster::view::{host, uuid};
 use cluster::wire::{self, HashesRequest};
 use cluster::{ClusterView, Coordinator};
 use cql_server::schema::{Schema, SchemaService};
 use net::{TcpTransport, Transport, Verb};
+use ring::topology::NodeInfo;
 use serde_json::{json, Value as Json};
-use types::schema::Replication;
+use types::schema::{KeyspaceDef, Replication};
 use uuid::Uuid;
 
 /// Tries of one session before the operation gives up on it.
 const SESSION_TRIES: usize = 3;
+/// How long a joining node waits for the schema to agree with the NORMAL nodes.
+const SCHEMA_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long a joining node waits, after announcing its tokens, before it
+/// streams: every coordinator must have seen its pending ranges by then
+/// (Cassandra's ring delay, 30 s; gossip converges in about a second here).
+const RING_DELAY: std::time::Duration = std::time::Duration::from_secs(3);
 /// Partition hashes per validation page.
 const HASHES_PAGE: u32 = 10_000;
 /// A validation page may wait for a compaction of the table.
@@ -141,49 +149,7 @@ impl Lifecycle {
                     )),
                 }
             }
-            for (source, ranges) in by_source {
-                let Some(peer) = view.endpoint(source).map(|e| e.internode) else { continue };
-                for table in ks.tables.values() {
-                    let session = Uuid::new_v4();
-                    let mut last_error = String::new();
-                    let mut done = None;
-                    for attempt in 1..=SESSION_TRIES {
-                        let result = receiver.fetch(peer, session, table.id, &ranges).await;
-                        match result {
-                            Ok(stats) => {
-                                done = Some(stats);
-                                break;
-                            }
-                            Err(e) => {
-                                tracing::warn!(%peer, table = %table.name, attempt, "stream session failed: {e}");
-                                last_error = e;
-                            }
-                        }
-                    }
-                    let Some(stats) = done else {
-                        return Err(format!(
-                            "rebuild failed: streaming {}.{} from {} failed {SESSION_TRIES} times: {last_error}",
-                            ks.name,
-                            table.name,
-                            peer.ip()
-                        ));
-                    };
-                    totals.files += stats.files;
-                    totals.bytes += stats.bytes;
-                    totals.fetched += stats.fetched;
-                    totals.entries += stats.entries;
-                    sessions.push(json!({
-                        "keyspace": ks.name,
-                        "table": table.name,
-                        "source": peer.ip().to_string(),
-                        "ranges": ranges.len(),
-                        "session": session,
-                        "files": stats.files,
-                        "bytes": stats.bytes,
-                        "entries": stats.entries,
-                    }));
-                }
-            }
+            self.stream_keyspace(&receiver, &view, ks, by_source, &mut sessions, &mut totals).await?;
         }
         if !unavailable.is_empty() {
             return Err(format!(
@@ -196,6 +162,157 @@ impl Lifecycle {
         Ok(json!({
             "operation": "rebuild",
             "keyspace": keyspace,
+            "sessions": sessions,
+            "files": totals.files,
+            "bytes": totals.bytes,
+            "entries": totals.entries,
+            "seconds": seconds,
+            "mb_per_s": if seconds > 0.0 { totals.bytes as f64 / seconds / 1e6 } else { 0.0 },
+        }))
+    }
+
+    /// Streams each table of `ks` over `by_source` (source -> ranges), each
+    /// session tried `SESSION_TRIES` times (resuming); adds what moved to
+    /// `sessions` and `totals`.
+    async fn stream_keyspace(
+        &self,
+        receiver: &Receiver<'_, TcpTransport>,
+        view: &ClusterView,
+        ks: &KeyspaceDef,
+        by_source: BTreeMap<Uuid, Vec<(i64, i64)>>,
+        sessions: &mut Vec<Json>,
+        totals: &mut StreamStats,
+    ) -> Result<(), String> {
+        for (source, ranges) in by_source {
+            let Some(peer) = view.endpoint(source).map(|e| e.internode) else { continue };
+            for table in ks.tables.values() {
+                let session = Uuid::new_v4();
+                let mut last_error = String::new();
+                let mut done = None;
+                for attempt in 1..=SESSION_TRIES {
+                    match receiver.fetch(peer, session, table.id, &ranges).await {
+                        Ok(stats) => {
+                            done = Some(stats);
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::warn!(%peer, table = %table.name, attempt, "stream session failed: {e}");
+                            last_error = e;
+                        }
+                    }
+                }
+                let Some(stats) = done else {
+                    return Err(format!(
+                        "streaming {}.{} from {} failed {SESSION_TRIES} times: {last_error}",
+                        ks.name,
+                        table.name,
+                        peer.ip()
+                    ));
+                };
+                totals.files += stats.files;
+                totals.bytes += stats.bytes;
+                totals.fetched += stats.fetched;
+                totals.entries += stats.entries;
+                sessions.push(json!({
+                    "keyspace": ks.name,
+                    "table": table.name,
+                    "source": peer.ip().to_string(),
+                    "ranges": ranges.len(),
+                    "session": session,
+                    "files": stats.files,
+                    "bytes": stats.bytes,
+                    "entries": stats.entries,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Bootstrap (a new node's join, `auto_bootstrap`): once the schema
+    /// agrees with the NORMAL peers and every coordinator has had
+    /// `RING_DELAY` to see this node's pending ranges (writes for them come
+    /// here too from then on), streams every range this node will replicate
+    /// from the replica that loses it (`strict`: Cassandra's consistent range
+    /// movement; that replica must be up) or, not strict, from any live
+    /// replica. The caller turns the node NORMAL after it returns Ok.
+    pub async fn bootstrap(&self, strict: bool) -> Result<Json, String> {
+        let _running = self.begin("bootstrap")?;
+        let started = Instant::now();
+        let deadline = Instant::now() + SCHEMA_WAIT;
+        loop {
+            let view = self.coordinator.view.snapshot();
+            let ours = self.schema.snapshot().version;
+            let normal: Vec<&cluster::Endpoint> =
+                view.peers().filter(|e| e.alive && e.status == cluster::Status::Normal).collect();
+            if !normal.is_empty() && normal.iter().all(|e| e.schema_version == Some(ours)) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "bootstrap: the schema did not agree with the NORMAL nodes within {} s",
+                    SCHEMA_WAIT.as_secs()
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let schema = self.schema.snapshot();
+        let keyspaces: Vec<&Arc<KeyspaceDef>> = schema
+            .keyspaces
+            .values()
+            .filter(|ks| !Schema::is_system(&ks.name) && !matches!(ks.replication, Replication::Local))
+            .filter(|ks| !ks.tables.is_empty())
+            .collect();
+        let mut sessions = Vec::new();
+        let mut totals = StreamStats::default();
+        if !keyspaces.is_empty() {
+            tokio::time::sleep(RING_DELAY).await;
+            let view = self.coordinator.view.snapshot();
+            let me = view.local().ok_or("bootstrap: this node is not in its own view")?;
+            let mut ring = view.ring.clone();
+            ring.add_node(NodeInfo::new(host(view.local), me.dc.clone(), me.rack.clone()), me.tokens.iter().copied())
+                .map_err(|e| format!("bootstrap: cannot place this node's tokens: {e}"))?;
+            let receiver = Receiver {
+                transport: &self.coordinator.transport,
+                storage: &self.coordinator.storage,
+                registry: &self.registry,
+                spool: &self.spool,
+            };
+            let address = |id: Uuid| view.endpoint(id).map_or_else(|| id.to_string(), |e| e.address().to_string());
+            for ks in keyspaces {
+                let strategy = cluster::view::strategy(&ks.replication);
+                let mut by_source: BTreeMap<Uuid, Vec<(i64, i64)>> = BTreeMap::new();
+                for (range, _) in ring.ranges() {
+                    let new: Vec<Uuid> = strategy.replicas(&ring, range.end).into_iter().map(uuid).collect();
+                    if !new.contains(&view.local) {
+                        continue;
+                    }
+                    let old = view.replicas(ks, range.end);
+                    let losing: Vec<Uuid> = old.iter().copied().filter(|r| !new.contains(r)).collect();
+                    let source = if strict && !losing.is_empty() {
+                        losing.iter().copied().find(|r| view.is_alive(*r)).ok_or_else(|| {
+                            let down: Vec<String> = losing.iter().map(|r| format!("/{}", address(*r))).collect();
+                            format!(
+                                "A node required to move the data consistently is down: {}. To stream from \
+                                 another replica, which may not hold every write, set consistent_rangemovement: false",
+                                down.join(", ")
+                            )
+                        })?
+                    } else {
+                        old.iter().copied().find(|r| *r != view.local && view.is_alive(*r)).ok_or_else(|| {
+                            format!(
+                                "Unable to find sufficient sources for streaming range ({}, {}] of {}",
+                                range.start, range.end, ks.name
+                            )
+                        })?
+                    };
+                    by_source.entry(source).or_default().push((range.start, range.end));
+                }
+                self.stream_keyspace(&receiver, &view, ks, by_source, &mut sessions, &mut totals).await?;
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        Ok(json!({
+            "operation": "bootstrap",
             "sessions": sessions,
             "files": totals.files,
             "bytes": totals.bytes,

@@ -71,6 +71,19 @@ enum ClusterCommand {
         #[arg(long, default_value_t = 120)]
         timeout: u64,
     },
+    /// Add a node on the next address: it bootstraps (streams its ranges from the current
+    /// replicas, JOINING meanwhile) and waits until it is NORMAL.
+    Add {
+        /// Its data center (default: the last node's).
+        #[arg(long)]
+        dc: Option<String>,
+        /// Its rack (default: the last node's).
+        #[arg(long)]
+        rack: Option<String>,
+        /// Seconds to wait for it to be NORMAL.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
     /// Stop every node (SIGTERM, SIGKILL after 30 s).
     Down {
         /// Then remove the cluster's directory.
@@ -141,6 +154,7 @@ pub fn main(args: ClusterArgs) -> ExitCode {
         ClusterCommand::Start { node, address, timeout } => {
             cmd_start(&args.dir, node, address, Duration::from_secs(timeout))
         }
+        ClusterCommand::Add { dc, rack, timeout } => cmd_add(&args.dir, dc, rack, Duration::from_secs(timeout)),
         ClusterCommand::Down { clear } => cmd_down(&args.dir, clear),
     };
     match result {
@@ -636,6 +650,36 @@ fn cmd_start(dir: &Path, index: usize, new_address: Option<IpAddr>, timeout: Dur
     save(dir, &state)?;
     wait_normal(&state, &node, &mut child, timeout)?;
     println!("node {index} ({}) is NORMAL, pid {}", node.address, child.id());
+    Ok(())
+}
+
+fn cmd_add(dir: &Path, dc: Option<String>, rack: Option<String>, timeout: Duration) -> Result<(), String> {
+    let mut state = load(dir)?;
+    let last = state.nodes.last().cloned().ok_or("the cluster has no nodes")?;
+    let index = state.nodes.iter().map(|n| n.index).max().unwrap_or(0) + 1;
+    let addr = address(index)?;
+    let home = dir.join(format!("node{index}"));
+    let data_dir = home.join("data");
+    let (dc, rack) = (dc.unwrap_or(last.dc.clone()), rack.unwrap_or(last.rack.clone()));
+    let mut args = last.args.clone();
+    set_arg(&mut args, "--listen-address", addr.to_string());
+    set_arg(&mut args, "--data-dir", data_dir.to_string_lossy().into_owned());
+    set_arg(&mut args, "--dc", dc.clone());
+    set_arg(&mut args, "--rack", rack.clone());
+    let node = NodeState { index, address: addr, pid: None, dc, rack, data_dir, log: home.join("node.log"), args };
+    state.nodes.push(node.clone());
+    let mut child = spawn(&state, &node)?;
+    node_mut(&mut state, index)?.pid = Some(child.id());
+    save(dir, &state)?;
+    wait_normal(&state, &node, &mut child, timeout)?;
+    println!(
+        "node {index} ({}, {}/{}) is NORMAL, pid {}, log {}",
+        addr,
+        node.dc,
+        node.rack,
+        child.id(),
+        node.log.display()
+    );
     Ok(())
 }
 

@@ -138,6 +138,10 @@ class ShoalCluster:
         self.contact_points = [n["address"] for n in self.state()["nodes"]]
         return len(self.state()["nodes"])
 
+    def decommission(self, i, check=True):
+        """`shoal cluster decommission i`: node i hands its ranges over, leaves the ring, stops."""
+        return self._cluster("decommission", i, timeout=600, check=check)
+
     def down(self, clear=True):
         """Stops every node (SIGTERM, SIGKILL after 30 s); with clear, removes the directory."""
         if not (self.workdir / "nodes.json").exists():

@@ -294,3 +294,66 @@ def test_a_node_added_under_writes_streams_its_ranges_and_misses_nothing(tmp_pat
         for key in ("0", "17", "100000"):
             seen = {tuple(c.tool("getendpoints", "bs", "t", key, node=i)["endpoints"]) for i in (1, 2, 3, 4)}
             assert len(seen) == 1 and len(next(iter(seen))) == 3, (key, seen)
+
+
+def test_a_node_decommissioned_under_writes_hands_over_its_ranges(tmp_path):
+    """`shoal cluster decommission 4` on a 4-node RF=3 cluster taking QUORUM writes: node 4 is
+    LEAVING while the nodes that take its ranges over pull them (writes for those ranges reach them
+    meanwhile), then LEFT and stopped; every remaining node alone answers at CL ONE for every row
+    written before and every write acknowledged during it; node 4 refuses to start again on its
+    directory; decommissioning below the replication factor is refused."""
+    import threading
+
+    with ShoalCluster(tmp_path / "c", nodes=4) as c:
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE dm WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE dm.t (k int PRIMARY KEY, v text)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            insert = s.prepare("INSERT INTO dm.t (k, v) VALUES (?, ?)")
+            for k in range(3000):
+                s.execute(insert, (k, f"before-{k}"))
+        finally:
+            cluster.shutdown()
+
+        acked, stop = [], threading.Event()
+        writer_cluster, ws = session_on(c, [c.address(1), c.address(2), c.address(3)], cl=ConsistencyLevel.QUORUM)
+
+        def write_all_along():
+            insert = ws.prepare("INSERT INTO dm.t (k, v) VALUES (?, ?)")
+            insert.consistency_level = ConsistencyLevel.QUORUM
+            k = 100_000
+            while not stop.is_set() and k < 200_000:
+                try:
+                    ws.execute(insert, (k, f"during-{k}"))
+                    acked.append(k)
+                except Exception:  # not acknowledged: nothing to check
+                    pass
+                k += 1
+
+        writer = threading.Thread(target=write_all_along)
+        writer.start()
+        try:
+            time.sleep(1)
+            c.decommission(4)
+        finally:
+            stop.set()
+            writer.join(timeout=60)
+            writer_cluster.shutdown()
+        assert len(acked) > 100, len(acked)
+
+        for i in (1, 2, 3):
+            cluster, s = session_on(c, [c.address(i)], cl=ConsistencyLevel.ONE)
+            try:
+                query = s.prepare("SELECT v FROM dm.t WHERE k = ?")
+                missing = [k for k in list(range(3000)) + acked if s.execute(query, (k,)).one() is None]
+                assert not missing, f"node {i}: {len(missing)} rows missing, e.g. {missing[:10]}"
+            finally:
+                cluster.shutdown()
+        states = {n["address"]: n["state"] for dc in c.tool("status", node=1)["datacenters"] for n in dc["nodes"]}
+        assert states.get(c.address(4)) != "UN" and all(states[c.address(i)] == "UN" for i in (1, 2, 3)), states
+
+        again = c._cluster("start", 4, "--timeout", 30, timeout=90, check=False)
+        assert again.returncode != 0 and "decommissioned" in (again.stdout + again.stderr), again.stdout + again.stderr
+        refused = c.tool("decommission", node=3, check=False)
+        assert "Not enough live nodes to maintain replication factor in keyspace dm" in refused["error"], refused

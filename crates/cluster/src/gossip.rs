@@ -231,9 +231,15 @@ impl Gossip {
         }
     }
 
-    /// Announces a clean shutdown and stops gossiping.
+    /// Announces a clean shutdown and stops gossiping. A node that has left
+    /// the ring (decommissioned) keeps announcing LEFT: a shutdown must not
+    /// put its tokens back.
     pub async fn shutdown(&self) {
-        self.set_status(Status::Shutdown).await;
+        let left = Status::Left.as_str();
+        let status = self.handle.with_chitchat(|c| c.self_node_state().get("status").map(str::to_string)).await;
+        if status.as_deref() != Some(left) {
+            self.set_status(Status::Shutdown).await;
+        }
         // Let one or two rounds carry the news.
         tokio::time::sleep(Duration::from_millis(400)).await;
         let _ = self.handle.initiate_shutdown();

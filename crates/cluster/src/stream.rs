@@ -159,6 +159,8 @@ struct OutSession {
 pub struct StreamSource {
     storage: Arc<Storage>,
     dir: PathBuf,
+    /// Where this node receives the files a peer asks it to pull (`StreamPullReq`).
+    spool: PathBuf,
     sessions: Mutex<HashMap<Uuid, Arc<OutSession>>>,
     /// Bytes per second over all sessions; 0 = unthrottled.
     throughput: u64,
@@ -170,11 +172,18 @@ pub struct StreamSource {
 impl StreamSource {
     /// A source exporting under `dir` (what an earlier run left there is
     /// deleted: its sessions are gone with the process).
-    pub fn new(storage: Arc<Storage>, dir: PathBuf, throughput: u64, registry: Arc<StreamRegistry>) -> StreamSource {
+    pub fn new(
+        storage: Arc<Storage>,
+        dir: PathBuf,
+        spool: PathBuf,
+        throughput: u64,
+        registry: Arc<StreamRegistry>,
+    ) -> StreamSource {
         let _ = std::fs::remove_dir_all(&dir);
         StreamSource {
             storage,
             dir,
+            spool,
             sessions: Mutex::new(HashMap::new()),
             throughput,
             next_send: Mutex::new(Instant::now()),
@@ -411,6 +420,17 @@ impl<T: Transport> Receiver<'_, T> {
         file.sync_data().map_err(io)?;
         Ok(fetched)
     }
+}
+
+/// `StreamPullReq`: a peer (a node leaving, or the node running removenode)
+/// asks this node to pull ranges from a source; answers when the session is
+/// done, with what moved.
+pub async fn serve_pull<T: Transport>(source: &StreamSource, transport: &T, payload: &[u8]) -> Result<Bytes, String> {
+    let req = wire::decode_stream_pull(&payload).map_err(|e| e.to_string())?;
+    let receiver =
+        Receiver { transport, storage: &source.storage, registry: &source.registry, spool: source.spool.as_path() };
+    let stats = receiver.fetch(req.source, req.session, req.table, &req.ranges).await?;
+    Ok(wire::encode_stream_stats(&stats))
 }
 
 /// Serves a stream verb for the replica handler (`verbs::serve` hands them here).

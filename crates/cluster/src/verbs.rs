@@ -60,6 +60,18 @@ pub async fn serve<T: Transport + Clone>(
                 mutations.push(msg);
             } else if matches!(msg.verb, Verb::StreamReq | Verb::StreamChunkReq | Verb::StreamDoneReq) {
                 tokio::spawn(serve_stream(Arc::clone(&streams), msg));
+            } else if msg.verb == Verb::StreamPullReq {
+                let (streams, transport) = (Arc::clone(&streams), coordinator.transport.clone());
+                tokio::spawn(async move {
+                    let Inbound { from, payload, responder, .. } = msg;
+                    match crate::stream::serve_pull(&streams, &transport, &payload).await {
+                        Ok(body) => responder.respond(Verb::StreamPullRsp, body),
+                        Err(e) => {
+                            tracing::warn!(%from, "stream pull failed: {e}");
+                            responder.fail(FailureCode::Storage, &e);
+                        }
+                    }
+                });
             } else {
                 let (storage, schema) = (Arc::clone(storage), Arc::clone(&schema));
                 let blocking = (storage.writes_block() && msg.verb == Verb::RepairReq)

@@ -10,8 +10,9 @@
 //! - The token ring holds exactly the endpoints whose status owns tokens
 //!   (NORMAL, LEAVING, and shut-down nodes that were NORMAL), so a node that
 //!   is down keeps its ranges (writes to it are hinted, not moved).
-//! - While endpoints are JOINING with announced tokens, `pending` is the ring
-//!   with them placed, and writes also go to their `pending_replicas`.
+//! - While endpoints are JOINING with announced tokens or LEAVING, `pending`
+//!   is the ring as it will be (joiners placed, leavers gone), and writes
+//!   also go to its `pending_replicas`.
 //! - Only the gossip task (or a test) publishes; readers take `snapshot()`
 //!   and never hold a lock while working.
 
@@ -165,15 +166,22 @@ impl ClusterView {
         }
         // Joining endpoints that announced their tokens own nothing yet, but
         // writes for the ranges they will own go to them too (pending ranges).
+        // Likewise a LEAVING endpoint still owns its ranges, and the nodes that take them over
+        // get their writes already.
         let joining: Vec<&Endpoint> =
             endpoints.values().filter(|e| e.status == Status::Joining && !e.tokens.is_empty()).collect();
-        let pending = (!joining.is_empty() && !ring.is_empty()).then(|| {
+        let leaving: Vec<&Endpoint> = endpoints.values().filter(|e| e.status == Status::Leaving).collect();
+        let moving = !joining.is_empty() || !leaving.is_empty();
+        let pending = (moving && !ring.is_empty()).then(|| {
             let mut with = ring.clone();
             for e in joining {
                 let info = NodeInfo::new(host(e.host_id), e.dc.clone(), e.rack.clone());
                 if let Err(err) = with.add_node(info, e.tokens.iter().copied()) {
                     tracing::warn!(host_id = %e.host_id, "not placing a joining endpoint in the pending ring: {err}");
                 }
+            }
+            for e in leaving {
+                with.remove_node(host(e.host_id));
             }
             with
         });

@@ -19,6 +19,8 @@
 //! HashesReq:= table:uuid start:i64 end:i64 now:i32 flags:u8 (bit0 after, bit1 compact first)
 //!             [after_token:i64 after_key:blob] limit:u32
 //! HashesRsp:= more:u8 count:u32 (token:i64 key:blob hash:u64 bytes:u64)[count]
+//! StreamPullReq := session:uuid table:uuid source:blob("ip:port") count:u32 (start:i64 end:i64)[count]
+//! StreamPullRsp := files:u32 bytes:u64 fetched:u64 entries:u64
 //! ```
 //!
 //! Invariants: decoders are bounds-checked and never panic on garbage; every
@@ -395,6 +397,62 @@ pub fn decode_hashes(bytes: &[u8]) -> Result<(bool, Vec<PartitionHash>), WireErr
     Ok((more, out))
 }
 
+/// `StreamPullReq`: pull these ranges of a table from `source` (for a node leaving the ring, or
+/// removenode), as session `session`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamPull {
+    pub session: Uuid,
+    pub table: Uuid,
+    pub source: std::net::SocketAddr,
+    pub ranges: Vec<(i64, i64)>,
+}
+
+pub fn encode_stream_pull(req: &StreamPull) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_slice(req.session.as_bytes());
+    out.put_slice(req.table.as_bytes());
+    put_blob(&mut out, req.source.to_string().as_bytes());
+    out.put_u32(req.ranges.len() as u32);
+    for (start, end) in &req.ranges {
+        out.put_i64(*start);
+        out.put_i64(*end);
+    }
+    out.freeze()
+}
+
+pub fn decode_stream_pull(bytes: &[u8]) -> Result<StreamPull, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "stream pull" });
+    let session = r.uuid()?;
+    let table = r.uuid()?;
+    let source = std::str::from_utf8(r.blob()?).ok().and_then(|s| s.parse().ok()).ok_or(r.error())?;
+    let n = r.u32()? as usize;
+    let n = r.count(n, 16)?;
+    let mut ranges = Vec::with_capacity(n);
+    for _ in 0..n {
+        ranges.push((r.i64()?, r.i64()?));
+    }
+    r.finish()?;
+    Ok(StreamPull { session, table, source, ranges })
+}
+
+/// `StreamPullRsp`: what the session moved.
+pub fn encode_stream_stats(stats: &crate::stream::StreamStats) -> Bytes {
+    let mut out = BytesMut::with_capacity(28);
+    out.put_u32(stats.files as u32);
+    out.put_u64(stats.bytes);
+    out.put_u64(stats.fetched);
+    out.put_u64(stats.entries);
+    out.freeze()
+}
+
+pub fn decode_stream_stats(bytes: &[u8]) -> Result<crate::stream::StreamStats, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "stream stats" });
+    let stats =
+        crate::stream::StreamStats { files: r.u32()? as usize, bytes: r.u64()?, fetched: r.u64()?, entries: r.u64()? };
+    r.finish()?;
+    Ok(stats)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,6 +509,15 @@ mod tests {
         assert_eq!(decode_hashes_request(&encode_hashes_request(&first)).unwrap(), first);
         let hashes = vec![PartitionHash { token: 3, key: b"k".to_vec(), hash: u64::MAX, bytes: 77 }];
         assert_eq!(decode_hashes(&encode_hashes(true, &hashes)).unwrap(), (true, hashes));
+        let pull = StreamPull {
+            session: req.session,
+            table: req.table,
+            source: "127.0.0.4:7000".parse().unwrap(),
+            ranges: vec![(1, 2), (9, -9)],
+        };
+        assert_eq!(decode_stream_pull(&encode_stream_pull(&pull)).unwrap(), pull);
+        let stats = crate::stream::StreamStats { files: 2, bytes: 3, fetched: 1, entries: 9 };
+        assert_eq!(decode_stream_stats(&encode_stream_stats(&stats)).unwrap(), stats);
     }
 
     #[test]
@@ -469,6 +536,8 @@ mod tests {
             let _ = decode_stream_done(&bytes);
             let _ = decode_hashes_request(&bytes);
             let _ = decode_hashes(&bytes);
+            let _ = decode_stream_pull(&bytes);
+            let _ = decode_stream_stats(&bytes);
         }
     }
 }

@@ -150,8 +150,13 @@ fn pair(n: i32, throughput: u64) -> Pair {
     let peer: SocketAddr = "10.0.0.1:7000".parse().unwrap();
     let (_source_transport, mut inbound) = net.add_node(peer);
     let (transport, _receiver_inbound) = net.add_node("10.0.0.2:7000".parse().unwrap());
-    let streams =
-        Arc::new(StreamSource::new(Arc::clone(&source), dirs[2].path().join("out"), throughput, Arc::default()));
+    let streams = Arc::new(StreamSource::new(
+        Arc::clone(&source),
+        dirs[2].path().join("out"),
+        dirs[2].path().join("pulled"),
+        throughput,
+        Arc::default(),
+    ));
     let serving = Arc::clone(&streams);
     tokio::spawn(async move {
         while let Some(msg) = inbound.recv().await {

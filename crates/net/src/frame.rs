@@ -86,13 +86,16 @@ pub enum Verb {
     /// Repair's validation: hashes of a token range's partitions (`cluster::wire::HashesRequest`).
     HashesReq = 0x46,
     HashesRsp = 0x47,
+    /// Pull ranges from a named source (a leaving node hands its ranges over).
+    StreamPullReq = 0x48,
+    StreamPullRsp = 0x49,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 29] = [
+    pub const ALL: [Verb; 31] = [
         Verb::Handshake,
         Verb::Echo,
         Verb::EchoRsp,
@@ -121,6 +124,8 @@ impl Verb {
         Verb::StreamDoneRsp,
         Verb::HashesReq,
         Verb::HashesRsp,
+        Verb::StreamPullReq,
+        Verb::StreamPullRsp,
         Verb::Failure,
     ];
 
@@ -149,6 +154,7 @@ impl Verb {
                 | Verb::StreamChunkRsp
                 | Verb::StreamDoneRsp
                 | Verb::HashesRsp
+                | Verb::StreamPullRsp
                 | Verb::Failure
         )
     }
@@ -170,6 +176,7 @@ impl Verb {
             Verb::StreamChunkReq => Some(Verb::StreamChunkRsp),
             Verb::StreamDoneReq => Some(Verb::StreamDoneRsp),
             Verb::HashesReq => Some(Verb::HashesRsp),
+            Verb::StreamPullReq => Some(Verb::StreamPullRsp),
             _ => None,
         }
     }

@@ -8,7 +8,8 @@
 //! `GET /v1/hints`, `GET /v1/info`, `POST /v1/flush[?keyspace=&table=]`,
 //! `POST /v1/compact[?keyspace=&table=]`, `POST /v1/rebuild[?keyspace=&source_dc=]`
 //! (answers when the streams are done), `POST /v1/repair[?keyspace=&table=...&pr=true&preview=true]`
-//! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `GET /v1/netstats`.
+//! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `POST /v1/decommission`
+//! (answers when the node has left), `GET /v1/netstats`.
 //!
 //! Invariants:
 //! - A hand-written, minimal server: one request per connection, always
@@ -327,7 +328,7 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
 async fn route(request: &Request, state: &AdminState) -> Response {
     let path = request.path.trim_end_matches('/');
     let method = match path {
-        "/v1/flush" | "/v1/compact" | "/v1/rebuild" | "/v1/repair" | "/v1/cleanup" => "POST",
+        "/v1/flush" | "/v1/compact" | "/v1/rebuild" | "/v1/repair" | "/v1/cleanup" | "/v1/decommission" => "POST",
         "/v1/status"
         | "/v1/ring"
         | "/v1/describecluster"
@@ -351,6 +352,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/rebuild" => rebuild(request, state).await,
         "/v1/repair" => repair(request, state).await,
         "/v1/cleanup" => cleanup(request, state).await,
+        "/v1/decommission" => state.lifecycle.decommission(&state.storage).await.map_err(|e| Response::error(500, e)),
         _ => maintenance(request, state, path == "/v1/compact").await,
     };
     match result {

@@ -165,6 +165,7 @@ pub async fn join(
     let streams = Arc::new(StreamSource::new(
         Arc::clone(storage),
         config.data_dir.join("streams").join("out"),
+        config.data_dir.join("streams").join("in"),
         config.stream_throughput_bytes,
         Arc::clone(&stream_registry),
     ));

@@ -76,6 +76,13 @@ fn open_storage(config: &NodeConfig) -> anyhow::Result<(Arc<Storage>, Vec<types:
 pub fn run(config: NodeConfig) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("shoal").build()?;
     let (storage, keyspaces, host_id) = open_storage(&config)?;
+    if storage.local_get(lifecycle::DECOMMISSIONED).is_some_and(|v| !v.is_empty()) {
+        anyhow::bail!(
+            "This node was decommissioned and will not rejoin the ring; start it on an empty data directory to add it \
+             again ({})",
+            config.data_dir.display()
+        );
+    }
     let addr = SocketAddr::new(config.rpc_address, config.native_port);
     let result = runtime.block_on(async {
         // Join the ring first: CQL clients are served once the node is NORMAL.
@@ -113,6 +120,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
 
         let lifecycle = Arc::new(lifecycle::Lifecycle::new(
             Arc::clone(&joined.coordinator),
+            Arc::clone(&joined.gossip),
             Arc::clone(&processor.schema),
             Arc::clone(&joined.stream_registry),
             config.data_dir.join("streams").join("in"),

@@ -6,8 +6,9 @@
 //! only the partitions that differ are reconciled and written back; and
 //! `cleanup` (nodetool cleanup): drop the data of ranges this node no longer
 //! replicates.
-//! Bootstrap, decommission, removenode and replace build on the same
-//! sessions.
+//! `bootstrap` (a new node streams the ranges it will own) and
+//! `decommission` (the nodes taking over a leaving node's ranges pull them)
+//! use the same sessions.
 //!
 //! Invariants:
 //! - One data-moving operation at a time on a node; a second is refused
@@ -24,6 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use cluster::gossip::Gossip;
 use cluster::stream::{Receiver, StreamRegistry, StreamStats};
 use cluster::verbs;
 use cluster::view::{host, uuid};
@@ -44,6 +46,12 @@ const SCHEMA_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 /// streams: every coordinator must have seen its pending ranges by then
 /// (Cassandra's ring delay, 30 s; gossip converges in about a second here).
 const RING_DELAY: std::time::Duration = std::time::Duration::from_secs(3);
+/// Marks a decommissioned data directory: the node refuses to start on it.
+pub const DECOMMISSIONED: &str = "decommissioned";
+/// How long a node that left keeps gossiping LEFT before it answers.
+const LEFT_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+/// A pull may stream a whole range set: bounded generously.
+const PULL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Partition hashes per validation page.
 const HASHES_PAGE: u32 = 10_000;
 /// A validation page may wait for a compaction of the table.
@@ -54,6 +62,8 @@ type Hashes = BTreeMap<(i64, Vec<u8>), (u64, u64)>;
 
 pub struct Lifecycle {
     pub coordinator: Arc<Coordinator<TcpTransport>>,
+    /// This node's gossip state (status changes: LEAVING, LEFT).
+    pub gossip: Arc<Gossip>,
     pub schema: Arc<SchemaService>,
     pub registry: Arc<StreamRegistry>,
     /// Where received files wait to be ingested.
@@ -74,11 +84,12 @@ impl Drop for Running<'_> {
 impl Lifecycle {
     pub fn new(
         coordinator: Arc<Coordinator<TcpTransport>>,
+        gossip: Arc<Gossip>,
         schema: Arc<SchemaService>,
         registry: Arc<StreamRegistry>,
         spool: PathBuf,
     ) -> Lifecycle {
-        Lifecycle { coordinator, schema, registry, spool, running: Mutex::new(None) }
+        Lifecycle { coordinator, gossip, schema, registry, spool, running: Mutex::new(None) }
     }
 
     fn begin(&self, what: &str) -> Result<Running<'_>, String> {
@@ -546,5 +557,137 @@ impl Lifecycle {
             }
         }
         Ok(json!({ "operation": "cleanup", "tables": report, "seconds": started.elapsed().as_secs_f64() }))
+    }
+
+    /// Decommission (nodetool decommission): this NORMAL node announces
+    /// LEAVING (coordinators then also write to the nodes that take its
+    /// ranges over), waits a ring delay, has each of those nodes pull the
+    /// ranges it gains from this node (`StreamPullReq`), then announces LEFT
+    /// and marks its data directory so it will not rejoin. Refused when a
+    /// keyspace would be left with fewer nodes than its replication factor.
+    pub async fn decommission(&self, storage: &storage::Storage) -> Result<Json, String> {
+        let _running = self.begin("decommission")?;
+        let started = Instant::now();
+        let view = self.coordinator.view.snapshot();
+        let me = view.local().ok_or("decommission: this node is not in its own view")?.clone();
+        if me.status != cluster::Status::Normal || view.ring.node(host(view.local)).is_none() {
+            return Err(format!("Cannot decommission a node that is not NORMAL (it is {})", me.status.as_str()));
+        }
+        let schema = self.schema.snapshot();
+        let keyspaces: Vec<&Arc<KeyspaceDef>> = schema
+            .keyspaces
+            .values()
+            .filter(|ks| !Schema::is_system(&ks.name) && !matches!(ks.replication, Replication::Local))
+            .collect();
+        let live_in_dc = view.ring.dc_node_count(&me.dc);
+        for ks in &keyspaces {
+            let rf = cluster::view::strategy(&ks.replication).rf_in_dc(&me.dc) as usize;
+            if rf > 0 && live_in_dc.saturating_sub(1) < rf {
+                return Err(format!(
+                    "Not enough live nodes to maintain replication factor in keyspace {} (RF = {rf}, N = {live_in_dc}). \
+                     Lower the replication factor first.",
+                    ks.name
+                ));
+            }
+        }
+        self.gossip.set_status(cluster::Status::Leaving).await;
+        tokio::time::sleep(RING_DELAY).await;
+        let view = self.coordinator.view.snapshot();
+        let mut after = view.ring.clone();
+        after.remove_node(host(view.local));
+        let mut sessions = Vec::new();
+        let mut totals = StreamStats::default();
+        let result = async {
+            for ks in &keyspaces {
+                let strategy = cluster::view::strategy(&ks.replication);
+                let mut by_target: BTreeMap<Uuid, Vec<(i64, i64)>> = BTreeMap::new();
+                for (range, _) in view.ring.ranges() {
+                    let old = view.replicas(ks, range.end);
+                    if !old.contains(&view.local) {
+                        continue;
+                    }
+                    for gaining in strategy.replicas(&after, range.end).into_iter().map(uuid) {
+                        if !old.contains(&gaining) {
+                            by_target.entry(gaining).or_default().push((range.start, range.end));
+                        }
+                    }
+                }
+                for (target, ranges) in by_target {
+                    let endpoint = view.endpoint(target).ok_or("a new owner is not in the view")?;
+                    if !endpoint.alive {
+                        return Err(format!("Cannot hand ranges to {}: it is down", endpoint.address()));
+                    }
+                    for table in ks.tables.values() {
+                        let pull = wire::StreamPull {
+                            session: Uuid::new_v4(),
+                            table: table.id,
+                            source: me.internode,
+                            ranges: ranges.clone(),
+                        };
+                        let mut last_error = String::new();
+                        let mut done = None;
+                        for _ in 0..SESSION_TRIES {
+                            let sent = self
+                                .coordinator
+                                .transport
+                                .send_request(
+                                    endpoint.internode,
+                                    Verb::StreamPullReq,
+                                    wire::encode_stream_pull(&pull),
+                                    PULL_TIMEOUT,
+                                )
+                                .await;
+                            match sent
+                                .map_err(|e| e.to_string())
+                                .and_then(|(_, body)| wire::decode_stream_stats(&body).map_err(|e| e.to_string()))
+                            {
+                                Ok(stats) => {
+                                    done = Some(stats);
+                                    break;
+                                }
+                                Err(e) => last_error = e,
+                            }
+                        }
+                        let stats = done.ok_or_else(|| {
+                            format!(
+                                "handing {}.{} to {} failed {SESSION_TRIES} times: {last_error}",
+                                ks.name,
+                                table.name,
+                                endpoint.address()
+                            )
+                        })?;
+                        totals.files += stats.files;
+                        totals.bytes += stats.bytes;
+                        totals.entries += stats.entries;
+                        sessions.push(json!({
+                            "keyspace": ks.name,
+                            "table": table.name,
+                            "target": endpoint.address().to_string(),
+                            "ranges": ranges.len(),
+                            "session": pull.session,
+                            "bytes": stats.bytes,
+                            "entries": stats.entries,
+                        }));
+                    }
+                }
+            }
+            Ok::<(), String>(())
+        }
+        .await;
+        if let Err(e) = result {
+            // Nothing was handed over for good: this node owns its ranges again.
+            self.gossip.set_status(cluster::Status::Normal).await;
+            return Err(format!("decommission failed, the node is NORMAL again: {e}"));
+        }
+        storage.local_set(DECOMMISSIONED, "1").map_err(|e| e.to_string())?;
+        self.gossip.set_status(cluster::Status::Left).await;
+        tokio::time::sleep(LEFT_DELAY).await;
+        Ok(json!({
+            "operation": "decommission",
+            "sessions": sessions,
+            "bytes": totals.bytes,
+            "entries": totals.entries,
+            "seconds": started.elapsed().as_secs_f64(),
+        }))
     }
 }

@@ -84,6 +84,12 @@ enum ClusterCommand {
         #[arg(long, default_value_t = 300)]
         timeout: u64,
     },
+    /// Decommission one running node (it hands its ranges to the nodes that take them over and
+    /// leaves the ring), then stop it.
+    Decommission {
+        /// The node's index (1-based).
+        node: usize,
+    },
     /// Stop every node (SIGTERM, SIGKILL after 30 s).
     Down {
         /// Then remove the cluster's directory.
@@ -154,6 +160,7 @@ pub fn main(args: ClusterArgs) -> ExitCode {
         ClusterCommand::Start { node, address, timeout } => {
             cmd_start(&args.dir, node, address, Duration::from_secs(timeout))
         }
+        ClusterCommand::Decommission { node } => cmd_decommission(&args.dir, node),
         ClusterCommand::Add { dc, rack, timeout } => cmd_add(&args.dir, dc, rack, Duration::from_secs(timeout)),
         ClusterCommand::Down { clear } => cmd_down(&args.dir, clear),
     };
@@ -588,6 +595,9 @@ fn cmd_status(dir: &Path, json: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// How long a decommission may take (it streams the node's ranges away).
+const DECOMMISSION_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+
 fn cmd_stop(dir: &Path, index: usize, graceful: bool) -> Result<(), String> {
     let mut state = load(dir)?;
     let node = node_mut(&mut state, index)?;
@@ -619,6 +629,22 @@ fn cmd_stop(dir: &Path, index: usize, graceful: bool) -> Result<(), String> {
     println!("node {index} ({}) stopped{}", node.address, if graceful { "" } else { " (SIGKILL)" });
     node.pid = None;
     save(dir, &state)
+}
+
+fn cmd_decommission(dir: &Path, index: usize) -> Result<(), String> {
+    let state = load(dir)?;
+    let node = state.nodes.iter().find(|n| n.index == index).ok_or(format!("no node {index}"))?;
+    if !is_running(node) {
+        return Err(format!("node {index} is not running: a node that is down is removed, not decommissioned"));
+    }
+    let reply =
+        tool::request(&node.address.to_string(), state.admin_port, "POST", "/v1/decommission", DECOMMISSION_TIMEOUT)
+            .map_err(|e| e.to_string())?;
+    if reply.status != 200 {
+        return Err(format!("node {index}: {}", reply.error()));
+    }
+    println!("node {index} ({}) left the ring: {}", node.address, reply.body);
+    cmd_stop(dir, index, true)
 }
 
 /// Replaces the value after `flag` in a server argument list (or appends it).

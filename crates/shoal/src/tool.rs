@@ -108,6 +108,8 @@ enum ToolCommand {
     /// Delete the data of ranges this node no longer replicates (after adding nodes or lowering
     /// a replication factor): all user keyspaces, a keyspace, or some tables.
     Cleanup { keyspace: Option<String>, tables: Vec<String> },
+    /// Hand this node's ranges to the nodes that take them over, then leave the ring for good.
+    Decommission,
 }
 
 /// nodetool's two-letter flags, which clap cannot take as short flags: `-pr`
@@ -292,6 +294,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             params.push(("preview", preview.then_some("true")));
             ("POST", vec![with_query("/v1/repair", &params)], MAINTENANCE_TIMEOUT)
         }
+        ToolCommand::Decommission => ("POST", vec!["/v1/decommission".to_string()], MAINTENANCE_TIMEOUT),
         ToolCommand::Cleanup { keyspace, tables } => {
             let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
             params.extend(tables.iter().map(|t| ("table", Some(t.as_str()))));
@@ -337,7 +340,10 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Rebuild { .. } => format_rebuild(answer),
         ToolCommand::Repair { .. } => format_repair(answer),
         // nodetool prints nothing on success.
-        ToolCommand::Flush { .. } | ToolCommand::Compact { .. } | ToolCommand::Cleanup { .. } => String::new(),
+        ToolCommand::Flush { .. }
+        | ToolCommand::Compact { .. }
+        | ToolCommand::Cleanup { .. }
+        | ToolCommand::Decommission => String::new(),
     };
     print!("{text}");
     Ok(())

@@ -181,7 +181,8 @@ impl SimCluster {
             ));
             let streams = Arc::new(cluster::stream::StreamSource::new(
                 Arc::clone(&storage),
-                base.join("streams"),
+                base.join("streams").join("out"),
+                base.join("streams").join("in"),
                 0,
                 Arc::default(),
             ));

@@ -426,7 +426,7 @@ impl<T: Transport> Receiver<'_, T> {
 /// asks this node to pull ranges from a source; answers when the session is
 /// done, with what moved.
 pub async fn serve_pull<T: Transport>(source: &StreamSource, transport: &T, payload: &[u8]) -> Result<Bytes, String> {
-    let req = wire::decode_stream_pull(&payload).map_err(|e| e.to_string())?;
+    let req = wire::decode_stream_pull(payload).map_err(|e| e.to_string())?;
     let receiver =
         Receiver { transport, storage: &source.storage, registry: &source.registry, spool: source.spool.as_path() };
     let stats = receiver.fetch(req.source, req.session, req.table, &req.ranges).await?;

@@ -142,6 +142,10 @@ class ShoalCluster:
         """`shoal cluster decommission i`: node i hands its ranges over, leaves the ring, stops."""
         return self._cluster("decommission", i, timeout=600, check=check)
 
+    def remove(self, i, check=True):
+        """`shoal cluster remove i`: removenode of stopped node i, run on the first running node."""
+        return self._cluster("remove", i, timeout=600, check=check)
+
     def down(self, clear=True):
         """Stops every node (SIGTERM, SIGKILL after 30 s); with clear, removes the directory."""
         if not (self.workdir / "nodes.json").exists():

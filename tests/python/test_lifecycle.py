@@ -357,3 +357,65 @@ def test_a_node_decommissioned_under_writes_hands_over_its_ranges(tmp_path):
         assert again.returncode != 0 and "decommissioned" in (again.stdout + again.stderr), again.stdout + again.stderr
         refused = c.tool("decommission", node=3, check=False)
         assert "Not enough live nodes to maintain replication factor in keyspace dm" in refused["error"], refused
+
+
+def test_a_dead_node_removed_under_writes_is_re_replicated(tmp_path):
+    """Node 4 of a 4-node RF=3 cluster dies; `shoal cluster remove 4` (removenode, on node 1) under
+    continuous QUORUM writes has the nodes that gain its ranges pull them from surviving replicas;
+    then every remaining node alone answers at CL ONE for every row written before and every write
+    acknowledged meanwhile, and node 4 is gone from the ring (not DN). A live node is refused."""
+    import threading
+
+    with ShoalCluster(tmp_path / "c", nodes=4) as c:
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE rm WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE rm.t (k int PRIMARY KEY, v text)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            insert = s.prepare("INSERT INTO rm.t (k, v) VALUES (?, ?)")
+            for k in range(3000):
+                s.execute(insert, (k, f"before-{k}"))
+        finally:
+            cluster.shutdown()
+        refused = c._cluster("remove", 4, timeout=120, check=False)
+        assert refused.returncode != 0 and "is running" in refused.stderr, refused.stderr
+
+        c.stop(4)
+        wait_state(c, c.address(4), "DN", observer=1)
+        acked, stop = [], threading.Event()
+        writer_cluster, ws = session_on(c, [c.address(1), c.address(2), c.address(3)], cl=ConsistencyLevel.QUORUM)
+
+        def write_all_along():
+            insert = ws.prepare("INSERT INTO rm.t (k, v) VALUES (?, ?)")
+            insert.consistency_level = ConsistencyLevel.QUORUM
+            k = 100_000
+            while not stop.is_set() and k < 200_000:
+                try:
+                    ws.execute(insert, (k, f"during-{k}"))
+                    acked.append(k)
+                except Exception:  # not acknowledged: nothing to check
+                    pass
+                k += 1
+
+        writer = threading.Thread(target=write_all_along)
+        writer.start()
+        try:
+            time.sleep(1)
+            c.remove(4)
+        finally:
+            stop.set()
+            writer.join(timeout=60)
+            writer_cluster.shutdown()
+        assert len(acked) > 100, len(acked)
+
+        for i in (1, 2, 3):
+            cluster, s = session_on(c, [c.address(i)], cl=ConsistencyLevel.ONE)
+            try:
+                query = s.prepare("SELECT v FROM rm.t WHERE k = ?")
+                missing = [k for k in list(range(3000)) + acked if s.execute(query, (k,)).one() is None]
+                assert not missing, f"node {i}: {len(missing)} rows missing, e.g. {missing[:10]}"
+            finally:
+                cluster.shutdown()
+        for i in (1, 2, 3):
+            states = {n["address"]: n["state"] for dc in c.tool("status", node=i)["datacenters"] for n in dc["nodes"]}
+            assert c.address(4) not in states and len(states) == 3, (i, states)

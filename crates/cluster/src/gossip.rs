@@ -181,6 +181,18 @@ impl Gossip {
         let chitchat = self.handle.chitchat();
         let guard = chitchat.lock().await;
         let live: Vec<ChitchatId> = guard.live_nodes().cloned().collect();
+        let me = self.local.host_id.to_string();
+        let marked = |key: &str| -> Vec<Uuid> {
+            guard
+                .node_states()
+                .iter()
+                // Live nodes' marks, this node's own included (chitchat does not list itself as live).
+                .filter(|(id, state)| live.contains(id) || state.get("host_id") == Some(me.as_str()))
+                .filter_map(|(_, state)| state.get(key))
+                .flat_map(|list| list.split(',').filter_map(|h| h.trim().parse().ok()).collect::<Vec<Uuid>>())
+                .collect()
+        };
+        let (removing, removed) = (marked(REMOVING), marked(REMOVED));
         let states: Vec<(ChitchatId, Endpoint)> = guard
             .node_states()
             .iter()
@@ -202,7 +214,16 @@ impl Gossip {
                 }
             }
         }
-        let endpoints = endpoints.into_iter().map(|(k, (_, e))| (k, e)).collect();
+        let mut endpoints: BTreeMap<Uuid, Endpoint> = endpoints.into_iter().map(|(k, (_, e))| (k, e)).collect();
+        // removenode: a node that is down and named by a live node as being removed is LEAVING (its
+        // ranges' new owners get writes), then LEFT once named as removed.
+        for (marks, status) in [(&removing, Status::Leaving), (&removed, Status::Left)] {
+            for id in marks {
+                if let Some(e) = endpoints.get_mut(id).filter(|e| !e.alive && e.status.owns_tokens()) {
+                    e.status = status;
+                }
+            }
+        }
         ClusterView::build(&self.cluster_name, self.local.host_id, endpoints, 0)
     }
 
@@ -245,6 +266,11 @@ impl Gossip {
         let _ = self.handle.initiate_shutdown();
     }
 }
+
+/// Application states a node uses to remove a dead one (removenode): the
+/// host ids it is removing, and those it has removed.
+pub const REMOVING: &str = "removing";
+pub const REMOVED: &str = "removed";
 
 fn join_tokens(tokens: &[i64]) -> String {
     tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",")

@@ -8,7 +8,8 @@
 //! `GET /v1/hints`, `GET /v1/info`, `POST /v1/flush[?keyspace=&table=]`,
 //! `POST /v1/compact[?keyspace=&table=]`, `POST /v1/rebuild[?keyspace=&source_dc=]`
 //! (answers when the streams are done), `POST /v1/repair[?keyspace=&table=...&pr=true&preview=true]`
-//! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `POST /v1/decommission`
+//! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `POST /v1/removenode?host_id=`,
+//! `POST /v1/decommission`
 //! (answers when the node has left), `GET /v1/netstats`.
 //!
 //! Invariants:
@@ -328,7 +329,8 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
 async fn route(request: &Request, state: &AdminState) -> Response {
     let path = request.path.trim_end_matches('/');
     let method = match path {
-        "/v1/flush" | "/v1/compact" | "/v1/rebuild" | "/v1/repair" | "/v1/cleanup" | "/v1/decommission" => "POST",
+        "/v1/flush" | "/v1/compact" | "/v1/rebuild" | "/v1/repair" | "/v1/cleanup" | "/v1/decommission"
+        | "/v1/removenode" => "POST",
         "/v1/status"
         | "/v1/ring"
         | "/v1/describecluster"
@@ -353,6 +355,11 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/repair" => repair(request, state).await,
         "/v1/cleanup" => cleanup(request, state).await,
         "/v1/decommission" => state.lifecycle.decommission(&state.storage).await.map_err(|e| Response::error(500, e)),
+        "/v1/removenode" => match request.param("host_id").map(str::parse::<Uuid>) {
+            Some(Ok(id)) => state.lifecycle.removenode(id, &state.storage).await.map_err(|e| Response::error(500, e)),
+            Some(Err(_)) => Err(Response::error(400, "host_id is not a UUID".to_string())),
+            None => Err(Response::error(400, "removenode needs host_id".to_string())),
+        },
         _ => maintenance(request, state, path == "/v1/compact").await,
     };
     match result {

@@ -101,6 +101,10 @@ pub async fn join(
         Gossip::start(&gossip_config, local.clone(), status, &persisted).await.context("cannot start gossip")?,
     );
 
+    // The nodes this node removed (removenode) stay removed after its restart.
+    if let Some(removed) = storage.local_get(cluster::gossip::REMOVED).filter(|r| !r.is_empty()) {
+        gossip.set(cluster::gossip::REMOVED, removed).await;
+    }
     let me = local.endpoint(persisted.clone(), status, generation);
     let view = Arc::new(ViewHandle::new(ClusterView::single(&config.cluster_name, me)));
 

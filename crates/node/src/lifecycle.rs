@@ -8,6 +8,7 @@
 //! replicates.
 //! `bootstrap` (a new node streams the ranges it will own) and
 //! `decommission` (the nodes taking over a leaving node's ranges pull them)
+//! and `removenode` (the same for a dead node, from its surviving replicas)
 //! use the same sessions.
 //!
 //! Invariants:
@@ -684,6 +685,157 @@ impl Lifecycle {
         tokio::time::sleep(LEFT_DELAY).await;
         Ok(json!({
             "operation": "decommission",
+            "sessions": sessions,
+            "bytes": totals.bytes,
+            "entries": totals.entries,
+            "seconds": started.elapsed().as_secs_f64(),
+        }))
+    }
+
+    /// Removenode (nodetool removenode HOSTID): re-replicates the ranges of a
+    /// node that is down for good from the surviving replicas. This node
+    /// announces it as being removed (its ranges' new owners get writes from
+    /// then on), waits the ring delay, has each node that gains a range pull
+    /// it from a live replica, then announces it removed (it leaves every
+    /// ring; persisted, so it stays removed after this node restarts).
+    pub async fn removenode(&self, host_id: Uuid, storage: &storage::Storage) -> Result<Json, String> {
+        let _running = self.begin("removenode")?;
+        let started = Instant::now();
+        let view = self.coordinator.view.snapshot();
+        let Some(target) = view.endpoint(host_id).cloned() else {
+            return Err("Host ID not found.".into());
+        };
+        if host_id == view.local {
+            return Err("Cannot remove self".into());
+        }
+        if target.alive {
+            return Err(format!(
+                "Node /{} is alive and owns this ID. Use decommission command to remove it from the ring",
+                target.internode
+            ));
+        }
+        if view.ring.node(host(host_id)).is_none() {
+            return Err(format!("Host ID {host_id} owns no tokens: nothing to remove"));
+        }
+        self.gossip.set(cluster::gossip::REMOVING, host_id.to_string()).await;
+        tokio::time::sleep(RING_DELAY).await;
+        let view = self.coordinator.view.snapshot();
+        let mut after = view.ring.clone();
+        after.remove_node(host(host_id));
+        let schema = self.schema.snapshot();
+        let prefer = view.local_dc().to_string();
+        let mut sessions = Vec::new();
+        let mut totals = StreamStats::default();
+        let receiver = Receiver {
+            transport: &self.coordinator.transport,
+            storage: &self.coordinator.storage,
+            registry: &self.registry,
+            spool: &self.spool,
+        };
+        for ks in schema.keyspaces.values() {
+            if Schema::is_system(&ks.name) || matches!(ks.replication, Replication::Local) {
+                continue;
+            }
+            let strategy = cluster::view::strategy(&ks.replication);
+            // (gaining node, source) -> ranges.
+            let mut moves: BTreeMap<(Uuid, Uuid), Vec<(i64, i64)>> = BTreeMap::new();
+            for (range, _) in view.ring.ranges() {
+                let old = view.replicas(ks, range.end);
+                if !old.contains(&host_id) {
+                    continue;
+                }
+                for gaining in strategy.replicas(&after, range.end).into_iter().map(uuid) {
+                    if old.contains(&gaining) {
+                        continue;
+                    }
+                    let source = old
+                        .iter()
+                        .copied()
+                        .filter(|r| *r != host_id && view.is_alive(*r))
+                        .min_by_key(|r| view.dc_of(*r) != Some(prefer.as_str()))
+                        .ok_or_else(|| {
+                            format!(
+                                "Unable to find sufficient sources for streaming range ({}, {}] of {}",
+                                range.start, range.end, ks.name
+                            )
+                        })?;
+                    moves.entry((gaining, source)).or_default().push((range.start, range.end));
+                }
+            }
+            for ((gaining, source), ranges) in moves {
+                let (Some(to), Some(from)) = (view.endpoint(gaining), view.endpoint(source)) else { continue };
+                for table in ks.tables.values() {
+                    let session = Uuid::new_v4();
+                    let mut last_error = String::new();
+                    let mut done = None;
+                    for _ in 0..SESSION_TRIES {
+                        let result = if gaining == view.local {
+                            receiver.fetch(from.internode, session, table.id, &ranges).await
+                        } else {
+                            let pull = wire::StreamPull {
+                                session,
+                                table: table.id,
+                                source: from.internode,
+                                ranges: ranges.clone(),
+                            };
+                            self.coordinator
+                                .transport
+                                .send_request(
+                                    to.internode,
+                                    Verb::StreamPullReq,
+                                    wire::encode_stream_pull(&pull),
+                                    PULL_TIMEOUT,
+                                )
+                                .await
+                                .map_err(|e| e.to_string())
+                                .and_then(|(_, body)| wire::decode_stream_stats(&body).map_err(|e| e.to_string()))
+                        };
+                        match result {
+                            Ok(stats) => {
+                                done = Some(stats);
+                                break;
+                            }
+                            Err(e) => last_error = e,
+                        }
+                    }
+                    let stats = done.ok_or_else(|| {
+                        format!(
+                            "removenode: streaming {}.{} to {} from {} failed {SESSION_TRIES} times: {last_error}",
+                            ks.name,
+                            table.name,
+                            to.address(),
+                            from.address()
+                        )
+                    })?;
+                    totals.bytes += stats.bytes;
+                    totals.entries += stats.entries;
+                    sessions.push(json!({
+                        "keyspace": ks.name,
+                        "table": table.name,
+                        "target": to.address().to_string(),
+                        "source": from.address().to_string(),
+                        "ranges": ranges.len(),
+                        "session": session,
+                        "bytes": stats.bytes,
+                        "entries": stats.entries,
+                    }));
+                }
+            }
+        }
+        let mut removed: Vec<String> = storage
+            .local_get(cluster::gossip::REMOVED)
+            .map(|r| r.split(',').filter(|h| !h.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default();
+        removed.push(host_id.to_string());
+        let list = removed.join(",");
+        storage.local_set(cluster::gossip::REMOVED, &list).map_err(|e| e.to_string())?;
+        self.gossip.set(cluster::gossip::REMOVED, list).await;
+        self.gossip.set(cluster::gossip::REMOVING, String::new()).await;
+        tokio::time::sleep(LEFT_DELAY).await;
+        Ok(json!({
+            "operation": "removenode",
+            "host_id": host_id,
+            "address": target.address().to_string(),
             "sessions": sessions,
             "bytes": totals.bytes,
             "entries": totals.entries,

@@ -90,6 +90,12 @@ enum ClusterCommand {
         /// The node's index (1-based).
         node: usize,
     },
+    /// Remove a stopped node for good (removenode, run on the first running node): its ranges are
+    /// re-replicated from the surviving replicas.
+    Remove {
+        /// The node's index (1-based).
+        node: usize,
+    },
     /// Stop every node (SIGTERM, SIGKILL after 30 s).
     Down {
         /// Then remove the cluster's directory.
@@ -161,6 +167,7 @@ pub fn main(args: ClusterArgs) -> ExitCode {
             cmd_start(&args.dir, node, address, Duration::from_secs(timeout))
         }
         ClusterCommand::Decommission { node } => cmd_decommission(&args.dir, node),
+        ClusterCommand::Remove { node } => cmd_remove(&args.dir, node),
         ClusterCommand::Add { dc, rack, timeout } => cmd_add(&args.dir, dc, rack, Duration::from_secs(timeout)),
         ClusterCommand::Down { clear } => cmd_down(&args.dir, clear),
     };
@@ -645,6 +652,32 @@ fn cmd_decommission(dir: &Path, index: usize) -> Result<(), String> {
     }
     println!("node {index} ({}) left the ring: {}", node.address, reply.body);
     cmd_stop(dir, index, true)
+}
+
+fn cmd_remove(dir: &Path, index: usize) -> Result<(), String> {
+    let state = load(dir)?;
+    let node = state.nodes.iter().find(|n| n.index == index).ok_or(format!("no node {index}"))?;
+    if is_running(node) {
+        return Err(format!("node {index} is running: stop it first (a live node is decommissioned)"));
+    }
+    let coordinator =
+        state.nodes.iter().find(|n| n.index != index && is_running(n)).ok_or("no running node to run removenode")?;
+    let host = coordinator.address.to_string();
+    let status = tool::get(&host, state.admin_port, "/v1/status")?;
+    let address = node.address.to_string();
+    let host_id = status_nodes(&status)
+        .into_iter()
+        .find(|n| text_of(&n["address"]) == address)
+        .map(|n| text_of(&n["host_id"]))
+        .ok_or(format!("node {index} ({address}) is not in the ring"))?;
+    let path = format!("/v1/removenode?host_id={host_id}");
+    let reply =
+        tool::request(&host, state.admin_port, "POST", &path, DECOMMISSION_TIMEOUT).map_err(|e| e.to_string())?;
+    if reply.status != 200 {
+        return Err(format!("removenode of node {index}: {}", reply.error()));
+    }
+    println!("node {index} ({address}, host id {host_id}) removed: {}", reply.body);
+    Ok(())
 }
 
 /// Replaces the value after `flag` in a server argument list (or appends it).

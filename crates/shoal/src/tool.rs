@@ -110,6 +110,11 @@ enum ToolCommand {
     Cleanup { keyspace: Option<String>, tables: Vec<String> },
     /// Hand this node's ranges to the nodes that take them over, then leave the ring for good.
     Decommission,
+    /// Remove a node that is down for good: its ranges are re-replicated from the surviving replicas.
+    Removenode {
+        /// The dead node's host id (`status` shows it).
+        host_id: String,
+    },
 }
 
 /// nodetool's two-letter flags, which clap cannot take as short flags: `-pr`
@@ -295,6 +300,9 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             ("POST", vec![with_query("/v1/repair", &params)], MAINTENANCE_TIMEOUT)
         }
         ToolCommand::Decommission => ("POST", vec!["/v1/decommission".to_string()], MAINTENANCE_TIMEOUT),
+        ToolCommand::Removenode { host_id } => {
+            ("POST", vec![with_query("/v1/removenode", &[("host_id", Some(host_id))])], MAINTENANCE_TIMEOUT)
+        }
         ToolCommand::Cleanup { keyspace, tables } => {
             let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
             params.extend(tables.iter().map(|t| ("table", Some(t.as_str()))));
@@ -343,7 +351,8 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Flush { .. }
         | ToolCommand::Compact { .. }
         | ToolCommand::Cleanup { .. }
-        | ToolCommand::Decommission => String::new(),
+        | ToolCommand::Decommission
+        | ToolCommand::Removenode { .. } => String::new(),
     };
     print!("{text}");
     Ok(())

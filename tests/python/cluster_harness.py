@@ -146,6 +146,10 @@ class ShoalCluster:
         """`shoal cluster remove i`: removenode of stopped node i, run on the first running node."""
         return self._cluster("remove", i, timeout=600, check=check)
 
+    def replace(self, i, timeout=300):
+        """`shoal cluster replace i`: a fresh node at node i's address takes its place."""
+        return self._cluster("replace", i, "--timeout", timeout, timeout=timeout + 30)
+
     def down(self, clear=True):
         """Stops every node (SIGTERM, SIGKILL after 30 s); with clear, removes the directory."""
         if not (self.workdir / "nodes.json").exists():

@@ -66,6 +66,10 @@ pub struct ConfigFile {
     /// A new node streams its ranges from the current replicas before it
     /// serves (default true).
     pub auto_bootstrap: Option<bool>,
+    /// On this node's first start, take the place (the tokens) of the dead
+    /// node at this address and stream its ranges (Cassandra's
+    /// -Dcassandra.replace_address_first_boot).
+    pub replace_address_first_boot: Option<String>,
     /// Bootstrap streams each range from the replica that loses it, and fails
     /// if that one is down (default true; Cassandra's
     /// -Dcassandra.consistent.rangemovement).
@@ -123,6 +127,7 @@ pub struct Overrides {
     pub rack: Option<String>,
     pub seeds: Option<String>,
     pub admin_port: Option<u16>,
+    pub replace_address: Option<String>,
 }
 
 /// The validated configuration of one node.
@@ -160,6 +165,8 @@ pub struct NodeConfig {
     pub stream_throughput_bytes: u64,
     pub auto_bootstrap: bool,
     pub consistent_rangemovement: bool,
+    /// The dead node this one replaces on its first start.
+    pub replace_address: Option<IpAddr>,
     pub batch_limits: cql_server::BatchLimits,
 }
 
@@ -337,6 +344,10 @@ impl ConfigFile {
             admin_port,
             batch_limits,
             auto_bootstrap: self.auto_bootstrap.unwrap_or(true),
+            replace_address: match o.replace_address.or(self.replace_address_first_boot) {
+                Some(a) => Some(parse_ip("replace_address_first_boot", &a)?),
+                None => None,
+            },
             consistent_rangemovement: self.consistent_rangemovement.unwrap_or(true),
             stream_throughput_bytes: match (
                 self.stream_throughput_outbound,

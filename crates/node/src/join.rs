@@ -40,6 +40,8 @@ pub struct Joined {
     /// The node is JOINING: it must stream its ranges (`Lifecycle::bootstrap`), then
     /// call `finish_bootstrap`, before it serves.
     pub bootstrap: bool,
+    /// The dead node whose place this one takes (replace_address_first_boot), while it bootstraps.
+    pub replacing: Option<Uuid>,
     pub hints: Arc<hints::HintStore>,
     /// Exports peers pull (`cluster::stream`), and every stream session's progress.
     pub streams: Arc<StreamSource>,
@@ -112,42 +114,63 @@ pub async fn join(
         let i_am_seed = seeds.is_empty() || seeds.contains(&internode);
         let alone = seeds.iter().all(|s| *s == internode);
         let ring = if alone { gossip.view().await } else { wait_for_ring(&gossip, i_am_seed, &seeds).await? };
-        let mut rng = rand::rngs::StdRng::from_entropy();
-        // While the DC has no more nodes than the factor, every node holds
-        // every range at that factor; balance for the largest factor that
-        // still tells nodes apart instead.
-        let in_dc = ring.ring.dc_node_count(&config.dc) as u32;
-        let rf = config.allocation_rf.min(in_dc).max(1);
-        let tokens = ring::allocation::allocate_tokens(
-            &ring.ring,
-            &config.dc,
-            &config.rack,
-            config.num_tokens as usize,
-            rf,
-            &mut rng,
-        );
-        // A seed that starts a cluster, or a node told not to, owns its ranges at once; any
-        // other node streams them first (bootstrap) and stays JOINING meanwhile.
-        let bootstrap = config.auto_bootstrap && !i_am_seed && !ring.ring.is_empty();
-        if bootstrap {
+        if let Some(addr) = config.replace_address {
+            let (tokens, dead) = take_place_of(addr, &ring, host_id)?;
             storage.local_set(BOOTSTRAPPING, "1")?;
+            storage.local_set(REPLACING, &dead.to_string())?;
+            let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+            storage.local_set("tokens", &text.join(","))?;
+            // The dead node leaves every ring (this node marks it removed, as removenode does) and
+            // this one announces its tokens as JOINING: its ranges are pending here.
+            let mut removed: Vec<String> = storage
+                .local_get(cluster::gossip::REMOVED)
+                .map(|r| r.split(',').filter(|h| !h.is_empty()).map(str::to_string).collect())
+                .unwrap_or_default();
+            removed.push(dead.to_string());
+            storage.local_set(cluster::gossip::REMOVED, &removed.join(","))?;
+            gossip.set(cluster::gossip::REMOVED, removed.join(",")).await;
+            gossip.set_tokens(&tokens).await;
+            tracing::info!(%addr, %dead, "replacing a dead node: taking its tokens, bootstrapping its ranges");
+            (tokens, true)
+        } else {
+            let mut rng = rand::rngs::StdRng::from_entropy();
+            // While the DC has no more nodes than the factor, every node holds
+            // every range at that factor; balance for the largest factor that
+            // still tells nodes apart instead.
+            let in_dc = ring.ring.dc_node_count(&config.dc) as u32;
+            let rf = config.allocation_rf.min(in_dc).max(1);
+            let tokens = ring::allocation::allocate_tokens(
+                &ring.ring,
+                &config.dc,
+                &config.rack,
+                config.num_tokens as usize,
+                rf,
+                &mut rng,
+            );
+            // A seed that starts a cluster, or a node told not to, owns its ranges at once; any
+            // other node streams them first (bootstrap) and stays JOINING meanwhile.
+            let bootstrap = config.auto_bootstrap && !i_am_seed && !ring.ring.is_empty();
+            if bootstrap {
+                storage.local_set(BOOTSTRAPPING, "1")?;
+            }
+            let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+            storage.local_set("tokens", &text.join(","))?;
+            tracing::info!(
+                count = tokens.len(),
+                peers = ring.endpoints.len().saturating_sub(1),
+                bootstrap,
+                "allocated tokens"
+            );
+            gossip.set_tokens(&tokens).await;
+            if !bootstrap {
+                gossip.set_status(Status::Normal).await;
+            }
+            (tokens, bootstrap)
         }
-        let text: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
-        storage.local_set("tokens", &text.join(","))?;
-        tracing::info!(
-            count = tokens.len(),
-            peers = ring.endpoints.len().saturating_sub(1),
-            bootstrap,
-            "allocated tokens"
-        );
-        gossip.set_tokens(&tokens).await;
-        if !bootstrap {
-            gossip.set_status(Status::Normal).await;
-        }
-        (tokens, bootstrap)
     } else {
         (persisted, resuming)
     };
+    let replacing = if bootstrap { storage.local_get(REPLACING).and_then(|h| h.parse::<Uuid>().ok()) } else { None };
     let coordinator_config = CoordinatorConfig {
         write_timeout: config.write_request_timeout,
         read_timeout: config.read_request_timeout,
@@ -180,6 +203,7 @@ pub async fn join(
         transport,
         tokens,
         bootstrap,
+        replacing,
         hints,
         streams,
         stream_registry,
@@ -190,11 +214,28 @@ pub async fn join(
 
 /// Set while a bootstrap has not finished (a restart resumes it).
 const BOOTSTRAPPING: &str = "bootstrapping";
+/// The host id of the dead node a bootstrapping replacement takes the place of.
+const REPLACING: &str = "replacing";
+
+/// The tokens and host id of the dead node at `addr` that this node
+/// (`me`) replaces: Cassandra's checks, in its words.
+fn take_place_of(addr: std::net::IpAddr, view: &ClusterView, me: Uuid) -> anyhow::Result<(Vec<i64>, Uuid)> {
+    let Some(dead) = view.endpoints.values().find(|e| e.address() == addr && e.host_id != me && e.status.owns_tokens())
+    else {
+        anyhow::bail!("Cannot replace_address /{addr} because it doesn't exist in gossip");
+    };
+    if dead.alive {
+        anyhow::bail!("Cannot replace a live node /{addr}");
+    }
+    Ok((dead.tokens.clone(), dead.host_id))
+}
 
 impl Joined {
     /// The bootstrap streamed everything: the node owns its ranges from now on.
     pub async fn finish_bootstrap(&mut self, storage: &Storage) -> anyhow::Result<()> {
         storage.local_set(BOOTSTRAPPING, "")?;
+        storage.local_set(REPLACING, "")?;
+        self.replacing = None;
         self.gossip.set_status(Status::Normal).await;
         self.bootstrap = false;
         Ok(())

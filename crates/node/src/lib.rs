@@ -129,7 +129,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         if joined.bootstrap {
             tracing::info!("bootstrapping: streaming this node's ranges from the current replicas");
             let done = lifecycle
-                .bootstrap(config.consistent_rangemovement)
+                .bootstrap(config.consistent_rangemovement, joined.replacing)
                 .await
                 .map_err(|e| anyhow::anyhow!("bootstrap failed (a restart resumes it): {e}"))?;
             tracing::info!(bytes = %done.get("bytes").unwrap_or(&Json::Null), seconds = %done.get("seconds").unwrap_or(&Json::Null), "bootstrap done");

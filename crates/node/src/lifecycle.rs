@@ -247,7 +247,7 @@ impl Lifecycle {
     /// from the replica that loses it (`strict`: Cassandra's consistent range
     /// movement; that replica must be up) or, not strict, from any live
     /// replica. The caller turns the node NORMAL after it returns Ok.
-    pub async fn bootstrap(&self, strict: bool) -> Result<Json, String> {
+    pub async fn bootstrap(&self, strict: bool, replacing: Option<Uuid>) -> Result<Json, String> {
         let _running = self.begin("bootstrap")?;
         let started = Instant::now();
         let deadline = Instant::now() + SCHEMA_WAIT;
@@ -290,12 +290,41 @@ impl Lifecycle {
                 spool: &self.spool,
             };
             let address = |id: Uuid| view.endpoint(id).map_or_else(|| id.to_string(), |e| e.address().to_string());
+            // A replacement's ranges are the dead node's: their data is on the dead node's fellow
+            // replicas, the ring with the dead node in it says which.
+            let original = match replacing.and_then(|d| view.endpoint(d)) {
+                Some(dead) => {
+                    let mut with = view.ring.clone();
+                    with.add_node(
+                        NodeInfo::new(host(dead.host_id), dead.dc.clone(), dead.rack.clone()),
+                        dead.tokens.iter().copied(),
+                    )
+                    .map_err(|e| format!("bootstrap: cannot place the replaced node's tokens: {e}"))?;
+                    Some((dead.host_id, with))
+                }
+                None => None,
+            };
             for ks in keyspaces {
                 let strategy = cluster::view::strategy(&ks.replication);
                 let mut by_source: BTreeMap<Uuid, Vec<(i64, i64)>> = BTreeMap::new();
                 for (range, _) in ring.ranges() {
                     let new: Vec<Uuid> = strategy.replicas(&ring, range.end).into_iter().map(uuid).collect();
                     if !new.contains(&view.local) {
+                        continue;
+                    }
+                    if let Some((dead, with)) = &original {
+                        let fellows: Vec<Uuid> = strategy.replicas(with, range.end).into_iter().map(uuid).collect();
+                        let source = fellows
+                            .iter()
+                            .copied()
+                            .find(|r| r != dead && *r != view.local && view.is_alive(*r))
+                            .ok_or_else(|| {
+                                format!(
+                                    "Unable to find sufficient sources for streaming range ({}, {}] of {}",
+                                    range.start, range.end, ks.name
+                                )
+                            })?;
+                        by_source.entry(source).or_default().push((range.start, range.end));
                         continue;
                     }
                     let old = view.replicas(ks, range.end);

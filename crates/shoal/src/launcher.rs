@@ -96,6 +96,18 @@ enum ClusterCommand {
         /// The node's index (1-based).
         node: usize,
     },
+    /// Replace stopped node N by a fresh one (an empty data directory, at its address or another)
+    /// that takes its tokens and streams its ranges (replace_address_first_boot).
+    Replace {
+        /// The node's index (1-based).
+        node: usize,
+        /// Run the replacement under this address instead.
+        #[arg(long, value_name = "IP")]
+        address: Option<IpAddr>,
+        /// Seconds to wait for it to be NORMAL.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
     /// Stop every node (SIGTERM, SIGKILL after 30 s).
     Down {
         /// Then remove the cluster's directory.
@@ -168,6 +180,9 @@ pub fn main(args: ClusterArgs) -> ExitCode {
         }
         ClusterCommand::Decommission { node } => cmd_decommission(&args.dir, node),
         ClusterCommand::Remove { node } => cmd_remove(&args.dir, node),
+        ClusterCommand::Replace { node, address, timeout } => {
+            cmd_replace(&args.dir, node, address, Duration::from_secs(timeout))
+        }
         ClusterCommand::Add { dc, rack, timeout } => cmd_add(&args.dir, dc, rack, Duration::from_secs(timeout)),
         ClusterCommand::Down { clear } => cmd_down(&args.dir, clear),
     };
@@ -677,6 +692,36 @@ fn cmd_remove(dir: &Path, index: usize) -> Result<(), String> {
         return Err(format!("removenode of node {index}: {}", reply.error()));
     }
     println!("node {index} ({address}, host id {host_id}) removed: {}", reply.body);
+    Ok(())
+}
+
+fn cmd_replace(dir: &Path, index: usize, new_address: Option<IpAddr>, timeout: Duration) -> Result<(), String> {
+    let mut state = load(dir)?;
+    let node = node_mut(&mut state, index)?;
+    if is_running(node) {
+        return Err(format!("node {index} is running: a live node is decommissioned, not replaced"));
+    }
+    let dead = node.address;
+    // The replacement is a new machine: nothing of the old disk.
+    if node.data_dir.exists() {
+        std::fs::remove_dir_all(&node.data_dir)
+            .map_err(|e| format!("cannot clear {}: {e}", node.data_dir.display()))?;
+    }
+    if let Some(addr) = new_address {
+        node.address = addr;
+        set_arg(&mut node.args, "--listen-address", addr.to_string());
+    }
+    let mut first_boot = node.clone();
+    set_arg(&mut first_boot.args, "--replace-address", dead.to_string());
+    let mut child = spawn(&state, &first_boot)?;
+    node_mut(&mut state, index)?.pid = Some(child.id());
+    save(dir, &state)?;
+    wait_normal(&state, &first_boot, &mut child, timeout)?;
+    println!(
+        "node {index} ({}) replaced the dead node at {dead} and is NORMAL, pid {}",
+        first_boot.address,
+        child.id()
+    );
     Ok(())
 }
 

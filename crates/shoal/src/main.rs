@@ -94,6 +94,9 @@ struct ServerArgs {
     /// Port of the HTTP/JSON admin API (`shoal tool`), on the listen address; default 7199.
     #[arg(long, value_name = "PORT")]
     admin_port: Option<u16>,
+    /// On first start, take the place of the dead node at this address (replace_address_first_boot).
+    #[arg(long, value_name = "IP")]
+    replace_address: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -138,6 +141,7 @@ fn server(args: ServerArgs) -> anyhow::Result<()> {
         rack: args.rack,
         seeds: args.seeds,
         admin_port: args.admin_port,
+        replace_address: args.replace_address,
     };
     let config = file.build(overrides)?;
     node::run(config)

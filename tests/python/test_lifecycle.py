@@ -5,6 +5,7 @@ processes on 127.0.0.x started by `shoal cluster up`, the DataStax Python driver
 `shoal tool rebuild` streams every range a node replicates from another live replica
 (nodetool rebuild), as sorted files over the internode port (`cluster::stream`)."""
 
+import threading
 import time
 
 import pytest
@@ -238,59 +239,81 @@ def test_cleanup_after_lowering_the_replication_factor(tmp_path):
             cluster.shutdown()
 
 
+def kv_table(c, ks, rows=3000):
+    """`ks.t (k int PRIMARY KEY, v text)` at RF=3 with `rows` rows written at ALL."""
+    cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+    try:
+        s.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 3}}")
+        s.execute(f"CREATE TABLE {ks}.t (k int PRIMARY KEY, v text)")
+        assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        insert = s.prepare(f"INSERT INTO {ks}.t (k, v) VALUES (?, ?)")
+        for k in range(rows):
+            s.execute(insert, (k, f"before-{k}"))
+    finally:
+        cluster.shutdown()
+
+
+class WritesAllAlong:
+    """A client thread writing `ks.t` keys 100000.. at QUORUM through `coordinators` until the
+    block ends; `acked` lists the writes that were acknowledged (a failed write was not, and
+    promises nothing)."""
+
+    def __init__(self, c, ks, coordinators):
+        self.cluster, self.session = session_on(c, [c.address(i) for i in coordinators], cl=ConsistencyLevel.QUORUM)
+        self.ks, self.acked, self.stop = ks, [], threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self):
+        insert = self.session.prepare(f"INSERT INTO {self.ks}.t (k, v) VALUES (?, ?)")
+        insert.consistency_level = ConsistencyLevel.QUORUM
+        k = 100_000
+        while not self.stop.is_set() and k < 200_000:
+            try:
+                self.session.execute(insert, (k, f"during-{k}"))
+                self.acked.append(k)
+            except Exception:  # not acknowledged: nothing to check
+                pass
+            k += 1
+
+    def __enter__(self):
+        self.thread.start()
+        time.sleep(1)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=60)
+        self.cluster.shutdown()
+        assert len(self.acked) > 100, len(self.acked)
+        return False
+
+
+def missing_on(c, node, ks, keys):
+    """The keys node `node` alone does not answer at CL ONE (it reads its own replicas locally)."""
+    cluster, s = session_on(c, [c.address(node)], cl=ConsistencyLevel.ONE)
+    try:
+        query = s.prepare(f"SELECT v FROM {ks}.t WHERE k = ?")
+        return [k for k in keys if s.execute(query, (k,)).one() is None]
+    finally:
+        cluster.shutdown()
+
+
+def ring_states(c, observer=1):
+    return {n["address"]: n for dc in c.tool("status", node=observer)["datacenters"] for n in dc["nodes"]}
+
+
 def test_a_node_added_under_writes_streams_its_ranges_and_misses_nothing(tmp_path):
     """`shoal cluster add` on a 3-node RF=3 cluster taking QUORUM writes all along: the new node
     is JOINING while it streams its ranges (writes for them reach it too), then NORMAL; afterwards
     it alone answers at CL ONE for every row written before and every write acknowledged during
     the join, and every node names the same replicas for a key."""
-    import threading
-
     with ShoalCluster(tmp_path / "c", nodes=3) as c:
-        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
-        try:
-            s.execute("CREATE KEYSPACE bs WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
-            s.execute("CREATE TABLE bs.t (k int PRIMARY KEY, v text)")
-            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
-            insert = s.prepare("INSERT INTO bs.t (k, v) VALUES (?, ?)")
-            for k in range(3000):
-                s.execute(insert, (k, f"before-{k}"))
-        finally:
-            cluster.shutdown()
-
-        acked, stop = [], threading.Event()
-        writer_cluster, ws = session_on(c, [c.address(1), c.address(2), c.address(3)], cl=ConsistencyLevel.QUORUM)
-
-        def write_all_along():
-            insert = ws.prepare("INSERT INTO bs.t (k, v) VALUES (?, ?)")
-            insert.consistency_level = ConsistencyLevel.QUORUM
-            k = 100_000
-            while not stop.is_set() and k < 200_000:
-                try:
-                    ws.execute(insert, (k, f"during-{k}"))
-                    acked.append(k)
-                except Exception:  # a write that failed was not acknowledged: nothing to check
-                    pass
-                k += 1
-
-        writer = threading.Thread(target=write_all_along)
-        writer.start()
-        try:
-            time.sleep(1)
-            new = c.add()
-        finally:
-            stop.set()
-            writer.join(timeout=60)
-            writer_cluster.shutdown()
-        assert new == 4 and len(acked) > 100, len(acked)
+        kv_table(c, "bs")
+        with WritesAllAlong(c, "bs", (1, 2, 3)) as writes:
+            assert c.add() == 4
         wait_state(c, c.address(4), "UN", observer=1)
-
-        cluster, s = session_on(c, [c.address(4)], cl=ConsistencyLevel.ONE)
-        try:
-            query = s.prepare("SELECT v FROM bs.t WHERE k = ?")
-            missing = [k for k in list(range(3000)) + acked if s.execute(query, (k,)).one() is None]
-            assert not missing, f"{len(missing)} rows missing on the new node, e.g. {missing[:10]}"
-        finally:
-            cluster.shutdown()
+        missing = missing_on(c, 4, "bs", list(range(3000)) + writes.acked)
+        assert not missing, f"{len(missing)} rows missing on the new node, e.g. {missing[:10]}"
         for key in ("0", "17", "100000"):
             seen = {tuple(c.tool("getendpoints", "bs", "t", key, node=i)["endpoints"]) for i in (1, 2, 3, 4)}
             assert len(seen) == 1 and len(next(iter(seen))) == 3, (key, seen)
@@ -302,55 +325,14 @@ def test_a_node_decommissioned_under_writes_hands_over_its_ranges(tmp_path):
     meanwhile), then LEFT and stopped; every remaining node alone answers at CL ONE for every row
     written before and every write acknowledged during it; node 4 refuses to start again on its
     directory; decommissioning below the replication factor is refused."""
-    import threading
-
     with ShoalCluster(tmp_path / "c", nodes=4) as c:
-        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
-        try:
-            s.execute("CREATE KEYSPACE dm WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
-            s.execute("CREATE TABLE dm.t (k int PRIMARY KEY, v text)")
-            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
-            insert = s.prepare("INSERT INTO dm.t (k, v) VALUES (?, ?)")
-            for k in range(3000):
-                s.execute(insert, (k, f"before-{k}"))
-        finally:
-            cluster.shutdown()
-
-        acked, stop = [], threading.Event()
-        writer_cluster, ws = session_on(c, [c.address(1), c.address(2), c.address(3)], cl=ConsistencyLevel.QUORUM)
-
-        def write_all_along():
-            insert = ws.prepare("INSERT INTO dm.t (k, v) VALUES (?, ?)")
-            insert.consistency_level = ConsistencyLevel.QUORUM
-            k = 100_000
-            while not stop.is_set() and k < 200_000:
-                try:
-                    ws.execute(insert, (k, f"during-{k}"))
-                    acked.append(k)
-                except Exception:  # not acknowledged: nothing to check
-                    pass
-                k += 1
-
-        writer = threading.Thread(target=write_all_along)
-        writer.start()
-        try:
-            time.sleep(1)
+        kv_table(c, "dm")
+        with WritesAllAlong(c, "dm", (1, 2, 3)) as writes:
             c.decommission(4)
-        finally:
-            stop.set()
-            writer.join(timeout=60)
-            writer_cluster.shutdown()
-        assert len(acked) > 100, len(acked)
-
         for i in (1, 2, 3):
-            cluster, s = session_on(c, [c.address(i)], cl=ConsistencyLevel.ONE)
-            try:
-                query = s.prepare("SELECT v FROM dm.t WHERE k = ?")
-                missing = [k for k in list(range(3000)) + acked if s.execute(query, (k,)).one() is None]
-                assert not missing, f"node {i}: {len(missing)} rows missing, e.g. {missing[:10]}"
-            finally:
-                cluster.shutdown()
-        states = {n["address"]: n["state"] for dc in c.tool("status", node=1)["datacenters"] for n in dc["nodes"]}
+            missing = missing_on(c, i, "dm", list(range(3000)) + writes.acked)
+            assert not missing, f"node {i}: {len(missing)} rows missing, e.g. {missing[:10]}"
+        states = {a: n["state"] for a, n in ring_states(c).items()}
         assert states.get(c.address(4)) != "UN" and all(states[c.address(i)] == "UN" for i in (1, 2, 3)), states
 
         again = c._cluster("start", 4, "--timeout", 30, timeout=90, check=False)
@@ -364,60 +346,19 @@ def test_a_dead_node_removed_under_writes_is_re_replicated(tmp_path):
     continuous QUORUM writes has the nodes that gain its ranges pull them from surviving replicas;
     then every remaining node alone answers at CL ONE for every row written before and every write
     acknowledged meanwhile, and node 4 is gone from the ring (not DN). A live node is refused."""
-    import threading
-
     with ShoalCluster(tmp_path / "c", nodes=4) as c:
-        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
-        try:
-            s.execute("CREATE KEYSPACE rm WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
-            s.execute("CREATE TABLE rm.t (k int PRIMARY KEY, v text)")
-            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
-            insert = s.prepare("INSERT INTO rm.t (k, v) VALUES (?, ?)")
-            for k in range(3000):
-                s.execute(insert, (k, f"before-{k}"))
-        finally:
-            cluster.shutdown()
+        kv_table(c, "rm")
         refused = c._cluster("remove", 4, timeout=120, check=False)
         assert refused.returncode != 0 and "is running" in refused.stderr, refused.stderr
-
         c.stop(4)
         wait_state(c, c.address(4), "DN", observer=1)
-        acked, stop = [], threading.Event()
-        writer_cluster, ws = session_on(c, [c.address(1), c.address(2), c.address(3)], cl=ConsistencyLevel.QUORUM)
-
-        def write_all_along():
-            insert = ws.prepare("INSERT INTO rm.t (k, v) VALUES (?, ?)")
-            insert.consistency_level = ConsistencyLevel.QUORUM
-            k = 100_000
-            while not stop.is_set() and k < 200_000:
-                try:
-                    ws.execute(insert, (k, f"during-{k}"))
-                    acked.append(k)
-                except Exception:  # not acknowledged: nothing to check
-                    pass
-                k += 1
-
-        writer = threading.Thread(target=write_all_along)
-        writer.start()
-        try:
-            time.sleep(1)
+        with WritesAllAlong(c, "rm", (1, 2, 3)) as writes:
             c.remove(4)
-        finally:
-            stop.set()
-            writer.join(timeout=60)
-            writer_cluster.shutdown()
-        assert len(acked) > 100, len(acked)
-
         for i in (1, 2, 3):
-            cluster, s = session_on(c, [c.address(i)], cl=ConsistencyLevel.ONE)
-            try:
-                query = s.prepare("SELECT v FROM rm.t WHERE k = ?")
-                missing = [k for k in list(range(3000)) + acked if s.execute(query, (k,)).one() is None]
-                assert not missing, f"node {i}: {len(missing)} rows missing, e.g. {missing[:10]}"
-            finally:
-                cluster.shutdown()
+            missing = missing_on(c, i, "rm", list(range(3000)) + writes.acked)
+            assert not missing, f"node {i}: {len(missing)} rows missing, e.g. {missing[:10]}"
         for i in (1, 2, 3):
-            states = {n["address"]: n["state"] for dc in c.tool("status", node=i)["datacenters"] for n in dc["nodes"]}
+            states = ring_states(c, observer=i)
             assert c.address(4) not in states and len(states) == 3, (i, states)
 
 
@@ -425,63 +366,19 @@ def test_a_dead_node_is_replaced_by_a_fresh_one_that_streams_its_ranges(tmp_path
     """Node 3 of a 4-node RF=3 cluster dies and loses its disk; `shoal cluster replace 3` starts a
     fresh node at its address with replace_address_first_boot: it takes node 3's tokens under a new
     host id and streams its ranges from their other replicas, under continuous QUORUM writes; then
-    it alone answers at CL ONE for every row it replicates, written before or acknowledged during
-    the replacement, and no node lists the old host id."""
-    import threading
-
+    it alone answers at CL ONE for every row written before or acknowledged during the
+    replacement, and no node lists the old host id."""
     with ShoalCluster(tmp_path / "c", nodes=4) as c:
-        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
-        try:
-            s.execute("CREATE KEYSPACE rq WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
-            s.execute("CREATE TABLE rq.t (k int PRIMARY KEY, v text)")
-            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
-            insert = s.prepare("INSERT INTO rq.t (k, v) VALUES (?, ?)")
-            for k in range(3000):
-                s.execute(insert, (k, f"before-{k}"))
-        finally:
-            cluster.shutdown()
-        nodes = {n["address"]: n for dc in c.tool("status", node=1)["datacenters"] for n in dc["nodes"]}
-        old_id, old_tokens = nodes[c.address(3)]["host_id"], nodes[c.address(3)]["tokens"]
-
+        kv_table(c, "rq")
+        before = ring_states(c)[c.address(3)]
         c.stop(3)
         wait_state(c, c.address(3), "DN", observer=1)
-        acked, stop = [], threading.Event()
-        writer_cluster, ws = session_on(c, [c.address(1), c.address(2), c.address(4)], cl=ConsistencyLevel.QUORUM)
-
-        def write_all_along():
-            insert = ws.prepare("INSERT INTO rq.t (k, v) VALUES (?, ?)")
-            insert.consistency_level = ConsistencyLevel.QUORUM
-            k = 100_000
-            while not stop.is_set() and k < 200_000:
-                try:
-                    ws.execute(insert, (k, f"during-{k}"))
-                    acked.append(k)
-                except Exception:  # not acknowledged: nothing to check
-                    pass
-                k += 1
-
-        writer = threading.Thread(target=write_all_along)
-        writer.start()
-        try:
-            time.sleep(1)
+        with WritesAllAlong(c, "rq", (1, 2, 4)) as writes:
             c.replace(3)
-        finally:
-            stop.set()
-            writer.join(timeout=60)
-            writer_cluster.shutdown()
-        assert len(acked) > 100, len(acked)
         wait_state(c, c.address(3), "UN", observer=1)
-
-        nodes = {n["address"]: n for dc in c.tool("status", node=1)["datacenters"] for n in dc["nodes"]}
-        assert len(nodes) == 4 and nodes[c.address(3)]["host_id"] != old_id, nodes
-        assert nodes[c.address(3)]["tokens"] == old_tokens
-        assert old_id not in {n["host_id"] for n in nodes.values()}
-
-        cluster, s = session_on(c, [c.address(3)], cl=ConsistencyLevel.ONE)
-        try:
-            query = s.prepare("SELECT v FROM rq.t WHERE k = ?")
-            # Node 3 reads its own replicas locally at ONE; the other keys come from their replicas.
-            missing = [k for k in list(range(3000)) + acked if s.execute(query, (k,)).one() is None]
-            assert not missing, f"{len(missing)} rows missing on the replacement, e.g. {missing[:10]}"
-        finally:
-            cluster.shutdown()
+        nodes = ring_states(c)
+        assert len(nodes) == 4 and nodes[c.address(3)]["host_id"] != before["host_id"], nodes
+        assert nodes[c.address(3)]["tokens"] == before["tokens"]
+        assert before["host_id"] not in {n["host_id"] for n in nodes.values()}
+        missing = missing_on(c, 3, "rq", list(range(3000)) + writes.acked)
+        assert not missing, f"{len(missing)} rows missing on the replacement, e.g. {missing[:10]}"

@@ -296,6 +296,16 @@ pub struct StreamStats {
     pub entries: u64,
 }
 
+impl StreamStats {
+    /// Adds another session's figures to these.
+    pub fn add(&mut self, other: &StreamStats) {
+        self.files += other.files;
+        self.bytes += other.bytes;
+        self.fetched += other.fetched;
+        self.entries += other.entries;
+    }
+}
+
 /// The receiving side of stream sessions: where fetched files wait
 /// (`spool/<session>/`), the storage that ingests them, and the registry
 /// that lists the sessions.

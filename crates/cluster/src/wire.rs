@@ -70,6 +70,25 @@ fn put_blob(out: &mut BytesMut, b: &[u8]) {
     out.put_slice(b);
 }
 
+/// `count:u32 (start:i64 end:i64)[count]`: token ranges.
+fn put_ranges(out: &mut BytesMut, ranges: &[(i64, i64)]) {
+    out.put_u32(ranges.len() as u32);
+    for (start, end) in ranges {
+        out.put_i64(*start);
+        out.put_i64(*end);
+    }
+}
+
+fn ranges(r: &mut Reader<'_>) -> Result<Vec<(i64, i64)>, WireError> {
+    let n = r.u32()? as usize;
+    let n = r.count(n, 16)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push((r.i64()?, r.i64()?));
+    }
+    Ok(out)
+}
+
 fn put_bound(out: &mut BytesMut, b: &ClusteringBound) {
     out.put_u8(u8::from(b.inclusive));
     out.put_u16(b.prefix.len() as u16);
@@ -253,11 +272,7 @@ pub fn encode_stream_request(session: Uuid, table: Uuid, ranges: &[(i64, i64)]) 
     let mut out = BytesMut::with_capacity(36 + 16 * ranges.len());
     out.put_slice(session.as_bytes());
     out.put_slice(table.as_bytes());
-    out.put_u32(ranges.len() as u32);
-    for (start, end) in ranges {
-        out.put_i64(*start);
-        out.put_i64(*end);
-    }
+    put_ranges(&mut out, ranges);
     out.freeze()
 }
 
@@ -265,12 +280,7 @@ pub fn decode_stream_request(bytes: &[u8]) -> Result<StreamRequest, WireError> {
     let mut r = ByteReader::new(bytes, WireError { what: "stream request" });
     let session = r.uuid()?;
     let table = r.uuid()?;
-    let n = r.u32()? as usize;
-    let n = r.count(n, 16)?;
-    let mut ranges = Vec::with_capacity(n);
-    for _ in 0..n {
-        ranges.push((r.i64()?, r.i64()?));
-    }
+    let ranges = ranges(&mut r)?;
     r.finish()?;
     Ok(StreamRequest { session, table, ranges })
 }
@@ -412,11 +422,7 @@ pub fn encode_stream_pull(req: &StreamPull) -> Bytes {
     out.put_slice(req.session.as_bytes());
     out.put_slice(req.table.as_bytes());
     put_blob(&mut out, req.source.to_string().as_bytes());
-    out.put_u32(req.ranges.len() as u32);
-    for (start, end) in &req.ranges {
-        out.put_i64(*start);
-        out.put_i64(*end);
-    }
+    put_ranges(&mut out, &req.ranges);
     out.freeze()
 }
 
@@ -425,12 +431,7 @@ pub fn decode_stream_pull(bytes: &[u8]) -> Result<StreamPull, WireError> {
     let session = r.uuid()?;
     let table = r.uuid()?;
     let source = std::str::from_utf8(r.blob()?).ok().and_then(|s| s.parse().ok()).ok_or(r.error())?;
-    let n = r.u32()? as usize;
-    let n = r.count(n, 16)?;
-    let mut ranges = Vec::with_capacity(n);
-    for _ in 0..n {
-        ranges.push((r.i64()?, r.i64()?));
-    }
+    let ranges = ranges(&mut r)?;
     r.finish()?;
     Ok(StreamPull { session, table, source, ranges })
 }

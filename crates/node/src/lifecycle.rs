@@ -73,6 +73,27 @@ pub struct Lifecycle {
     running: Mutex<Option<String>>,
 }
 
+/// One stream session of an operation, as its report lists it.
+fn session_report(
+    ks: &KeyspaceDef,
+    table: &types::schema::TableDef,
+    target: &cluster::Endpoint,
+    pull: &wire::StreamPull,
+    stats: &StreamStats,
+) -> Json {
+    json!({
+        "keyspace": ks.name,
+        "table": table.name,
+        "source": pull.source.ip().to_string(),
+        "target": target.address().to_string(),
+        "ranges": pull.ranges.len(),
+        "session": pull.session,
+        "files": stats.files,
+        "bytes": stats.bytes,
+        "entries": stats.entries,
+    })
+}
+
 /// Clears the running operation when the operation ends, however it ends.
 struct Running<'a>(&'a Mutex<Option<String>>);
 
@@ -91,6 +112,16 @@ impl Lifecycle {
         spool: PathBuf,
     ) -> Lifecycle {
         Lifecycle { coordinator, gossip, schema, registry, spool, running: Mutex::new(None) }
+    }
+
+    /// This node's side of the stream sessions it receives.
+    fn receiver(&self) -> Receiver<'_, TcpTransport> {
+        Receiver {
+            transport: &self.coordinator.transport,
+            storage: &self.coordinator.storage,
+            registry: &self.registry,
+            spool: &self.spool,
+        }
     }
 
     fn begin(&self, what: &str) -> Result<Running<'_>, String> {
@@ -121,12 +152,7 @@ impl Lifecycle {
         let mut sessions = Vec::new();
         let mut unavailable = Vec::new();
         let mut totals = StreamStats::default();
-        let receiver = Receiver {
-            transport: &self.coordinator.transport,
-            storage: &self.coordinator.storage,
-            registry: &self.registry,
-            spool: &self.spool,
-        };
+        let receiver = self.receiver();
         for ks in schema.keyspaces.values() {
             if Schema::is_system(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
                 continue;
@@ -183,6 +209,37 @@ impl Lifecycle {
         }))
     }
 
+    /// Has `target` pull `pull` (this node fetches it itself when it is the
+    /// target), tried `SESSION_TRIES` times, each try resuming the session.
+    async fn pull(
+        &self,
+        receiver: &Receiver<'_, TcpTransport>,
+        target: &cluster::Endpoint,
+        pull: &wire::StreamPull,
+    ) -> Result<StreamStats, String> {
+        let mut last_error = String::new();
+        for attempt in 1..=SESSION_TRIES {
+            let result = if target.host_id == self.coordinator.view.snapshot().local {
+                receiver.fetch(pull.source, pull.session, pull.table, &pull.ranges).await
+            } else {
+                self.coordinator
+                    .transport
+                    .send_request(target.internode, Verb::StreamPullReq, wire::encode_stream_pull(pull), PULL_TIMEOUT)
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|(_, body)| wire::decode_stream_stats(&body).map_err(|e| e.to_string()))
+            };
+            match result {
+                Ok(stats) => return Ok(stats),
+                Err(e) => {
+                    tracing::warn!(target = %target.internode, source = %pull.source, attempt, "stream session failed: {e}");
+                    last_error = e;
+                }
+            }
+        }
+        Err(format!("failed {SESSION_TRIES} times: {last_error}"))
+    }
+
     /// Streams each table of `ks` over `by_source` (source -> ranges), each
     /// session tried `SESSION_TRIES` times (resuming); adds what moved to
     /// `sessions` and `totals`.
@@ -195,46 +252,18 @@ impl Lifecycle {
         sessions: &mut Vec<Json>,
         totals: &mut StreamStats,
     ) -> Result<(), String> {
+        let me = view.local().ok_or("this node is not in its own view")?;
         for (source, ranges) in by_source {
             let Some(peer) = view.endpoint(source).map(|e| e.internode) else { continue };
             for table in ks.tables.values() {
                 let session = Uuid::new_v4();
-                let mut last_error = String::new();
-                let mut done = None;
-                for attempt in 1..=SESSION_TRIES {
-                    match receiver.fetch(peer, session, table.id, &ranges).await {
-                        Ok(stats) => {
-                            done = Some(stats);
-                            break;
-                        }
-                        Err(e) => {
-                            tracing::warn!(%peer, table = %table.name, attempt, "stream session failed: {e}");
-                            last_error = e;
-                        }
-                    }
-                }
-                let Some(stats) = done else {
-                    return Err(format!(
-                        "streaming {}.{} from {} failed {SESSION_TRIES} times: {last_error}",
-                        ks.name,
-                        table.name,
-                        peer.ip()
-                    ));
-                };
-                totals.files += stats.files;
-                totals.bytes += stats.bytes;
-                totals.fetched += stats.fetched;
-                totals.entries += stats.entries;
-                sessions.push(json!({
-                    "keyspace": ks.name,
-                    "table": table.name,
-                    "source": peer.ip().to_string(),
-                    "ranges": ranges.len(),
-                    "session": session,
-                    "files": stats.files,
-                    "bytes": stats.bytes,
-                    "entries": stats.entries,
-                }));
+                let pull = wire::StreamPull { session, table: table.id, source: peer, ranges: ranges.clone() };
+                let stats = self
+                    .pull(receiver, me, &pull)
+                    .await
+                    .map_err(|e| format!("streaming {}.{} from {}: {e}", ks.name, table.name, peer.ip()))?;
+                totals.add(&stats);
+                sessions.push(session_report(ks, table, me, &pull, &stats));
             }
         }
         Ok(())
@@ -283,12 +312,7 @@ impl Lifecycle {
             let mut ring = view.ring.clone();
             ring.add_node(NodeInfo::new(host(view.local), me.dc.clone(), me.rack.clone()), me.tokens.iter().copied())
                 .map_err(|e| format!("bootstrap: cannot place this node's tokens: {e}"))?;
-            let receiver = Receiver {
-                transport: &self.coordinator.transport,
-                storage: &self.coordinator.storage,
-                registry: &self.registry,
-                spool: &self.spool,
-            };
+            let receiver = self.receiver();
             let address = |id: Uuid| view.endpoint(id).map_or_else(|| id.to_string(), |e| e.address().to_string());
             // A replacement's ranges are the dead node's: their data is on the dead node's fellow
             // replicas, the ring with the dead node in it says which.
@@ -627,6 +651,7 @@ impl Lifecycle {
         after.remove_node(host(view.local));
         let mut sessions = Vec::new();
         let mut totals = StreamStats::default();
+        let receiver = self.receiver();
         let result = async {
             for ks in &keyspaces {
                 let strategy = cluster::view::strategy(&ks.replication);
@@ -654,50 +679,11 @@ impl Lifecycle {
                             source: me.internode,
                             ranges: ranges.clone(),
                         };
-                        let mut last_error = String::new();
-                        let mut done = None;
-                        for _ in 0..SESSION_TRIES {
-                            let sent = self
-                                .coordinator
-                                .transport
-                                .send_request(
-                                    endpoint.internode,
-                                    Verb::StreamPullReq,
-                                    wire::encode_stream_pull(&pull),
-                                    PULL_TIMEOUT,
-                                )
-                                .await;
-                            match sent
-                                .map_err(|e| e.to_string())
-                                .and_then(|(_, body)| wire::decode_stream_stats(&body).map_err(|e| e.to_string()))
-                            {
-                                Ok(stats) => {
-                                    done = Some(stats);
-                                    break;
-                                }
-                                Err(e) => last_error = e,
-                            }
-                        }
-                        let stats = done.ok_or_else(|| {
-                            format!(
-                                "handing {}.{} to {} failed {SESSION_TRIES} times: {last_error}",
-                                ks.name,
-                                table.name,
-                                endpoint.address()
-                            )
+                        let stats = self.pull(&receiver, endpoint, &pull).await.map_err(|e| {
+                            format!("handing {}.{} to {}: {e}", ks.name, table.name, endpoint.address())
                         })?;
-                        totals.files += stats.files;
-                        totals.bytes += stats.bytes;
-                        totals.entries += stats.entries;
-                        sessions.push(json!({
-                            "keyspace": ks.name,
-                            "table": table.name,
-                            "target": endpoint.address().to_string(),
-                            "ranges": ranges.len(),
-                            "session": pull.session,
-                            "bytes": stats.bytes,
-                            "entries": stats.entries,
-                        }));
+                        totals.add(&stats);
+                        sessions.push(session_report(ks, table, endpoint, &pull, &stats));
                     }
                 }
             }
@@ -755,12 +741,7 @@ impl Lifecycle {
         let prefer = view.local_dc().to_string();
         let mut sessions = Vec::new();
         let mut totals = StreamStats::default();
-        let receiver = Receiver {
-            transport: &self.coordinator.transport,
-            storage: &self.coordinator.storage,
-            registry: &self.registry,
-            spool: &self.spool,
-        };
+        let receiver = self.receiver();
         for ks in schema.keyspaces.values() {
             if Schema::is_system(&ks.name) || matches!(ks.replication, Replication::Local) {
                 continue;
@@ -795,59 +776,19 @@ impl Lifecycle {
                 let (Some(to), Some(from)) = (view.endpoint(gaining), view.endpoint(source)) else { continue };
                 for table in ks.tables.values() {
                     let session = Uuid::new_v4();
-                    let mut last_error = String::new();
-                    let mut done = None;
-                    for _ in 0..SESSION_TRIES {
-                        let result = if gaining == view.local {
-                            receiver.fetch(from.internode, session, table.id, &ranges).await
-                        } else {
-                            let pull = wire::StreamPull {
-                                session,
-                                table: table.id,
-                                source: from.internode,
-                                ranges: ranges.clone(),
-                            };
-                            self.coordinator
-                                .transport
-                                .send_request(
-                                    to.internode,
-                                    Verb::StreamPullReq,
-                                    wire::encode_stream_pull(&pull),
-                                    PULL_TIMEOUT,
-                                )
-                                .await
-                                .map_err(|e| e.to_string())
-                                .and_then(|(_, body)| wire::decode_stream_stats(&body).map_err(|e| e.to_string()))
-                        };
-                        match result {
-                            Ok(stats) => {
-                                done = Some(stats);
-                                break;
-                            }
-                            Err(e) => last_error = e,
-                        }
-                    }
-                    let stats = done.ok_or_else(|| {
+                    let pull =
+                        wire::StreamPull { session, table: table.id, source: from.internode, ranges: ranges.clone() };
+                    let stats = self.pull(&receiver, to, &pull).await.map_err(|e| {
                         format!(
-                            "removenode: streaming {}.{} to {} from {} failed {SESSION_TRIES} times: {last_error}",
+                            "removenode: streaming {}.{} to {} from {}: {e}",
                             ks.name,
                             table.name,
                             to.address(),
                             from.address()
                         )
                     })?;
-                    totals.bytes += stats.bytes;
-                    totals.entries += stats.entries;
-                    sessions.push(json!({
-                        "keyspace": ks.name,
-                        "table": table.name,
-                        "target": to.address().to_string(),
-                        "source": from.address().to_string(),
-                        "ranges": ranges.len(),
-                        "session": session,
-                        "bytes": stats.bytes,
-                        "entries": stats.entries,
-                    }));
+                    totals.add(&stats);
+                    sessions.push(session_report(ks, table, to, &pull, &stats));
                 }
             }
         }

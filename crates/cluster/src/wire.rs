@@ -182,16 +182,7 @@ pub fn decode_scan(bytes: &[u8]) -> Result<ScanRange, WireError> {
         after_key,
         end_token,
         partition_limit,
-        per_partition: PartitionRead {
-            table,
-            token: 0,
-            partition_key: Vec::new(),
-            ranges: Vec::new(),
-            reversed: false,
-            include_static: true,
-            row_limit: usize::MAX,
-            now: 0,
-        },
+        per_partition: PartitionRead::whole(table, 0),
         row_limit: usize::MAX,
     })
 }

@@ -122,13 +122,7 @@ pub async fn join(
             storage.local_set("tokens", &text.join(","))?;
             // The dead node leaves every ring (this node marks it removed, as removenode does) and
             // this one announces its tokens as JOINING: its ranges are pending here.
-            let mut removed: Vec<String> = storage
-                .local_get(cluster::gossip::REMOVED)
-                .map(|r| r.split(',').filter(|h| !h.is_empty()).map(str::to_string).collect())
-                .unwrap_or_default();
-            removed.push(dead.to_string());
-            storage.local_set(cluster::gossip::REMOVED, &removed.join(","))?;
-            gossip.set(cluster::gossip::REMOVED, removed.join(",")).await;
+            mark_removed(storage, &gossip, dead).await?;
             gossip.set_tokens(&tokens).await;
             tracing::info!(%addr, %dead, "replacing a dead node: taking its tokens, bootstrapping its ranges");
             (tokens, true)
@@ -216,6 +210,21 @@ pub async fn join(
 const BOOTSTRAPPING: &str = "bootstrapping";
 /// The host id of the dead node a bootstrapping replacement takes the place of.
 const REPLACING: &str = "replacing";
+
+/// Adds `host_id` to the nodes this node has removed (removenode, replace):
+/// persisted, so a restart announces it again, and gossiped, so every view
+/// drops it from the ring.
+pub(crate) async fn mark_removed(storage: &Storage, gossip: &Gossip, host_id: Uuid) -> anyhow::Result<()> {
+    let mut removed: Vec<String> = storage
+        .local_get(cluster::gossip::REMOVED)
+        .map(|r| r.split(',').filter(|h| !h.is_empty()).map(str::to_string).collect())
+        .unwrap_or_default();
+    removed.push(host_id.to_string());
+    let list = removed.join(",");
+    storage.local_set(cluster::gossip::REMOVED, &list)?;
+    gossip.set(cluster::gossip::REMOVED, list).await;
+    Ok(())
+}
 
 /// The tokens and host id of the dead node at `addr` that this node
 /// (`me`) replaces: Cassandra's checks, in its words.

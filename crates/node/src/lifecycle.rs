@@ -73,6 +73,20 @@ pub struct Lifecycle {
     running: Mutex<Option<String>>,
 }
 
+/// An operation that streamed: its sessions, what moved, how long and how fast.
+fn stream_report(operation: &str, sessions: Vec<Json>, totals: &StreamStats, started: Instant) -> Json {
+    let seconds = started.elapsed().as_secs_f64();
+    json!({
+        "operation": operation,
+        "sessions": sessions,
+        "files": totals.files,
+        "bytes": totals.bytes,
+        "entries": totals.entries,
+        "seconds": seconds,
+        "mb_per_s": if seconds > 0.0 { totals.bytes as f64 / seconds / 1e6 } else { 0.0 },
+    })
+}
+
 /// One stream session of an operation, as its report lists it.
 fn session_report(
     ks: &KeyspaceDef,
@@ -196,17 +210,11 @@ impl Lifecycle {
                 if unavailable.len() > 5 { format!(" and {} more", unavailable.len() - 5) } else { String::new() }
             ));
         }
-        let seconds = started.elapsed().as_secs_f64();
-        Ok(json!({
-            "operation": "rebuild",
-            "keyspace": keyspace,
-            "sessions": sessions,
-            "files": totals.files,
-            "bytes": totals.bytes,
-            "entries": totals.entries,
-            "seconds": seconds,
-            "mb_per_s": if seconds > 0.0 { totals.bytes as f64 / seconds / 1e6 } else { 0.0 },
-        }))
+        let mut report = stream_report("rebuild", sessions, &totals, started);
+        if let Some(fields) = report.as_object_mut() {
+            fields.insert("keyspace".into(), json!(keyspace));
+        }
+        Ok(report)
     }
 
     /// Has `target` pull `pull` (this node fetches it itself when it is the
@@ -375,16 +383,7 @@ impl Lifecycle {
                 self.stream_keyspace(&receiver, &view, ks, by_source, &mut sessions, &mut totals).await?;
             }
         }
-        let seconds = started.elapsed().as_secs_f64();
-        Ok(json!({
-            "operation": "bootstrap",
-            "sessions": sessions,
-            "files": totals.files,
-            "bytes": totals.bytes,
-            "entries": totals.entries,
-            "seconds": seconds,
-            "mb_per_s": if seconds > 0.0 { totals.bytes as f64 / seconds / 1e6 } else { 0.0 },
-        }))
+        Ok(stream_report("bootstrap", sessions, &totals, started))
     }
 
     /// Repair (nodetool repair): for each range this node replicates (only
@@ -792,14 +791,7 @@ impl Lifecycle {
                 }
             }
         }
-        let mut removed: Vec<String> = storage
-            .local_get(cluster::gossip::REMOVED)
-            .map(|r| r.split(',').filter(|h| !h.is_empty()).map(str::to_string).collect())
-            .unwrap_or_default();
-        removed.push(host_id.to_string());
-        let list = removed.join(",");
-        storage.local_set(cluster::gossip::REMOVED, &list).map_err(|e| e.to_string())?;
-        self.gossip.set(cluster::gossip::REMOVED, list).await;
+        crate::join::mark_removed(storage, &self.gossip, host_id).await.map_err(|e| e.to_string())?;
         self.gossip.set(cluster::gossip::REMOVING, String::new()).await;
         tokio::time::sleep(LEFT_DELAY).await;
         Ok(json!({

@@ -61,25 +61,11 @@ impl StreamedFile {
 /// The key ranges `[lower, upper)` (upper `None`: to the end) holding the
 /// partitions of the token range `(start, end]`.
 pub(crate) fn key_ranges(start: i64, end: i64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-    // Keys of tokens after `t`: from t + 1 on (nothing when t is the last token).
-    let after = |t: i64| t.checked_add(1).map(|n| keys::token_bytes(n).to_vec());
-    let from_first = || keys::token_bytes(i64::MIN).to_vec();
-    if start == end {
-        return vec![(from_first(), None)];
-    }
-    if start < end {
-        return match after(start) {
-            Some(lower) => vec![(lower, after(end))],
-            None => Vec::new(),
-        };
-    }
-    // Wraps: (start, MAX] then [MIN, end].
-    let mut out = Vec::new();
-    if let Some(lower) = after(start) {
-        out.push((lower, None));
-    }
-    out.push((from_first(), after(end)));
-    out
+    // A span [lo, hi] of tokens is the keys from lo's up to (not including) hi + 1's.
+    crate::validate::token_spans((start, end))
+        .into_iter()
+        .map(|(lo, hi)| (keys::token_bytes(lo).to_vec(), hi.checked_add(1).map(|n| keys::token_bytes(n).to_vec())))
+        .collect()
 }
 
 /// The key ranges of token ranges `(start, end]`, sorted, overlapping ones

@@ -84,8 +84,9 @@ impl Storage {
     }
 }
 
-/// The inclusive token spans of `(start, end]`, in token order.
-fn token_spans((start, end): (i64, i64)) -> Vec<(i64, i64)> {
+/// The inclusive token spans of `(start, end]`, in token order (`stream`'s
+/// key ranges are these spans as keys).
+pub(crate) fn token_spans((start, end): (i64, i64)) -> Vec<(i64, i64)> {
     if start == end {
         return vec![(i64::MIN, i64::MAX)];
     }

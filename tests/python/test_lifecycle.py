@@ -417,3 +417,48 @@ def test_a_joining_node_killed_mid_bootstrap_resumes_and_misses_nothing(tmp_path
         assert not missing, f"{len(missing)} rows missing on the resumed node, e.g. {missing[:10]}"
         rings = {tuple(sorted((a, n["tokens"], n["state"]) for a, n in ring_states(c, observer=i).items())) for i in (1, 2, 3, 4)}
         assert len(rings) == 1, rings
+
+
+def test_one_topology_change_at_a_time(tmp_path):
+    """While dead node 5 is being removed (removenode on node 1, streams throttled to 256 KiB/s),
+    a decommission of node 4 and a `cluster add` are each refused with a message naming the change
+    in progress, and change nothing; the removal then completes."""
+    config = {"stream_throughput_outbound": "256KiB/s"}
+    with ShoalCluster(tmp_path / "c", nodes=5, config=config) as c:
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE oc WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE oc.t (k int PRIMARY KEY, v text)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            insert = s.prepare("INSERT INTO oc.t (k, v) VALUES (?, ?)")
+            for k in range(3000):
+                s.execute(insert, (k, f"{k:06}" + "x" * 1000))
+        finally:
+            cluster.shutdown()
+        c.stop(5)
+        wait_state(c, c.address(5), "DN", observer=1)
+
+        removal = threading.Thread(target=c.remove, args=(5,))
+        removal.start()
+        try:
+            # Every live node has heard (gossip) that node 5 is being removed.
+            deadline = time.time() + 30
+            while time.time() < deadline and any(
+                ring_states(c, observer=i).get(c.address(5), {}).get("state") != "DL" for i in (1, 2, 3, 4)
+            ):
+                time.sleep(0.1)
+            assert all(ring_states(c, observer=i)[c.address(5)]["state"] == "DL" for i in (1, 2, 3, 4))
+            expected = f"another topology change is in progress (/{c.address(5)} is being removed (removenode))"
+
+            second = c.tool("decommission", node=4, check=False)
+            assert expected in second["error"], second
+            joined = c._cluster("add", "--timeout", 60, timeout=120, check=False)
+            assert joined.returncode != 0 and expected in joined.stdout + joined.stderr, joined.stdout + joined.stderr
+            states = ring_states(c)
+            assert states[c.address(4)]["state"] == "UN", states
+            assert states[c.address(5)]["state"] == "DL", "node 5 was still being removed during both refusals"
+        finally:
+            removal.join(timeout=300)
+        states = ring_states(c)
+        assert sorted(states) == sorted(c.address(i) for i in (1, 2, 3, 4)), states
+        assert all(n["state"] == "UN" for n in states.values()), states

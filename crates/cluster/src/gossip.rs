@@ -219,11 +219,17 @@ impl Gossip {
         // ranges' new owners get writes), then LEFT once named as removed.
         for (marks, status) in [(&removing, Status::Leaving), (&removed, Status::Left)] {
             for id in marks {
-                if let Some(e) = endpoints.get_mut(id).filter(|e| !e.alive && e.status.owns_tokens()) {
+                if let Some(e) = endpoints
+                    .get_mut(id)
+                    .filter(|e| !e.alive && (e.status.owns_tokens() || e.status == Status::Joining))
+                {
                     e.status = status;
                 }
             }
         }
+        // A node that died while joining, before it announced tokens, owns and takes nothing: it is
+        // not part of the cluster (a refused or failed join leaves no ghost in status).
+        endpoints.retain(|_, e| e.alive || e.status != Status::Joining || !e.tokens.is_empty());
         ClusterView::build(&self.cluster_name, self.local.host_id, endpoints, 0)
     }
 

@@ -200,6 +200,55 @@ impl ClusterView {
         strategy(&ks.replication).replicas(pending, token).into_iter().map(uuid).filter(|r| !now.contains(r)).collect()
     }
 
+    /// The topology changes in progress that this node sees, other than its
+    /// own: each moving endpoint (a joiner that announced its tokens, a
+    /// node leaving, a dead node being removed) with what it is doing, in
+    /// host id order. One topology change at a time cluster-wide: a node
+    /// starts one only when this is empty, and of two started at once (each
+    /// unseen by the other when it began) the one whose moving node has the
+    /// smaller host id goes on (`yields_to`).
+    pub fn topology_changes(&self) -> Vec<(Uuid, String)> {
+        self.endpoints
+            .values()
+            .filter(|e| e.host_id != self.local)
+            .filter_map(|e| {
+                let doing = match (e.status, e.alive) {
+                    (Status::Joining, true) if !e.tokens.is_empty() => "is joining",
+                    (Status::Joining, false) if !e.tokens.is_empty() => {
+                        "is joining but down (restart it to resume its bootstrap, or removenode its host id)"
+                    }
+                    (Status::Leaving, true) => "is leaving (decommission)",
+                    (Status::Leaving, false) => "is being removed (removenode)",
+                    _ => return None,
+                };
+                Some((e.host_id, format!("/{} {doing}", e.address())))
+            })
+            .collect()
+    }
+
+    /// Refuses `operation` while another topology change is in progress
+    /// (`topology_changes`, leaving out `subject`: the node this operation
+    /// itself moves), naming it.
+    pub fn check_no_topology_change(&self, operation: &str, subject: Uuid) -> Result<(), String> {
+        let others: Vec<String> =
+            self.topology_changes().into_iter().filter(|(id, _)| *id != subject).map(|(_, what)| what).collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "Cannot start {operation}: another topology change is in progress ({}). \
+             One topology change at a time: wait for it to finish",
+            others.join("; ")
+        ))
+    }
+
+    /// After announcing a topology change that moves `subject`: the first
+    /// other change this one must yield to (one that moves a node with a
+    /// smaller host id; both began before either saw the other).
+    pub fn yields_to(&self, subject: Uuid) -> Option<String> {
+        self.topology_changes().into_iter().find(|(id, _)| *id < subject && *id != subject).map(|(_, what)| what)
+    }
+
     pub fn local(&self) -> Option<&Endpoint> {
         self.endpoints.get(&self.local)
     }

@@ -114,6 +114,12 @@ pub async fn join(
         let i_am_seed = seeds.is_empty() || seeds.contains(&internode);
         let alone = seeds.iter().all(|s| *s == internode);
         let ring = if alone { gossip.view().await } else { wait_for_ring(&gossip, i_am_seed, &seeds).await? };
+        // Joining moves ranges: not while another node joins, leaves or is removed.
+        let moves = config.replace_address.is_some() || (config.auto_bootstrap && !i_am_seed && !ring.ring.is_empty());
+        if moves {
+            let operation = if config.replace_address.is_some() { "replace" } else { "bootstrap" };
+            ring.check_no_topology_change(operation, host_id).map_err(anyhow::Error::msg)?;
+        }
         if let Some(addr) = config.replace_address {
             let (tokens, dead) = take_place_of(addr, &ring, host_id)?;
             storage.local_set(BOOTSTRAPPING, "1")?;

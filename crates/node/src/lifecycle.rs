@@ -316,6 +316,12 @@ impl Lifecycle {
         if !keyspaces.is_empty() {
             tokio::time::sleep(RING_DELAY).await;
             let view = self.coordinator.view.snapshot();
+            if let Some(other) = view.yields_to(view.local) {
+                return Err(format!(
+                    "another topology change began at the same time ({other}); this bootstrap yields to it \
+                     (one topology change at a time): restart this node when that one is done to resume"
+                ));
+            }
             let me = view.local().ok_or("bootstrap: this node is not in its own view")?;
             let mut ring = view.ring.clone();
             ring.add_node(NodeInfo::new(host(view.local), me.dc.clone(), me.rack.clone()), me.tokens.iter().copied())
@@ -626,6 +632,7 @@ impl Lifecycle {
         if me.status != cluster::Status::Normal || view.ring.node(host(view.local)).is_none() {
             return Err(format!("Cannot decommission a node that is not NORMAL (it is {})", me.status.as_str()));
         }
+        view.check_no_topology_change("decommission", view.local)?;
         let schema = self.schema.snapshot();
         let keyspaces: Vec<&Arc<KeyspaceDef>> = schema
             .keyspaces
@@ -646,6 +653,13 @@ impl Lifecycle {
         self.gossip.set_status(cluster::Status::Leaving).await;
         tokio::time::sleep(RING_DELAY).await;
         let view = self.coordinator.view.snapshot();
+        if let Some(other) = view.yields_to(view.local) {
+            self.gossip.set_status(cluster::Status::Normal).await;
+            return Err(format!(
+                "another topology change began at the same time ({other}); this decommission yields to it \
+                 and the node is NORMAL again (one topology change at a time)"
+            ));
+        }
         let mut after = view.ring.clone();
         after.remove_node(host(view.local));
         let mut sessions = Vec::new();
@@ -729,11 +743,33 @@ impl Lifecycle {
             ));
         }
         if view.ring.node(host(host_id)).is_none() {
+            if target.status == cluster::Status::Joining {
+                // A joiner that died before it owned anything: nothing to stream, it just leaves.
+                crate::join::mark_removed(storage, &self.gossip, host_id).await.map_err(|e| e.to_string())?;
+                tokio::time::sleep(LEFT_DELAY).await;
+                return Ok(json!({
+                    "operation": "removenode",
+                    "host_id": host_id,
+                    "address": target.address().to_string(),
+                    "sessions": [],
+                    "bytes": 0,
+                    "entries": 0,
+                    "seconds": started.elapsed().as_secs_f64(),
+                }));
+            }
             return Err(format!("Host ID {host_id} owns no tokens: nothing to remove"));
         }
+        view.check_no_topology_change("removenode", host_id)?;
         self.gossip.set(cluster::gossip::REMOVING, host_id.to_string()).await;
         tokio::time::sleep(RING_DELAY).await;
         let view = self.coordinator.view.snapshot();
+        if let Some(other) = view.yields_to(host_id) {
+            self.gossip.set(cluster::gossip::REMOVING, String::new()).await;
+            return Err(format!(
+                "another topology change began at the same time ({other}); this removenode yields to it \
+                 (one topology change at a time): run it again when that one is done"
+            ));
+        }
         let mut after = view.ring.clone();
         after.remove_node(host(host_id));
         let schema = self.schema.snapshot();

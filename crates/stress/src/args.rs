@@ -52,6 +52,8 @@ usage: shoal stress write|read|mixed|verify [n=N | duration=30s] [cl=ONE] [no-wa
        -K N | --retries N          extra tries per operation (default 9, as cassandra-stress)
        --keep-going                count errors and go on (default: stop at the first)
        --json FILE  --csv FILE  --hdr-log FILE  --plot FILE.svg|.html
+       --failed-keys FILE          at the end, write the keys of the operations that failed for good
+                                   (and verify's missing or wrong rows), sorted, one per line
        --server-pid PID[,PID...]   report server CPU-us per op from /proc/PID/stat
        --cost-per-hour X           report dollars per million operations
        --client-threads N          threads of the client runtime (default: a quarter of the cores, at least 1)
@@ -488,6 +490,12 @@ fn long_option(settings: &mut Settings, name: &str, value: &str) -> Result<(), U
         "json" => settings.json = Some(PathBuf::from(value)),
         "csv" => settings.csv = Some(PathBuf::from(value)),
         "hdr-log" => settings.hdr_log = Some(PathBuf::from(value)),
+        "failed-keys" => {
+            if value.is_empty() {
+                return err("--failed-keys needs a file name");
+            }
+            settings.failed_keys = Some(PathBuf::from(value));
+        }
         "plot" => {
             let path = PathBuf::from(value);
             if !crate::chart::plottable(&path) {

@@ -224,6 +224,8 @@ const ERRORS: &[(&str, &str)] = &[
     ("write -pop zipf(1..10)", "-pop `zipf(1..10)`"),
     ("write -port native=0", "port 0: not a TCP port"),
     ("write --json", "--json needs a value"),
+    ("verify --failed-keys", "--failed-keys needs a value"),
+    ("verify --failed-keys=", "--failed-keys needs a file name"),
     ("write --cost-per-hour cheap", "--cost-per-hour cheap: not a number"),
     ("write --client-threads 0", "--client-threads must be between 1 and 1024"),
     ("read ratio(read=1,write=1)", "ratio(...) applies to mixed only"),
@@ -261,6 +263,7 @@ fn help_and_output_options() {
     assert_eq!(s.csv.as_deref(), Some(std::path::Path::new("b.csv")));
     assert_eq!(s.hdr_log.as_deref(), Some(std::path::Path::new("c.hlog")));
     assert_eq!(s.plot.as_deref(), Some(std::path::Path::new("d.svg")));
+    assert_eq!(s.failed_keys, None);
     assert!(run("write n=10 --plot d.png").expect_err("png").contains(".svg or .html"));
     assert_eq!(s.server_pids, vec![12, 34]);
     assert_eq!(s.cost_per_hour, Some(1.5));
@@ -304,4 +307,19 @@ fn simplenative_selects_the_lean_client() {
     let s = run("write n=10 -mode simplenative connectionsPerHost=2").unwrap();
     assert!(s.simple_native);
     assert_eq!(s.connections_per_host.map(|n| n.get()), Some(2));
+}
+
+#[test]
+fn failed_keys_is_a_long_option_of_every_command() {
+    for command in ["write", "read", "mixed", "verify"] {
+        for option in ["--failed-keys f.txt", "--failed-keys=f.txt"] {
+            let line = format!("{command} n=10 keep-going {option} -rate threads=2");
+            let s = run(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(s.failed_keys.as_deref(), Some(std::path::Path::new("f.txt")), "{line}");
+        }
+    }
+    let s = run("verify n=10 cl=ALL --failed-keys v.txt --json v.json").expect("parses");
+    assert_eq!(s.failed_keys.as_deref(), Some(std::path::Path::new("v.txt")));
+    assert_eq!(s.json.as_deref(), Some(std::path::Path::new("v.json")));
+    assert!(USAGE.contains("--failed-keys FILE"));
 }

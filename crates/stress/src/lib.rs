@@ -11,7 +11,9 @@
 //! the summary and writes `--json`/`--csv`/`--hdr-log`; `plot` draws `--plot`
 //! through `chart` (SVG, the project's one plotting path);
 //! `cpu` samples client and server CPU from /proc; `hdr` turns histograms
-//! into text for the JSON report.
+//! into text for the JSON report; `failed_keys` collects the keys of failed
+//! operations for `--failed-keys FILE`, written when the run ends, whether it
+//! succeeded or not (a file that cannot be written makes the exit code 1).
 //!
 //! `plot SPEC.json OUT.svg` draws a `chart::Chart` spec (bench/compare's
 //! plots). Two commands work on `--json` reports instead of a cluster: `merge`
@@ -21,14 +23,16 @@
 //!
 //! Exit codes (invariant, scripts rely on them): 0 success; 1 the run failed
 //! (connection, schema, the first error without `--keep-going`, every operation
-//! failed, or `verify` found missing or wrong rows); 2 the command line was not
-//! understood. `merge` and `compare`: 0 done, 1 a report could not be read
-//! or merged, 2 the command line was not understood.
+//! failed, `verify` found missing or wrong rows, or the `--failed-keys` file
+//! could not be written); 2 the command line was not understood. `merge` and
+//! `compare`: 0 done, 1 a report could not be read or merged, 2 the command
+//! line was not understood.
 
 pub mod args;
 pub mod chart;
 pub mod compare;
 pub mod cpu;
+pub mod failed_keys;
 pub mod hdr;
 pub mod legacy;
 pub mod merge;
@@ -41,8 +45,10 @@ pub mod stats;
 pub mod workload;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use crate::args::Invocation;
+use crate::failed_keys::FailedKeys;
 use crate::report::{JsonSettings, Report, Reporter, Summary};
 use crate::settings::{Command, Settings};
 
@@ -79,16 +85,28 @@ pub fn main(args: Vec<String>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     }
-    match run_and_report(&settings, &args) {
+    let failed_keys = settings.failed_keys.as_ref().map(|_| Arc::new(FailedKeys::new()));
+    let code = match run_and_report(&settings, &args, failed_keys.clone()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("shoal stress: {e}");
             ExitCode::from(EXIT_FAILED)
         }
+    };
+    if let (Some(path), Some(keys)) = (&settings.failed_keys, &failed_keys) {
+        if let Err(e) = keys.write(path) {
+            eprintln!("shoal stress: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
     }
+    code
 }
 
-fn run_and_report(settings: &Settings, args: &[String]) -> Result<ExitCode, String> {
+fn run_and_report(
+    settings: &Settings,
+    args: &[String],
+    failed_keys: Option<Arc<FailedKeys>>,
+) -> Result<ExitCode, String> {
     let mut reporter = Reporter::new(settings)?;
     let workers = settings.runtime_threads();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -96,7 +114,7 @@ fn run_and_report(settings: &Settings, args: &[String]) -> Result<ExitCode, Stri
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let measured = runtime.block_on(run::run(settings, &mut reporter)).map_err(|e| e.0)?;
+    let measured = runtime.block_on(run::run(settings, &mut reporter, failed_keys)).map_err(|e| e.0)?;
     drop(runtime);
 
     let summary = Summary::new(settings, &measured);

@@ -20,7 +20,9 @@
 //! exactly at the measured phase's start and end. Per operation the worker
 //! reads the clock twice (send, answer) and nothing else: the deadline is a
 //! flag the reporter loop sets, and the INSERT's values are written straight
-//! into the request (`InsertRow`).
+//! into the request (`InsertRow`). With `--failed-keys` the key of every
+//! operation that did not succeed (`failed_keys::counts`) is recorded, in both
+//! phases, into the caller's `FailedKeys`, on the failing path only.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,6 +40,7 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 
 use crate::cpu;
+use crate::failed_keys::{self, FailedKeys};
 use crate::native::Native;
 use crate::report::{IntervalRow, Reporter};
 use crate::settings::{Command, Population, Rate, RunLength, Settings, Truncate};
@@ -75,6 +78,8 @@ struct Engine {
     population: Population,
     /// `-mode simplenative`: the lean client the operations go through.
     native: Option<Native>,
+    /// `--failed-keys`: where the keys of failed operations are recorded.
+    failed_keys: Option<Arc<FailedKeys>>,
 }
 
 /// Hosts as `host:port` strings for the driver, from `-node` and `-node file=`.
@@ -122,8 +127,14 @@ fn driver_consistency(c: crate::settings::Consistency) -> scylla::statement::Con
     }
 }
 
-/// Runs the whole benchmark: setup, warmup, measured phase.
-pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measured, RunError> {
+/// Runs the whole benchmark: setup, warmup, measured phase. With `failed_keys`,
+/// the keys of the operations that did not succeed are recorded there, also
+/// those of a run that then ends with an error.
+pub async fn run(
+    settings: &Settings,
+    reporter: &mut Reporter,
+    failed_keys: Option<Arc<FailedKeys>>,
+) -> Result<Measured, RunError> {
     let hosts = resolve_hosts(settings)?;
     let profile = ExecutionProfile::builder()
         .consistency(driver_consistency(settings.consistency))
@@ -187,6 +198,7 @@ pub async fn run(settings: &Settings, reporter: &mut Reporter) -> Result<Measure
         select,
         population: settings.effective_population(),
         native,
+        failed_keys,
     });
 
     if settings.truncate != Truncate::Never {
@@ -478,7 +490,14 @@ async fn execute(
         };
         let over = || state.stop.load(Ordering::Relaxed) || state.deadline.is_some_and(|d| Instant::now() >= d);
         match result {
-            Ok(outcome) => return (op_type, outcome, attempt, None),
+            Ok(outcome) => {
+                if let Some(failed) = &engine.failed_keys {
+                    if failed_keys::counts(kind, outcome) {
+                        failed.record(index);
+                    }
+                }
+                return (op_type, outcome, attempt, None);
+            }
             Err(_) if attempt < settings.retries && !over() => {
                 attempt += 1;
                 pause(state, backoff(attempt)).await;
@@ -489,6 +508,9 @@ async fn execute(
                     OpKind::Read => "read",
                     OpKind::Verify => "verify read",
                 };
+                if let Some(failed) = &engine.failed_keys {
+                    failed.record(index);
+                }
                 let tries = if attempt > 0 { format!(" after {} tries", attempt + 1) } else { String::new() };
                 return (
                     op_type,

@@ -251,6 +251,9 @@ pub struct Settings {
     pub csv: Option<PathBuf>,
     pub hdr_log: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    /// `--failed-keys FILE`: where the keys of the operations that did not succeed
+    /// are written when the run ends (`failed_keys.rs`).
+    pub failed_keys: Option<PathBuf>,
     pub server_pids: Vec<u32>,
     pub cost_per_hour: Option<f64>,
     /// Threads of the client's async runtime (`--client-threads`); `None`: `default_client_threads`.
@@ -311,6 +314,7 @@ impl Settings {
             csv: None,
             hdr_log: None,
             plot: None,
+            failed_keys: None,
             server_pids: Vec::new(),
             cost_per_hour: None,
             client_threads: None,

@@ -480,3 +480,41 @@ fn keep_going_rides_through_a_killed_server() {
     assert!(stderr.contains("stopped at the first error (use --keep-going to count errors and go on)"), "{stderr}");
     assert!(killed.elapsed() < Duration::from_secs(4), "stopped at the kill, not at the end: {:?}", killed.elapsed());
 }
+
+#[test]
+fn sigint_ends_the_run_with_its_report_and_failed_keys() {
+    // Ctrl-C (SIGINT) ends a long run as its deadline would: exit 0, the summary and
+    // --json cover what ran, and --failed-keys is written (empty: nothing failed).
+    let node = Node::start();
+    let out = tempfile::tempdir().expect("temp dir");
+    let port = format!("native={}", node.port);
+    let report = out.path().join("int.json").display().to_string();
+    let failed = out.path().join("failed.txt");
+    std::fs::write(&failed, "stale\n").expect("write");
+    let failed_arg = failed.display().to_string();
+    let started = Instant::now();
+    let run = Background::start(&[
+        "write",
+        "duration=120s",
+        "-rate",
+        "threads=4",
+        "-port",
+        &port,
+        "--json",
+        &report,
+        "--failed-keys",
+        &failed_arg,
+    ]);
+    run.wait_for_first_interval();
+    let signal = Command::new("kill").args(["-INT", &run.child.id().to_string()]).status().expect("kill");
+    assert!(signal.success());
+    let (code, stdout, stderr) = run.finish(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(60), "ended at the signal: {:?}", started.elapsed());
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(stdout.contains("Op rate"), "the summary is printed: {stdout}");
+    let summary = json(Path::new(&report))["summary"].clone();
+    assert!(summary["ops"].as_u64().unwrap_or(0) > 0, "{summary}");
+    assert_eq!(summary["errors"].as_u64(), Some(0), "{summary}");
+    assert_eq!(std::fs::read_to_string(&failed).expect("failed keys"), "");
+}

@@ -22,7 +22,9 @@
 //! flag the reporter loop sets, and the INSERT's values are written straight
 //! into the request (`InsertRow`). With `--failed-keys` the key of every
 //! operation that did not succeed (`failed_keys::counts`) is recorded, in both
-//! phases, into the caller's `FailedKeys`, on the failing path only.
+//! phases, into the caller's `FailedKeys`, on the failing path only. SIGINT
+//! (Ctrl-C) ends the run as its deadline would (`Interrupt`): what ran is
+//! reported.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -80,6 +82,32 @@ struct Engine {
     native: Option<Native>,
     /// `--failed-keys`: where the keys of failed operations are recorded.
     failed_keys: Option<Arc<FailedKeys>>,
+    /// Set by SIGINT (Ctrl-C): the run ends as at its deadline.
+    interrupt: Arc<Interrupt>,
+}
+
+/// SIGINT ends a run early, as its deadline would: no new operation starts, the
+/// ones in flight finish (without further retries), and the report, `--json` and
+/// `--failed-keys` cover what ran.
+#[derive(Default)]
+struct Interrupt {
+    seen: AtomicBool,
+    wake: tokio::sync::Notify,
+}
+
+impl Interrupt {
+    /// Listens for SIGINT for the rest of the process.
+    fn listen(self: &Arc<Self>) {
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("shoal stress: interrupted: ending the run and reporting what ran");
+                this.seen.store(true, Ordering::SeqCst);
+                // A stored permit: the phase loop sees it even if it is not waiting right now.
+                this.wake.notify_one();
+            }
+        });
+    }
 }
 
 /// Hosts as `host:port` strings for the driver, from `-node` and `-node file=`.
@@ -199,7 +227,9 @@ pub async fn run(
         population: settings.effective_population(),
         native,
         failed_keys,
+        interrupt: Arc::new(Interrupt::default()),
     });
+    engine.interrupt.listen();
 
     if settings.truncate != Truncate::Never {
         truncate(&engine).await?;
@@ -295,7 +325,7 @@ async fn run_phase(
         max_ops: max_ops.unwrap_or(u64::MAX),
         start,
         deadline: max_time.map(|d| start + d),
-        stop: AtomicBool::new(false),
+        stop: AtomicBool::new(engine.interrupt.seen.load(Ordering::SeqCst)),
         first_error: Mutex::new(None),
         shards: Shards::new(shard_count, mixed),
         throttle_next: Mutex::new(start),
@@ -325,6 +355,9 @@ async fn run_phase(
             _ = tokio::time::sleep_until(deadline.unwrap_or(start).into()), if deadline.is_some() => {
                 state.stop.store(true, Ordering::Relaxed);
                 deadline = None;
+            }
+            _ = engine.interrupt.wake.notified() => {
+                state.stop.store(true, Ordering::Relaxed);
             }
             _ = tokio::time::sleep_until(next_tick.into()) => {
                 let now = Instant::now();

@@ -5,6 +5,7 @@ processes on 127.0.0.x started by `shoal cluster up`, the DataStax Python driver
 `shoal tool rebuild` streams every range a node replicates from another live replica
 (nodetool rebuild), as sorted files over the internode port (`cluster::stream`)."""
 
+import os
 import threading
 import time
 
@@ -462,3 +463,54 @@ def test_one_topology_change_at_a_time(tmp_path):
         states = ring_states(c)
         assert sorted(states) == sorted(c.address(i) for i in (1, 2, 3, 4)), states
         assert all(n["state"] == "UN" for n in states.values()), states
+
+
+def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_path):
+    """Node 2, a source of node 4's bootstrap, is killed while it streams (throttled to 256 KiB/s);
+    QUORUM writes go on meanwhile. The join fails with a message naming the lost source and node 4
+    stops, JOINING with its tokens on every ring (so no other topology change starts); once node 2
+    is back, node 4 restarted on its directory resumes, turns NORMAL and alone answers at CL ONE
+    for every earlier row and every acknowledged write; every node shows the same ring."""
+    import subprocess
+
+    with ShoalCluster(tmp_path / "c", nodes=3, config={"stream_throughput_outbound": "256KiB/s"}) as c:
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE ks2 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE ks2.t (k int PRIMARY KEY, v text)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            insert = s.prepare("INSERT INTO ks2.t (k, v) VALUES (?, ?)")
+            for k in range(3000):
+                s.execute(insert, (k, f"before-{k}" + os.urandom(500).hex()))  # incompressible
+        finally:
+            cluster.shutdown()
+        with WritesAllAlong(c, "ks2", (1, 3)) as writes:
+            add = subprocess.Popen(
+                [c.bin_path, "cluster", "--dir", str(c.workdir), "add", "--timeout", "180"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                deadline = time.time() + 60
+                sending = []
+                while time.time() < deadline and not sending:
+                    sending = [x for x in c.tool("netstats", node=2, check=False).get("sessions", [])
+                               if x["direction"] == "sending" and x["state"] != "done"]
+                    time.sleep(0.1)
+                assert sending, "node 2 never streamed to the joining node"
+                c.stop(2)  # SIGKILL, mid-stream
+            finally:
+                out, _ = add.communicate(timeout=300)
+            assert add.returncode != 0, out + c.logs()
+            assert f"{c.address(2)}" in out and "bootstrap failed (a restart resumes it)" in out, out
+            for i in (1, 3):
+                wait_state(c, c.address(4), "DJ", observer=i)
+                assert ring_states(c, observer=i)[c.address(4)]["tokens"], "node 4 keeps its announced tokens"
+            refused = c.tool("decommission", node=3, check=False)
+            assert f"/{c.address(4)} is joining but down" in refused["error"], refused
+            c.start(2)
+            c.start(4)
+        wait_state(c, c.address(4), "UN", observer=1)
+        assert "bootstrap done" in (c.workdir / "node4" / "node.log").read_text()
+        missing = missing_on(c, 4, "ks2", list(range(3000)) + writes.acked)
+        assert not missing, f"{len(missing)} rows missing on the resumed node, e.g. {missing[:10]}"
+        rings = {tuple(sorted((a, n["tokens"], n["state"]) for a, n in ring_states(c, observer=i).items())) for i in (1, 2, 3, 4)}
+        assert len(rings) == 1, rings

@@ -226,16 +226,16 @@ impl StreamSource {
     }
 
     /// How long to hold a chunk of `bytes` so the node sends at most
-    /// `stream_throughput_outbound`.
+    /// `stream_throughput_outbound`: the chunk goes when its own bytes have
+    /// been paid for at that rate (a session of one chunk is throttled too).
     pub fn delay_for(&self, bytes: u64) -> Duration {
         if self.throughput == 0 {
             return Duration::ZERO;
         }
         let mut next = lock(&self.next_send);
         let now = Instant::now();
-        let slot = (*next).max(now);
-        *next = slot + Duration::from_secs_f64(bytes as f64 / self.throughput as f64);
-        slot - now
+        *next = (*next).max(now) + Duration::from_secs_f64(bytes as f64 / self.throughput as f64);
+        *next - now
     }
 
     /// Up to `len` bytes of file `file` of `session` from `offset`. Blocking.

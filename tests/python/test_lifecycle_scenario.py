@@ -23,7 +23,7 @@ from cassandra.cluster import Cluster
 
 from cluster_harness import ShoalCluster
 from shoal_harness import EXTERNAL
-from test_cluster import wait_state
+from test_cluster import EventListener, wait_state
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own cluster of shoal processes")
 
@@ -127,23 +127,29 @@ def test_a_cluster_grows_shrinks_and_replaces_nodes_under_writes(tmp_path):
         written = [(1, 20000, set())]
         driver = Cluster([c.address(1)], port=c.native_port, protocol_version=4)
         driver.connect()
+        events = EventListener(c.address(1), c.native_port)
         try:
+            # (name, step, the TOPOLOGY_CHANGE event node 1 pushes to its clients, if any).
             steps = [
-                ("add", lambda: c.add()),
-                ("add", lambda: c.add()),
-                ("decommission 4", lambda: c.decommission(4)),
-                ("remove 3", lambda: (c.stop(3), wait_state(c, c.address(3), "DN", observer=1), c.remove(3))),
-                ("replace 5", lambda: (c.stop(5), wait_state(c, c.address(5), "DN", observer=1), c.replace(5))),
+                ("add", lambda: c.add(), ("NEW_NODE", "127.0.0.4")),
+                ("add", lambda: c.add(), ("NEW_NODE", "127.0.0.5")),
+                ("decommission 4", lambda: c.decommission(4), ("REMOVED_NODE", "127.0.0.4")),
+                ("remove 3", lambda: (c.stop(3), wait_state(c, c.address(3), "DN", observer=1), c.remove(3)),
+                 ("REMOVED_NODE", "127.0.0.3")),
+                ("replace 5", lambda: (c.stop(5), wait_state(c, c.address(5), "DN", observer=1), c.replace(5)), None),
             ]
-            for number, (name, step) in enumerate(steps, start=1):
+            for number, (name, step, event) in enumerate(steps, start=1):
                 lo = number * STEP_KEYS + 1
                 with Writes(c, lo, tmp_path) as writes:
                     step()
                 written.append((lo, writes.count, writes.unacked))
+                if event:
+                    events.wait_for("TOPOLOGY_CHANGE", *event)
                 check_ring(c, driver)
                 verify_all(c, written, tmp_path)
                 print(f"step {number} ({name}): {writes.count} writes, {len(writes.unacked)} not acknowledged")
         finally:
+            events.close()
             driver.shutdown()
 
         assert sorted(running(c)) == sorted(c.address(i) for i in (1, 2, 5)), c.status()

@@ -634,40 +634,6 @@ impl<T: Transport + Clone> Coordinator<T> {
         Ok((bytes, acked, total))
     }
 
-    /// Repair of one partition: its full raw data from every one of
-    /// `replicas`, reconciled, and what each lacks written back to it.
-    /// Returns the bytes written back; an error when a replica did not
-    /// answer or did not take its share.
-    pub async fn repair_partition(
-        self: &Arc<Self>,
-        view: &Arc<ClusterView>,
-        replicas: &[Uuid],
-        read: &PartitionRead,
-    ) -> Result<u64, String> {
-        let mut asks = tokio::task::JoinSet::new();
-        for &replica in replicas {
-            let (this, view, read) = (Arc::clone(self), Arc::clone(view), read.clone());
-            asks.spawn(async move { (replica, this.ask(&view, replica, &read, false).await) });
-        }
-        let mut data = Vec::with_capacity(replicas.len());
-        while let Some(joined) = asks.join_next().await {
-            let (replica, answer) = joined.map_err(|e| format!("repair read task failed: {e}"))?;
-            match answer {
-                Ok(ReadAnswer::Data(raw)) => data.push((replica, raw)),
-                Ok(ReadAnswer::Digest(_)) => return Err(format!("replica {replica} answered a digest")),
-                Err(e) => return Err(format!("replica {replica}: {e}")),
-            }
-        }
-        let parts: Vec<RawPartition> = data.iter().map(|(_, r)| r.clone()).collect();
-        let merged = storage::merge_raw(&parts, read.reversed);
-        let (bytes, acked, total) =
-            self.write_back(view, read.table, &merged, &data).await.map_err(|e| e.to_string())?;
-        if acked < total {
-            return Err(format!("{} of {total} replicas did not take their repair", total - acked));
-        }
-        Ok(bytes)
-    }
-
     /// TRUNCATE: every node empties the table. Like Cassandra, refused with
     /// Unavailable (at ALL) when a node is down, and a timeout when one does
     /// not answer within the write timeout... which is reported as a server

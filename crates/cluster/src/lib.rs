@@ -1,8 +1,11 @@
 //! The cluster layer: membership (gossip over chitchat), the `ClusterView`
 //! snapshot, replica plans and consistency levels, the coordinator (writes,
 //! digest reads with blocking read repair, range scans), hinted handoff, the
-//! internode verb handlers, streaming of token ranges (`stream`), and schema
-//! propagation.
+//! internode verb handlers, streaming of token ranges (`stream`), schema
+//! propagation, repair of a token range (`repair`: slice then partition
+//! hashes, then pushes of what differs), and repair's record of what it
+//! repaired when (`repaired`: the repaired horizon of repair-based tombstone
+//! GC).
 //!
 //! Boundaries: `node::plane::ClusterPlane` (the `cql-server` data plane) calls
 //! the `Coordinator` for every read and write, and adapts the schema service to
@@ -19,6 +22,8 @@
 pub mod coordinator;
 pub mod gossip;
 pub mod plan;
+pub mod repair;
+pub mod repaired;
 pub mod stream;
 pub mod verbs;
 pub mod view;

@@ -1,6 +1,7 @@
 //! The replica side of internode messaging: drains the transport's inbound
 //! queue and answers each request (apply mutations, raw reads and digests,
-//! key scans, read-repair writes, repair validation, schema push/pull,
+//! key scans, read-repair writes, repair validation and the record of a
+//! finished repair (`repaired`), schema push/pull,
 //! streaming, echo). Also the hint
 //! dispatcher (replays stored hints to targets that are up again) and the
 //! schema puller (fetches the schema from a peer that gossips another
@@ -75,7 +76,10 @@ pub async fn serve<T: Transport + Clone>(
             } else {
                 let (storage, schema) = (Arc::clone(storage), Arc::clone(&schema));
                 let blocking = (storage.writes_block() && msg.verb == Verb::RepairReq)
-                    || matches!(msg.verb, Verb::TruncateReq | Verb::HashesReq);
+                    || matches!(
+                        msg.verb,
+                        Verb::TruncateReq | Verb::HashesReq | Verb::RepairedReq | Verb::RepairPushReq
+                    );
                 if blocking {
                     tokio::task::spawn_blocking(move || handle(&storage, &*schema, msg));
                 } else {
@@ -193,8 +197,23 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
             Err(_) => fail(responder, FailureCode::MalformedPayload, &"truncate: a table id is 16 bytes"),
         },
         Verb::HashesReq => match wire::decode_hashes_request(&payload) {
+            Ok(req) if req.slices => match validate_slices(storage, &req) {
+                Ok(hashes) => responder.respond(Verb::HashesRsp, wire::encode_slice_hashes(&hashes)),
+                Err(e) => fail(responder, FailureCode::Storage, &e),
+            },
             Ok(req) => match validate(storage, &req) {
                 Ok((more, hashes)) => responder.respond(Verb::HashesRsp, wire::encode_hashes(more, &hashes)),
+                Err(e) => fail(responder, FailureCode::Storage, &e),
+            },
+            Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+        },
+        Verb::RepairPushReq => match crate::repair::apply_push(storage, &payload) {
+            Ok(answer) => responder.respond(Verb::RepairPushRsp, answer),
+            Err(e) => fail(responder, FailureCode::Storage, &e),
+        },
+        Verb::RepairedReq => match wire::decode_repaired(&payload) {
+            Ok(req) => match crate::repaired::record(storage, &req.table, &req.ranges, req.repaired_at) {
+                Ok(()) => responder.respond(Verb::RepairedRsp, Bytes::new()),
                 Err(e) => fail(responder, FailureCode::Storage, &e),
             },
             Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
@@ -224,6 +243,15 @@ pub fn validate(storage: &Storage, req: &wire::HashesRequest) -> Result<(bool, V
         .partition_hashes(&req.table, req.range, after, req.limit as usize, req.now)
         .map_err(|e| e.to_string())?;
     Ok((more, hashes))
+}
+
+/// Repair's validation of this replica in slice mode: one hash per slice of
+/// the range (compacting the table first when asked). Blocking.
+pub fn validate_slices(storage: &Storage, req: &wire::HashesRequest) -> Result<Vec<u64>, String> {
+    if req.compact_first {
+        storage.compact(Some(&req.table)).map_err(|e| e.to_string())?;
+    }
+    storage.bucket_hashes(&req.table, req.range, req.limit, req.now).map_err(|e| e.to_string())
 }
 
 /// Replays hints to targets that are alive, every `period`. Runs forever.

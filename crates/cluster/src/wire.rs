@@ -1,6 +1,7 @@
 //! Payloads the cluster layer defines on top of `net`'s frames: the read
 //! command inside `ReadReq`/`DigestReq`, scans (`ScanReq`/`ScanRsp`), read
-//! repair (`RepairReq`), streaming (`Stream*`, `stream`), and the schema messages (`SchemaPush`/`SchemaPull`
+//! repair (`RepairReq`), repair's validation and its record (`HashesReq`, `RepairedReq`),
+//! streaming (`Stream*`, `stream`), and the schema messages (`SchemaPush`/`SchemaPull`
 //! carry JSON keyspace definitions). Big-endian, length-prefixed, like
 //! `net::message`; layouts in `crates/net/FORMAT.md`'s terms:
 //!
@@ -16,11 +17,15 @@
 //! StreamRsp:= count:u32 (bytes:u64 entries:u64 crc32c:u32)[count]
 //! StreamChunkReq := session:uuid file:u32 offset:u64 len:u32      StreamChunkRsp := bytes
 //! StreamDoneReq  := session:uuid                                  StreamDoneRsp  := (empty)
-//! HashesReq:= table:uuid start:i64 end:i64 now:i32 flags:u8 (bit0 after, bit1 compact first)
-//!             [after_token:i64 after_key:blob] limit:u32
+//! HashesReq:= table:uuid start:i64 end:i64 now:i32 flags:u8 (bit0 after, bit1 compact first,
+//!             bit2 slices) [after_token:i64 after_key:blob] limit:u32 (slices: their number)
 //! HashesRsp:= more:u8 count:u32 (token:i64 key:blob hash:u64 bytes:u64)[count]
+//!             | count:u32 hash:u64[count]   (slice mode)
+//! RepairPushReq, RepairPushRsp: `cluster::repair`
 //! StreamPullReq := session:uuid table:uuid source:blob("ip:port") count:u32 (start:i64 end:i64)[count]
 //! StreamPullRsp := files:u32 bytes:u64 fetched:u64 entries:u64
+//! RepairedReq   := table:uuid repaired_at:i64 count:u32 (start:i64 end:i64)[count]
+//! RepairedRsp   := (empty)
 //! ```
 //!
 //! Invariants: decoders are bounds-checked and never panic on garbage; every
@@ -339,9 +344,13 @@ pub struct HashesRequest {
     pub now: i32,
     /// Resume strictly after this partition (token, key).
     pub after: Option<(i64, Vec<u8>)>,
+    /// Partitions per page; in slice mode, the number of slices.
     pub limit: u32,
     /// Compact the table before the first page, so replicas compare canonical data.
     pub compact_first: bool,
+    /// Slice mode: one hash per equal token slice of the range
+    /// (`Storage::bucket_hashes`), the whole range at once.
+    pub slices: bool,
 }
 
 pub fn encode_hashes_request(req: &HashesRequest) -> Bytes {
@@ -350,7 +359,7 @@ pub fn encode_hashes_request(req: &HashesRequest) -> Bytes {
     out.put_i64(req.range.0);
     out.put_i64(req.range.1);
     out.put_i32(req.now);
-    out.put_u8(u8::from(req.after.is_some()) | (u8::from(req.compact_first) << 1));
+    out.put_u8(u8::from(req.after.is_some()) | (u8::from(req.compact_first) << 1) | (u8::from(req.slices) << 2));
     if let Some((token, key)) = &req.after {
         out.put_i64(*token);
         put_blob(&mut out, key);
@@ -368,7 +377,29 @@ pub fn decode_hashes_request(bytes: &[u8]) -> Result<HashesRequest, WireError> {
     let after = if flags & 1 != 0 { Some((r.i64()?, r.blob()?.to_vec())) } else { None };
     let limit = r.u32()?;
     r.finish()?;
-    Ok(HashesRequest { table, range, now, after, limit, compact_first: flags & 2 != 0 })
+    Ok(HashesRequest { table, range, now, after, limit, compact_first: flags & 2 != 0, slices: flags & 4 != 0 })
+}
+
+/// `HashesRsp` in slice mode: one hash per slice.
+pub fn encode_slice_hashes(hashes: &[u64]) -> Bytes {
+    let mut out = BytesMut::with_capacity(4 + 8 * hashes.len());
+    out.put_u32(hashes.len() as u32);
+    for h in hashes {
+        out.put_u64(*h);
+    }
+    out.freeze()
+}
+
+pub fn decode_slice_hashes(bytes: &[u8]) -> Result<Vec<u64>, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "slice hashes" });
+    let n = r.u32()? as usize;
+    let n = r.count(n, 8)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(r.u64()?);
+    }
+    r.finish()?;
+    Ok(out)
 }
 
 /// `HashesRsp`: a page of partition hashes, and whether more follow.
@@ -445,6 +476,32 @@ pub fn decode_stream_stats(bytes: &[u8]) -> Result<crate::stream::StreamStats, W
     Ok(stats)
 }
 
+/// `RepairedReq`: a repair that began at `repaired_at` (unix seconds)
+/// finished these ranges of a table (`crate::repaired`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repaired {
+    pub table: Uuid,
+    pub repaired_at: i64,
+    pub ranges: Vec<(i64, i64)>,
+}
+
+pub fn encode_repaired(req: &Repaired) -> Bytes {
+    let mut out = BytesMut::with_capacity(28 + 16 * req.ranges.len());
+    out.put_slice(req.table.as_bytes());
+    out.put_i64(req.repaired_at);
+    put_ranges(&mut out, &req.ranges);
+    out.freeze()
+}
+
+pub fn decode_repaired(bytes: &[u8]) -> Result<Repaired, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "repaired" });
+    let table = r.uuid()?;
+    let repaired_at = r.i64()?;
+    let ranges = ranges(&mut r)?;
+    r.finish()?;
+    Ok(Repaired { table, repaired_at, ranges })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,9 +552,16 @@ mod tests {
             after: Some((-9, b"pk".to_vec())),
             limit: 1000,
             compact_first: true,
+            slices: false,
         };
         assert_eq!(decode_hashes_request(&encode_hashes_request(&hreq)).unwrap(), hreq);
-        let first = HashesRequest { after: None, compact_first: false, ..hreq };
+        let first = HashesRequest { after: None, compact_first: false, ..hreq.clone() };
+        assert_eq!(decode_hashes_request(&encode_hashes_request(&first)).unwrap(), first);
+        let slices = HashesRequest { slices: true, ..hreq };
+        assert_eq!(decode_hashes_request(&encode_hashes_request(&slices)).unwrap(), slices);
+        let hashes = vec![0, u64::MAX, 7];
+        assert_eq!(decode_slice_hashes(&encode_slice_hashes(&hashes)).unwrap(), hashes);
+        assert!(decode_slice_hashes(&encode_slice_hashes(&hashes)[..10]).is_err());
         assert_eq!(decode_hashes_request(&encode_hashes_request(&first)).unwrap(), first);
         let hashes = vec![PartitionHash { token: 3, key: b"k".to_vec(), hash: u64::MAX, bytes: 77 }];
         assert_eq!(decode_hashes(&encode_hashes(true, &hashes)).unwrap(), (true, hashes));
@@ -510,6 +574,14 @@ mod tests {
         assert_eq!(decode_stream_pull(&encode_stream_pull(&pull)).unwrap(), pull);
         let stats = crate::stream::StreamStats { files: 2, bytes: 3, fetched: 1, entries: 9 };
         assert_eq!(decode_stream_stats(&encode_stream_stats(&stats)).unwrap(), stats);
+        let repaired =
+            Repaired { table: req.table, repaired_at: 1_700_000_000, ranges: vec![(i64::MIN, -3), (i64::MAX, 4)] };
+        assert_eq!(decode_repaired(&encode_repaired(&repaired)).unwrap(), repaired);
+        let none = Repaired { ranges: Vec::new(), ..repaired };
+        assert_eq!(decode_repaired(&encode_repaired(&none)).unwrap(), none);
+        let mut long = encode_repaired(&none).to_vec();
+        long.push(0);
+        assert!(decode_repaired(&long).is_err() && decode_repaired(&long[..27]).is_err());
     }
 
     #[test]
@@ -528,8 +600,10 @@ mod tests {
             let _ = decode_stream_done(&bytes);
             let _ = decode_hashes_request(&bytes);
             let _ = decode_hashes(&bytes);
+            let _ = decode_slice_hashes(&bytes);
             let _ = decode_stream_pull(&bytes);
             let _ = decode_stream_stats(&bytes);
+            let _ = decode_repaired(&bytes);
         }
     }
 }

@@ -186,6 +186,7 @@ mod tests {
             cache_bytes: 8 << 20,
             memtable_bytes: 8 << 20,
             memtable_space: 64 << 20,
+            tombstone_horizon: i64::MAX,
         };
         let (storage, user) = storage::Storage::open(config).unwrap();
         SchemaService::new(Arc::new(storage), user)

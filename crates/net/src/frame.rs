@@ -89,13 +89,21 @@ pub enum Verb {
     /// Pull ranges from a named source (a leaving node hands its ranges over).
     StreamPullReq = 0x48,
     StreamPullRsp = 0x49,
+    /// Repair finished these ranges of a table: record when it began
+    /// (repair-based tombstone GC, `cluster::repaired`).
+    RepairedReq = 0x4A,
+    RepairedRsp = 0x4B,
+    /// Repair: this node's version of differing partitions; the replica merges
+    /// them and answers what it holds that they lacked (`cluster::repair`).
+    RepairPushReq = 0x4C,
+    RepairPushRsp = 0x4D,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 31] = [
+    pub const ALL: [Verb; 35] = [
         Verb::Handshake,
         Verb::Echo,
         Verb::EchoRsp,
@@ -126,6 +134,10 @@ impl Verb {
         Verb::HashesRsp,
         Verb::StreamPullReq,
         Verb::StreamPullRsp,
+        Verb::RepairedReq,
+        Verb::RepairedRsp,
+        Verb::RepairPushReq,
+        Verb::RepairPushRsp,
         Verb::Failure,
     ];
 
@@ -155,6 +167,8 @@ impl Verb {
                 | Verb::StreamDoneRsp
                 | Verb::HashesRsp
                 | Verb::StreamPullRsp
+                | Verb::RepairedRsp
+                | Verb::RepairPushRsp
                 | Verb::Failure
         )
     }
@@ -177,6 +191,8 @@ impl Verb {
             Verb::StreamDoneReq => Some(Verb::StreamDoneRsp),
             Verb::HashesReq => Some(Verb::HashesRsp),
             Verb::StreamPullReq => Some(Verb::StreamPullRsp),
+            Verb::RepairedReq => Some(Verb::RepairedRsp),
+            Verb::RepairPushReq => Some(Verb::RepairPushRsp),
             _ => None,
         }
     }

@@ -83,6 +83,11 @@ pub struct ConfigFile {
     /// admin API that `shoal tool` speaks, on `listen_address`. Default 7199,
     /// the port Cassandra's JMX (nodetool) listens on.
     pub admin_port: Option<u16>,
+    /// Shoal-only (ScyllaDB's `propagation_delay_in_seconds` of
+    /// `tombstone_gc` mode `repair`): a repair's record counts only for
+    /// tombstones deleted this long before it began, for deletes still on
+    /// their way to every replica then and clocks that disagree (default 1h).
+    pub tombstone_gc_propagation_delay: Option<Dur>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -168,6 +173,8 @@ pub struct NodeConfig {
     /// The dead node this one replaces on its first start.
     pub replace_address: Option<IpAddr>,
     pub batch_limits: cql_server::BatchLimits,
+    /// Repair-based tombstone GC: the horizon is the last repair's start less this (`horizon`).
+    pub tombstone_gc_propagation_delay: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -363,6 +370,10 @@ impl ConfigFile {
                 (None, Some(megabits)) => megabits.saturating_mul(1_000_000 / 8),
                 (None, None) => 0,
             },
+            tombstone_gc_propagation_delay: match self.tombstone_gc_propagation_delay {
+                Some(d) => duration("tombstone_gc_propagation_delay", &d)?,
+                None => Duration::from_secs(3600),
+            },
         })
     }
 
@@ -488,6 +499,9 @@ mod tests {
         assert_eq!(c.commitlog_sync, CommitlogSync::Periodic { period: Duration::from_secs(10) });
         assert_eq!(c.max_frame_bytes, 16 << 20);
         assert_eq!(c.admin_port, 7199);
+        assert_eq!(c.tombstone_gc_propagation_delay, Duration::from_secs(3600));
+        let c = ConfigFile::parse("tombstone_gc_propagation_delay: 0s\n").unwrap().build(Overrides::default()).unwrap();
+        assert_eq!(c.tombstone_gc_propagation_delay, Duration::ZERO);
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! cleanly: announces the shutdown to peers, stops accepting, syncs the
 //! commit log and hints, and flushes memtables. `plane` connects the CQL
 //! executors to the cluster coordinator; `lifecycle` runs the operations
-//! that move data between nodes (rebuild).
+//! that move data between nodes (rebuild, repair, ...); `horizon` keeps each
+//! table's repaired horizon, below which tombstones may be purged
+//! (repair-based tombstone GC: a tombstone goes only once every replica
+//! holds it).
 //!
 //! Invariants:
 //! - The host id and tokens are generated once and persisted in the data
@@ -19,6 +22,7 @@
 
 pub mod admin;
 pub mod config;
+mod horizon;
 mod join;
 pub mod lifecycle;
 mod plane;
@@ -46,6 +50,9 @@ fn open_storage(config: &NodeConfig) -> anyhow::Result<(Arc<Storage>, Vec<types:
         cache_bytes: config.block_cache_bytes,
         memtable_bytes: config.memtable_bytes,
         memtable_space: config.memtable_space,
+        // Nothing is purged until the horizon task has computed each table's
+        // horizon from the repairs this node knows of (`horizon`).
+        tombstone_horizon: 0,
     };
     let (storage, keyspaces) = Storage::open(storage_config)
         .with_context(|| format!("cannot open data directory {}", config.data_dir.display()))?;
@@ -172,6 +179,13 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
                 let _ = tokio::task::spawn_blocking(move || storage.tune_compression()).await;
             }
         });
+        // Repair-based tombstone GC: each table's repaired horizon, every 2 s.
+        let horizons = tokio::spawn(horizon::maintain(
+            Arc::clone(&storage),
+            Arc::clone(&joined.view),
+            Arc::clone(&processor.schema),
+            config.tombstone_gc_propagation_delay,
+        ));
         tracing::info!(
             %addr,
             cluster = %config.cluster_name,
@@ -187,6 +201,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let _ = server.await;
         let _ = admin_task.await;
         tuner.abort();
+        horizons.abort();
         if let Err(e) = joined.hints.sync() {
             tracing::warn!("cannot sync hints: {e}");
         }

@@ -2,8 +2,9 @@
 //! (nodetool rebuild): stream every range this node replicates from another
 //! live replica (`cluster::stream`), for a node that missed writes beyond the
 //! hint window, lost its disk, or joined a new data center; and `repair`
-//! (nodetool repair): replicas compare per-partition hashes of each range and
-//! only the partitions that differ are reconciled and written back; and
+//! (nodetool repair): replicas compare hashes of each range's slices, then of
+//! the partitions of the slices that differ, and only the partitions that
+//! differ are pushed and merged (`cluster::repair`); and
 //! `cleanup` (nodetool cleanup): drop the data of ranges this node no longer
 //! replicates.
 //! `bootstrap` (a new node streams the ranges it will own) and
@@ -28,9 +29,8 @@ use std::time::Instant;
 
 use cluster::gossip::Gossip;
 use cluster::stream::{Receiver, StreamRegistry, StreamStats};
-use cluster::verbs;
 use cluster::view::{host, uuid};
-use cluster::wire::{self, HashesRequest};
+use cluster::wire;
 use cluster::{ClusterView, Coordinator};
 use cql_server::schema::{Schema, SchemaService};
 use net::{TcpTransport, Transport, Verb};
@@ -53,13 +53,8 @@ pub const DECOMMISSIONED: &str = "decommissioned";
 const LEFT_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
 /// A pull may stream a whole range set: bounded generously.
 const PULL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
-/// Partition hashes per validation page.
-const HASHES_PAGE: u32 = 10_000;
-/// A validation page may wait for a compaction of the table.
-const VALIDATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// A replica's validation of a range: (token, key) -> (hash, bytes).
-type Hashes = BTreeMap<(i64, Vec<u8>), (u64, u64)>;
+/// How long a replica may take to record a finished repair.
+const REPAIRED_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct Lifecycle {
     pub coordinator: Arc<Coordinator<TcpTransport>>,
@@ -394,12 +389,19 @@ impl Lifecycle {
 
     /// Repair (nodetool repair): for each range this node replicates (only
     /// those it is primary for with `primary_only`) of the user keyspaces (or
-    /// `keyspace`, and of `tables` when given), every replica hashes its
-    /// partitions (compacting the table first, as Cassandra's validation
-    /// reads every SSTable), and each partition whose hashes differ is read
-    /// from every replica, reconciled, and written back where it was missing
-    /// (`Coordinator::repair_partition`). With `preview`, only reports what
-    /// differs. Every replica of a range must be up.
+    /// `keyspace`, and of `tables` when given), the replicas compare hashes
+    /// (compacting the table first, as Cassandra's validation reads every
+    /// SSTable) of slices of the range, then of the partitions of differing
+    /// slices; this node pushes its version of each differing partition to
+    /// the replicas that differ, which merge it and answer what it lacked
+    /// (`cluster::repair::repair_range`). With `preview`, only reports what
+    /// differs. Every replica of a range must be up. The report counts the
+    /// bytes this node sent and received for it (`bytes_on_wire`).
+    ///
+    /// The ranges of a table it finished (also those before a failure) are
+    /// recorded as repaired at the repair's start, here and on their other
+    /// replicas (`record_repaired`): the repaired horizon below which their
+    /// tombstones may be purged (`cluster::repaired`).
     pub async fn repair(
         &self,
         keyspace: Option<&str>,
@@ -424,8 +426,11 @@ impl Lifecycle {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i32::try_from(d.as_secs()).unwrap_or(i32::MAX));
+        // Every tombstone deleted before this second is on some replica now,
+        // so on every replica of a range once the range is repaired.
+        let started_at = i64::from(now);
         let mut report = Vec::new();
-        let (mut compared, mut differing, mut estimated, mut repaired) = (0u64, 0u64, 0u64, 0u64);
+        let mut total = cluster::repair::RangeRepair::default();
         for ks in schema.keyspaces.values() {
             if Schema::is_system(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
                 continue;
@@ -438,7 +443,11 @@ impl Lifecycle {
                     continue;
                 }
                 let mut validated: Vec<Uuid> = Vec::new();
-                let (mut t_compared, mut t_differing, mut t_estimated, mut t_repaired, mut ranges) = (0, 0, 0, 0, 0);
+                let mut t = cluster::repair::RangeRepair::default();
+                let mut ranges = 0;
+                // The ranges finished, with their replicas.
+                let mut done: Vec<((i64, i64), Vec<Uuid>)> = Vec::new();
+                let mut failed = None;
                 for (range, primary) in view.ring.ranges() {
                     let replicas = view.replicas(ks, range.end);
                     if !replicas.contains(&view.local) || replicas.len() < 2 {
@@ -449,62 +458,47 @@ impl Lifecycle {
                     }
                     if let Some(dead) = replicas.iter().find(|r| !view.is_alive(**r)) {
                         let addr = view.endpoint(*dead).map_or_else(|| dead.to_string(), |e| e.internode.to_string());
-                        return Err(format!("Endpoint not alive: /{addr}"));
+                        failed = Some(format!("Endpoint not alive: /{addr}"));
+                        break;
                     }
                     ranges += 1;
-                    let mut hashes: Vec<Hashes> = Vec::new();
-                    for r in &replicas {
-                        let first = !validated.contains(r);
-                        hashes.push(self.hashes(&view, *r, table.id, (range.start, range.end), now, first).await?);
-                        if first {
-                            validated.push(*r);
+                    let task = cluster::repair::RangeTask {
+                        table: table.id,
+                        range: (range.start, range.end),
+                        replicas: &replicas,
+                        now,
+                        preview,
+                    };
+                    match cluster::repair::repair_range(&self.coordinator, &view, &task, &mut validated).await {
+                        Ok(outcome) => t.add(&outcome),
+                        Err(e) => {
+                            failed = Some(format!(
+                                "repair of {}.{} failed in range ({}, {}]: {e}",
+                                ks.name, table.name, range.start, range.end
+                            ));
+                            break;
                         }
                     }
-                    let mut keys: std::collections::BTreeSet<&(i64, Vec<u8>)> = std::collections::BTreeSet::new();
-                    for h in &hashes {
-                        keys.extend(h.keys());
-                    }
-                    t_compared += keys.len() as u64;
-                    let differ: Vec<(i64, Vec<u8>)> = keys
-                        .into_iter()
-                        .filter(|k| {
-                            let first = hashes.first().and_then(|h| h.get(*k)).map(|v| v.0);
-                            hashes.iter().any(|h| h.get(*k).map(|v| v.0) != first)
-                        })
-                        .cloned()
-                        .collect();
-                    t_differing += differ.len() as u64;
-                    t_estimated += differ
-                        .iter()
-                        .map(|k| hashes.iter().filter_map(|h| h.get(k)).map(|v| v.1).max().unwrap_or(0))
-                        .sum::<u64>();
-                    if preview {
-                        continue;
-                    }
-                    for (token, key) in differ {
-                        let read = storage::PartitionRead {
-                            token,
-                            partition_key: key,
-                            ..storage::PartitionRead::whole(table.id, now)
-                        };
-                        t_repaired +=
-                            self.coordinator.repair_partition(&view, &replicas, &read).await.map_err(|e| {
-                                format!("repair of {}.{} failed at token {token}: {e}", ks.name, table.name)
-                            })?;
+                    if !preview {
+                        done.push(((range.start, range.end), replicas));
                     }
                 }
-                compared += t_compared;
-                differing += t_differing;
-                estimated += t_estimated;
-                repaired += t_repaired;
+                if !preview {
+                    self.record_repaired(&view, table.id, started_at, &done).await;
+                }
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                total.add(&t);
                 report.push(json!({
                     "keyspace": ks.name,
                     "table": table.name,
                     "ranges": ranges,
-                    "partitions_compared": t_compared,
-                    "partitions_differing": t_differing,
-                    "bytes_estimated": t_estimated,
-                    "bytes_repaired": t_repaired,
+                    "partitions_compared": t.compared,
+                    "partitions_differing": t.differing,
+                    "bytes_estimated": t.estimated_bytes,
+                    "bytes_repaired": t.repaired_bytes,
+                    "bytes_on_wire": t.wire_bytes,
                 }));
             }
         }
@@ -513,49 +507,55 @@ impl Lifecycle {
             "keyspace": keyspace,
             "primary_range_only": primary_only,
             "tables": report,
-            "partitions_compared": compared,
-            "partitions_differing": differing,
-            "bytes_estimated": estimated,
-            "bytes_repaired": repaired,
+            "partitions_compared": total.compared,
+            "partitions_differing": total.differing,
+            "bytes_estimated": total.estimated_bytes,
+            "bytes_repaired": total.repaired_bytes,
+            "bytes_on_wire": total.wire_bytes,
+            "repaired_at": (!preview).then_some(started_at),
             "seconds": started.elapsed().as_secs_f64(),
         }))
     }
 
-    /// Every partition hash of `range` of `table` on `replica`, by (token, key).
-    async fn hashes(
-        &self,
-        view: &ClusterView,
-        replica: Uuid,
-        table: Uuid,
-        range: (i64, i64),
-        now: i32,
-        compact_first: bool,
-    ) -> Result<Hashes, String> {
-        let mut out = BTreeMap::new();
-        let mut req = HashesRequest { table, range, now, after: None, limit: HASHES_PAGE, compact_first };
-        loop {
-            let (more, page) = if replica == view.local {
-                let (storage, page_req) = (Arc::clone(&self.coordinator.storage), req.clone());
-                tokio::task::spawn_blocking(move || verbs::validate(&storage, &page_req))
-                    .await
-                    .map_err(|e| format!("validation task failed: {e}"))??
-            } else {
-                let addr = view.endpoint(replica).map(|e| e.internode).ok_or("unknown replica")?;
-                let (_, payload) = self
-                    .coordinator
-                    .transport
-                    .send_request(addr, Verb::HashesReq, wire::encode_hashes_request(&req), VALIDATION_TIMEOUT)
-                    .await
-                    .map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
-                wire::decode_hashes(&payload).map_err(|e| format!("validation on {}: {e}", addr.ip()))?
-            };
-            if let Some(last) = page.last() {
-                req.after = Some((last.token, last.key.clone()));
+    /// Records that the repair that began at `at` finished `done` (ranges of
+    /// `table`, with their replicas): in this node's metadata, and on every
+    /// other replica of each range (`RepairedReq`). A replica that is not
+    /// told keeps an older time, which only keeps tombstones longer.
+    async fn record_repaired(&self, view: &ClusterView, table: Uuid, at: i64, done: &[((i64, i64), Vec<Uuid>)]) {
+        if done.is_empty() {
+            return;
+        }
+        let mut by_replica: BTreeMap<Uuid, Vec<(i64, i64)>> = BTreeMap::new();
+        for (range, replicas) in done {
+            for r in replicas {
+                by_replica.entry(*r).or_default().push(*range);
             }
-            out.extend(page.into_iter().map(|h| ((h.token, h.key), (h.hash, h.bytes))));
-            req.compact_first = false;
-            if !more {
-                return Ok(out);
+        }
+        for (replica, ranges) in by_replica {
+            let outcome = if replica == view.local {
+                let storage = Arc::clone(&self.coordinator.storage);
+                tokio::task::spawn_blocking(move || {
+                    cluster::repaired::record(&storage, &table, &ranges, at).map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r)
+            } else {
+                match view.endpoint(replica).map(|e| e.internode) {
+                    Some(addr) => {
+                        let body = wire::encode_repaired(&wire::Repaired { table, repaired_at: at, ranges });
+                        self.coordinator
+                            .transport
+                            .send_request(addr, Verb::RepairedReq, body, REPAIRED_TIMEOUT)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| format!("{}: {e}", addr.ip()))
+                    }
+                    None => Err("unknown replica".to_string()),
+                }
+            };
+            if let Err(e) = outcome {
+                tracing::warn!(%replica, %table, "cannot record a finished repair: {e}");
             }
         }
     }

@@ -163,6 +163,7 @@ impl SimCluster {
                 cache_bytes: 1 << 20,
                 memtable_bytes: 4 << 20,
                 memtable_space: 64 << 20,
+                tombstone_horizon: i64::MAX,
             };
             let (storage, _) = Storage::open(config).map_err(|e| format!("n{index}: Storage::open: {e}"))?;
             storage.set_schema(std::slice::from_ref(&*keyspace)).map_err(|e| format!("n{index}: set_schema: {e}"))?;

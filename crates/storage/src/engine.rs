@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -55,6 +55,12 @@ pub struct StorageConfig {
     /// All tables' active (not yet flushing) memtables together: above it
     /// the largest is flushed.
     pub memtable_space: usize,
+    /// The repaired horizon (`Storage::set_tombstone_horizon`) every table
+    /// has until one is set for it: `i64::MAX` (no constraint: tombstones go
+    /// after `gc_grace_seconds`) for a lone node; a cluster node opens with
+    /// 0, so nothing is purged before it has computed each table's horizon
+    /// from the repairs it knows of.
+    pub tombstone_horizon: i64,
 }
 
 pub(crate) struct TableStore {
@@ -63,6 +69,10 @@ pub(crate) struct TableStore {
     pub cf_name: String,
     pub durable: bool,
     pub gc_grace: Arc<AtomicI32>,
+    /// The repaired horizon (unix seconds): tombstones deleted at or after it
+    /// are kept whatever their age (`filter`). Shared, as `gc_grace`, by the
+    /// successive `TableStore`s of one table.
+    pub horizon: Arc<AtomicI64>,
     /// The RocksDB shape of the table's `compaction` and `compression` options.
     pub shape: tuning::Shape,
     /// Whether the column family now writes compressed files (`tuning`).
@@ -82,6 +92,7 @@ impl TableStore {
         cf_name: String,
         durable: bool,
         gc_grace: Arc<AtomicI32>,
+        horizon: Arc<AtomicI64>,
         mem: Option<Arc<RwLock<Memtables>>>,
     ) -> TableStore {
         let shape = tuning::shape(&def.options);
@@ -94,6 +105,7 @@ impl TableStore {
             cf_name,
             durable,
             gc_grace,
+            horizon,
             shape,
             compressing,
             full_merge,
@@ -111,7 +123,8 @@ pub struct Storage {
     pub(crate) manifest: Mutex<Manifest>,
     pub(crate) config: StorageConfig,
     pub(crate) cache: Cache,
-    /// Shared with compaction filter factories: the live gc_grace per column family.
+    /// Shared with compaction filter factories: the live gc_grace and
+    /// repaired horizon per column family.
     pub(crate) gc_registry: filter::GcRegistry,
     /// On only during the purging pass of a major compaction (see filter.rs).
     pub(crate) purge_markers: Arc<AtomicBool>,
@@ -145,7 +158,9 @@ impl Storage {
                     )));
                 };
                 let gc_grace = Arc::new(AtomicI32::new(table.options.gc_grace_seconds));
-                let store = Arc::new(TableStore::new(table, cf_name.clone(), ks.durable_writes, gc_grace, None));
+                let horizon = Arc::new(AtomicI64::new(config.tombstone_horizon));
+                let store =
+                    Arc::new(TableStore::new(table, cf_name.clone(), ks.durable_writes, gc_grace, horizon, None));
                 gc_registry.register(&store);
                 descriptors.push(ColumnFamilyDescriptor::new(
                     cf_name.clone(),
@@ -346,16 +361,24 @@ impl Storage {
         let mut new_tables = HashMap::new();
         for (id, (ks, table)) in &wanted {
             let existing = read_lock(&self.tables).get(id).cloned();
-            // An existing table keeps its column family and the gc_grace
-            // counter its compaction filter factory reads (via the registry).
-            let (cf_name, gc_grace, mem) = match &existing {
-                Some(store) => (store.cf_name.clone(), Arc::clone(&store.gc_grace), Some(Arc::clone(&store.mem))),
-                None => {
-                    (format!("t_{}_0", id.simple()), Arc::new(AtomicI32::new(table.options.gc_grace_seconds)), None)
-                }
+            // An existing table keeps its column family and the gc_grace and
+            // horizon its compaction filter factory reads (via the registry).
+            let (cf_name, gc_grace, horizon, mem) = match &existing {
+                Some(store) => (
+                    store.cf_name.clone(),
+                    Arc::clone(&store.gc_grace),
+                    Arc::clone(&store.horizon),
+                    Some(Arc::clone(&store.mem)),
+                ),
+                None => (
+                    format!("t_{}_0", id.simple()),
+                    Arc::new(AtomicI32::new(table.options.gc_grace_seconds)),
+                    Arc::new(AtomicI64::new(self.config.tombstone_horizon)),
+                    None,
+                ),
             };
             gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
-            let store = Arc::new(TableStore::new(table, cf_name, ks.durable_writes, gc_grace, mem));
+            let store = Arc::new(TableStore::new(table, cf_name, ks.durable_writes, gc_grace, horizon, mem));
             if let Some(old) = &existing {
                 self.retune(old, &store)?;
             }
@@ -496,7 +519,8 @@ impl Storage {
         let generation = old.cf_name.rsplit('_').next().and_then(|g| g.parse::<u64>().ok()).unwrap_or(0) + 1;
         let name = format!("t_{}_{}", table.simple(), generation);
         let gc_grace = Arc::new(AtomicI32::new(old.gc_grace.load(Ordering::Relaxed)));
-        let store = Arc::new(TableStore::new(&old.def, name.clone(), old.durable, gc_grace, None));
+        let horizon = Arc::clone(&old.horizon);
+        let store = Arc::new(TableStore::new(&old.def, name.clone(), old.durable, gc_grace, horizon, None));
         self.gc_registry.register(&store);
         self.db.create_cf(
             &name,
@@ -524,6 +548,37 @@ impl Storage {
         write_manifest(&self.config.data_dir, &manifest)
     }
 
+    /// Reads and rewrites one node-local value under the manifest's lock, so
+    /// that concurrent updates of one key do not lose each other: `update`
+    /// gets the value there (if any) and returns the new one.
+    pub fn local_update(&self, key: &str, update: impl FnOnce(Option<&str>) -> String) -> Result<(), StorageError> {
+        let mut manifest = lock(&self.manifest);
+        let value = update(manifest.local.get(key).map(String::as_str));
+        if manifest.local.get(key) == Some(&value) {
+            return Ok(());
+        }
+        manifest.local.insert(key.to_string(), value);
+        write_manifest(&self.config.data_dir, &manifest)
+    }
+
+    /// Sets a table's repaired horizon (unix seconds): from the next
+    /// compaction on, a tombstone (or expired cell) is purged only if it was
+    /// deleted before `secs` as well as more than `gc_grace_seconds` ago.
+    /// `i64::MAX` lifts the constraint. The node sets it from the start
+    /// times of the last repairs of the ranges this node replicates
+    /// (repair-based tombstone GC, see `filter`). Kept across ALTER TABLE
+    /// and TRUNCATE; not persisted (`StorageConfig::tombstone_horizon` is the
+    /// value at open).
+    pub fn set_tombstone_horizon(&self, table: &Uuid, secs: i64) -> Result<(), StorageError> {
+        self.table(table)?.horizon.store(secs, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A table's repaired horizon (`set_tombstone_horizon`).
+    pub fn tombstone_horizon(&self, table: &Uuid) -> Result<i64, StorageError> {
+        Ok(self.table(table)?.horizon.load(Ordering::Relaxed))
+    }
+
     fn tables_or_all(&self, table: Option<&Uuid>) -> Result<Vec<Arc<TableStore>>, StorageError> {
         Ok(match table {
             Some(id) => vec![self.table(id)?],
@@ -540,7 +595,8 @@ impl Storage {
         Ok(())
     }
 
-    /// A major compaction of one table (or all): purges what gc_grace allows.
+    /// A major compaction of one table (or all): purges what gc_grace and the
+    /// table's repaired horizon allow.
     /// Two passes (see filter.rs): the first merges every pending write into
     /// a plain value without purging deletion markers, the second purges
     /// markers together with the cells they shadow.

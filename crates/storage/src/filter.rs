@@ -1,6 +1,18 @@
 //! The compaction filter: drops cells shadowed by row, range or partition
 //! deletions that are in the same compaction, turns expired cells into
-//! tombstones, and purges tombstones older than `gc_grace_seconds`.
+//! tombstones, and purges tombstones older than `gc_grace_seconds` and than
+//! the table's repaired horizon.
+//!
+//! What may go: a tombstone (cell tombstone, deletion marker, or expired
+//! cell, by its local deletion time) deleted before
+//! `gc_before = min(now - gc_grace_seconds, horizon)`. The horizon
+//! (`Storage::set_tombstone_horizon`, `i64::MAX` for none) is the node's
+//! promise that every replica of the table's data already holds every
+//! tombstone deleted before it: the node sets it to the oldest start time of
+//! the last successful repair of the ranges it replicates, less a propagation
+//! delay (ScyllaDB's tombstone_gc mode `repair`). A replica that was down past gc_grace then
+//! cannot bring deleted data back, because no repair of its ranges completes
+//! while it is down, so the others keep their tombstones until it has them.
 //!
 //! Safety argument (why purging never resurrects data):
 //! - RocksDB shows the filter only plain values: merge operands, and the
@@ -18,13 +30,15 @@
 //!   cell, drops it, and purges the marker in the same pass. Automatic
 //!   compactions never purge markers. A write arriving with an older
 //!   timestamp after its tombstone is purged reappears: the gc_grace caveat
-//!   Cassandra shares.
+//!   Cassandra shares, which the repaired horizon narrows to writes that
+//!   were on no replica when the last repair began (a late hint, a client's
+//!   write with an old timestamp).
 
 #![deny(clippy::indexing_slicing)]
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -36,20 +50,29 @@ use crate::engine::{lock, TableStore};
 use crate::keys::{self, ColumnPart};
 use crate::packed::{self, RowPacker};
 
-/// Live `gc_grace_seconds` per column family, shared with filter factories
-/// so ALTER TABLE takes effect at the next compaction.
+/// Live `gc_grace_seconds` and repaired horizon per column family, shared
+/// with filter factories so ALTER TABLE and a new horizon take effect at the
+/// next compaction.
 #[derive(Clone, Default)]
-pub(crate) struct GcRegistry(Arc<Mutex<HashMap<String, Arc<AtomicI32>>>>);
+pub(crate) struct GcRegistry(Arc<Mutex<HashMap<String, GcSettings>>>);
+
+/// A table's `gc_grace_seconds` and repaired horizon (`TableStore`).
+type GcSettings = (Arc<AtomicI32>, Arc<AtomicI64>);
 
 impl GcRegistry {
     pub fn register(&self, store: &TableStore) {
-        lock(&self.0).insert(store.cf_name.clone(), Arc::clone(&store.gc_grace));
+        lock(&self.0).insert(store.cf_name.clone(), (Arc::clone(&store.gc_grace), Arc::clone(&store.horizon)));
     }
     pub fn remove(&self, cf: &str) {
         lock(&self.0).remove(cf);
     }
-    fn get(&self, cf: &str) -> i32 {
-        lock(&self.0).get(cf).map(|g| g.load(Ordering::Relaxed)).unwrap_or(864_000)
+    /// Tombstones deleted before this (unix seconds) may be purged.
+    fn gc_before(&self, cf: &str, now: i64) -> i64 {
+        let (gc_grace, horizon) = lock(&self.0)
+            .get(cf)
+            .map(|(g, h)| (g.load(Ordering::Relaxed), h.load(Ordering::Relaxed)))
+            .unwrap_or((864_000, i64::MAX));
+        (now - gc_grace as i64).min(horizon)
     }
 }
 
@@ -73,7 +96,7 @@ impl CompactionFilterFactory for Factory {
     fn create(&mut self, context: CompactionFilterContext) -> Filter {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
         Filter {
-            gc_before: now - self.registry.get(&self.cf_name) as i64,
+            gc_before: self.registry.gc_before(&self.cf_name, now),
             now,
             purge_markers: context.is_full_compaction && self.purge_markers.load(Ordering::SeqCst),
             partition: Vec::new(),

@@ -6,7 +6,9 @@
 //! Cassandra's rules (`cell`), so no write reads first. Deletions
 //! of rows, ranges and partitions are markers applied at read time and, by the
 //! compaction filter (`filter`), at compaction time; tombstones and expired
-//! cells are purged after `gc_grace_seconds`.
+//! cells are purged after `gc_grace_seconds`, and only once deleted before
+//! the table's repaired horizon (`Storage::set_tombstone_horizon`, set by a
+//! cluster node from its repairs).
 //! A table's `compaction` and `compression` options shape its column family
 //! (`tuning`), and a compression check turns LZ4 off for data it cannot shrink.
 //!
@@ -60,7 +62,7 @@ pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 pub use stream::StreamedFile;
-pub use validate::PartitionHash;
+pub use validate::{bucket_count, bucket_of, bucket_range, fold_hash, PartitionHash};
 pub use write::WriteBatch;
 
 /// Errors from the storage engine.

@@ -149,6 +149,71 @@ impl RawPartition {
         Ok(RawPartition { table, token, partition_key, cells, exhausted, last_key })
     }
 
+    /// Appends the compact form of a whole (exhausted) partition, for
+    /// repair's pushes: `token i64 BE | varint len | partition key | varint
+    /// count | count × (varint len | key after the partition prefix | varint
+    /// len | value)`. The table and the partition prefix of every key are
+    /// left out (the reader knows the table and rebuilds the prefix).
+    pub fn encode_compact(&self, out: &mut Vec<u8>) {
+        let mut prefix = Vec::new();
+        let prefix_len = match keys::partition_prefix(self.token, &self.partition_key, &mut prefix) {
+            Ok(()) => prefix.len(),
+            Err(_) => 0,
+        };
+        out.extend_from_slice(&self.token.to_be_bytes());
+        crate::varint::put(self.partition_key.len(), out);
+        out.extend_from_slice(&self.partition_key);
+        crate::varint::put(self.cells.len(), out);
+        for (k, v) in &self.cells {
+            let suffix = k.get(prefix_len..).unwrap_or(k);
+            crate::varint::put(suffix.len(), out);
+            out.extend_from_slice(suffix);
+            crate::varint::put(v.len(), out);
+            out.extend_from_slice(v);
+        }
+    }
+
+    /// Parses one `encode_compact` partition of `table` from `input` at
+    /// `pos` (advanced past it): a whole, exhausted partition. Rejects (never
+    /// panics on) truncated input, empty keys and keys out of order.
+    pub fn decode_compact(table: Uuid, input: &[u8], pos: &mut usize) -> Result<RawPartition, StorageError> {
+        let mut take = |n: usize| -> Result<&[u8], StorageError> {
+            let end = pos.checked_add(n).ok_or(Truncated)?;
+            let bytes = input.get(*pos..end).ok_or(Truncated)?;
+            *pos = end;
+            Ok(bytes)
+        };
+        let token = i64::from_be_bytes(*take(8)?.first_chunk::<8>().ok_or(Truncated)?);
+        let varint = |pos: &mut usize| crate::varint::get(input, pos).ok_or(Truncated);
+        let pk_len = varint(pos)?;
+        let partition_key = input.get(*pos..pos.saturating_add(pk_len)).ok_or(Truncated)?.to_vec();
+        *pos += pk_len;
+        let mut prefix = Vec::new();
+        keys::partition_prefix(token, &partition_key, &mut prefix)?;
+        let count = varint(pos)?;
+        // Each entry takes at least 3 bytes: never trust the count for an allocation.
+        let mut cells: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(count.min(input.len().saturating_sub(*pos) / 3));
+        for _ in 0..count {
+            let key_len = varint(pos)?;
+            let suffix = input.get(*pos..pos.saturating_add(key_len)).ok_or(Truncated)?;
+            *pos += key_len;
+            let value_len = varint(pos)?;
+            let value = input.get(*pos..pos.saturating_add(value_len)).ok_or(Truncated)?;
+            *pos += value_len;
+            if suffix.is_empty() {
+                return Err(invalid("key outside the partition"));
+            }
+            let mut key = Vec::with_capacity(prefix.len() + suffix.len());
+            key.extend_from_slice(&prefix);
+            key.extend_from_slice(suffix);
+            if cells.last().is_some_and(|(last, _)| *last >= key) {
+                return Err(invalid("keys out of order"));
+            }
+            cells.push((key, value.to_vec()));
+        }
+        Ok(RawPartition { table, token, partition_key, cells, exhausted: true, last_key: None })
+    }
+
     /// MD5 over the cells (keys and values, length-prefixed) and `exhausted`:
     /// replicas whose digests agree hold the same data for the read.
     pub fn digest(&self) -> [u8; 16] {
@@ -449,6 +514,30 @@ mod tests {
         assert!(RawPartition::decode(&out[..out.len() - 1]).is_err());
         out.push(0);
         assert!(RawPartition::decode(&out).is_err());
+    }
+
+    #[test]
+    fn compact_form_round_trips_whole_partitions_and_refuses_garbage() {
+        let p = prefix();
+        let raw = part(vec![(key(&p, 0, b""), live(1, b"")), (key(&p, 3, b"a\x00\x10"), live(2, b"x"))], true, None);
+        let mut out = Vec::new();
+        raw.encode_compact(&mut out);
+        raw.encode_compact(&mut out);
+        let mut full = Vec::new();
+        raw.encode(&mut full);
+        assert!(out.len() < full.len(), "no table and no partition prefix per key");
+        let mut pos = 0;
+        for _ in 0..2 {
+            assert_eq!(RawPartition::decode_compact(raw.table, &out, &mut pos).unwrap(), raw);
+        }
+        assert_eq!(pos, out.len());
+        for cut in 0..out.len() / 2 {
+            assert!(RawPartition::decode_compact(raw.table, &out[..cut], &mut 0).is_err(), "cut at {cut}");
+        }
+        let backwards = part(vec![(key(&p, 3, b"b"), live(1, b"")), (key(&p, 3, b"a"), live(1, b""))], true, None);
+        let mut out = Vec::new();
+        backwards.encode_compact(&mut out);
+        assert!(RawPartition::decode_compact(raw.table, &out, &mut 0).is_err(), "keys out of order");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Tombstone and TTL garbage collection with `gc_grace_seconds = 0`: after a
 //! flush and a major compaction, deleted and expired data is gone from the
 //! RocksDB files (checked by reading them raw), live data stays, and purging
-//! never changes what a read returns (no resurrection of shadowed data).
+//! never changes what a read returns (no resurrection of shadowed data); and
+//! nothing deleted after the table's repaired horizon goes.
 
 #![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
 
@@ -521,4 +522,66 @@ fn leveled_tables_purge_too() {
         .insert("class".into(), "org.apache.cassandra.db.compaction.LeveledCompactionStrategy".into());
     // The same scenario as for size-tiered tables, three major compactions.
     purge_deleted_row_scenario(Env::with_table(table), 3);
+}
+
+/// Repair-based tombstone GC: a tombstone (a cell tombstone and a row
+/// deletion) past gc_grace stays through major compactions while the
+/// table's repaired horizon is not past its deletion time, and goes at the
+/// first major compaction after the horizon passes it. The horizon survives
+/// ALTER TABLE and TRUNCATE (it is not persisted: an open starts from
+/// `StorageConfig::tombstone_horizon`).
+#[test]
+fn tombstones_wait_for_the_repaired_horizon() {
+    let mut env = Env::new(0);
+    let t = env.id();
+    env.apply(insert(t, 1, 1, "a", 10));
+    env.apply(insert(t, 1, 2, "b", 10));
+    env.flush();
+    let deleted_at = past();
+    let mut m = mutation(t, 1);
+    let mut r = row(ck(1, "a"));
+    r.cells.push(cell_tombstone(B, 20, deleted_at));
+    m.rows.push(r);
+    let mut r = row(ck(2, "b"));
+    r.deletion = Some(deletion(20, deleted_at));
+    m.rows.push(r);
+    env.apply(m);
+    env.flush();
+    assert_eq!(env.st().tombstone_horizon(&t).unwrap(), i64::MAX, "no horizon by default");
+
+    // The last repair began in the second of the deletion: not before it.
+    let before = env.read(1);
+    env.st().set_tombstone_horizon(&t, deleted_at as i64).unwrap();
+    env.compact();
+    env.compact();
+    assert_eq!(env.read(1), before);
+    let raw = env.raw();
+    assert_line(&raw, "row (1,\"a\") col=21 tombstone ts=20", "cell tombstone the horizon does not pass");
+    assert_line(&raw, "row (2,\"b\") row-deletion tombstone ts=20", "row deletion the horizon does not pass");
+    // What the kept deletion shadows goes (safe: the deletion stays).
+    assert_no_line(&raw, "row (2,\"b\") col=", "cells the kept row deletion shadows");
+
+    // A schema change keeps the horizon (the reopen in `raw` reset it).
+    env.st().set_tombstone_horizon(&t, deleted_at as i64).unwrap();
+    let mut altered = env.table.clone();
+    altered.options.comment = "altered".into();
+    env.st().set_schema(&[keyspace("ks", true, vec![altered])]).unwrap();
+    assert_eq!(env.st().tombstone_horizon(&t).unwrap(), deleted_at as i64);
+    env.compact();
+    env.compact();
+    assert_eq!(env.read(1), before);
+
+    // A repair that began after the deletion: both tombstones go.
+    env.st().set_tombstone_horizon(&t, deleted_at as i64 + 1).unwrap();
+    env.compact();
+    env.compact();
+    assert_eq!(env.read(1), before);
+    let raw = env.raw();
+    assert_no_line(&raw, "tombstone", "tombstones the horizon passed");
+    assert_no_line(&raw, "row (2,", "the deleted row");
+    assert_line(&raw, "row (1,\"a\") col=20 live", "live cell");
+
+    env.st().set_tombstone_horizon(&t, 7).unwrap();
+    env.st().truncate(&t).unwrap();
+    assert_eq!(env.st().tombstone_horizon(&t).unwrap(), 7, "TRUNCATE keeps the horizon");
 }

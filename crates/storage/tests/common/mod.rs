@@ -23,6 +23,7 @@ pub fn config(dir: &Path, sync: CommitlogSync) -> StorageConfig {
         cache_bytes: 8 << 20,
         memtable_bytes: 4 << 20,
         memtable_space: 64 << 20,
+        tombstone_horizon: i64::MAX,
     }
 }
 

@@ -1,0 +1,98 @@
+"""Repair at the issue's scale, on real `shoal server` processes: a replica down with hinted
+handoff off misses 100,000 writes and 10,000 deletes; `shoal tool repair --preview` predicts what
+`repair` then reconciles; afterwards the replica alone (the other two stopped) answers exactly the
+right data at CL ONE, the bytes written back are reported and within 2x of what was missing, and a
+second repair finds nothing."""
+
+import subprocess
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.concurrent import execute_concurrent_with_args
+
+from cluster_harness import ShoalCluster
+from shoal_harness import EXTERNAL
+from test_cluster import session_on, wait_state
+
+pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own cluster of shoal processes")
+
+KS = "rs"
+COLUMNS, SIZE = 5, 34
+STRESS = ["-schema", f"keyspace={KS}", "replication(factor=3)", "-col", f"n={COLUMNS}", f"size=FIXED({SIZE})"]
+BEFORE, MISSED, DELETED = 20_000, 100_000, 10_000
+
+
+def stress(c, nodes, *args, timeout=900):
+    """`shoal stress ARGS` (command and words, then dash options) with `nodes` as contact points."""
+    i = next((n for n, a in enumerate(args) if a.startswith("-")), len(args))
+    cmd = [c.bin_path, "stress", *args[:i], "truncate=never", *args[i:], *STRESS,
+           "-node", ",".join(c.address(n) for n in nodes), "-port", f"native={c.native_port}"]
+    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+
+
+def key(k):
+    return f"{k:010d}".encode()
+
+
+def test_repair_of_100k_missed_writes_and_10k_deletes(tmp_path):
+    with ShoalCluster(tmp_path / "c", nodes=3, config={"hinted_handoff_enabled": False}) as c:
+        pre = stress(c, (1, 2, 3), "write", f"n={BEFORE}", "cl=ALL", "-rate", "threads=16")
+        assert pre.returncode == 0, pre.stdout + pre.stderr
+        stale = c.address(3)
+        c.stop(3)
+        wait_state(c, stale, "DN", observer=1)
+        lo, hi = BEFORE + 1, BEFORE + MISSED
+        missed = stress(c, (1, 2), "write", f"n={MISSED}", "cl=QUORUM", "-pop", f"seq={lo}..{hi}",
+                        "-rate", "threads=32")
+        assert missed.returncode == 0, missed.stdout + missed.stderr
+        cluster, s = session_on(c, [c.address(1), c.address(2)], cl=ConsistencyLevel.QUORUM)
+        try:
+            delete = s.prepare(f"DELETE FROM {KS}.standard1 WHERE key = ?")
+            results = execute_concurrent_with_args(s, delete, [(key(k),) for k in range(1, DELETED + 1)],
+                                                   concurrency=64, raise_on_first_error=True)
+            assert all(ok for ok, _ in results)
+        finally:
+            cluster.shutdown()
+        assert c.tool("listpendinghints", node=1)["total_bytes"] == 0, "hinted handoff is off in this cluster"
+        c.start(3)
+        wait_state(c, stale, "UN", observer=1)
+
+        # What node 3 lacks, in bytes of storage (nodetool's Load, after flush and compaction): all
+        # node 1 holds beyond the rows node 3 still shares with it (100,000 rows and 10,000 partition
+        # deletions). And in bytes of CQL payload: keys and values, and the deleted keys.
+        for i in (1, 3):
+            c.tool("flush", node=i)
+            c.tool("compact", node=i)
+        load1, load3 = (c.tool("info", node=i)["load_bytes"] for i in (1, 3))
+        missing_bytes = load1 - load3 * (BEFORE - DELETED) / BEFORE
+        payload_bytes = MISSED * (10 + COLUMNS * SIZE) + DELETED * 10
+        assert missing_bytes > 0.5 * payload_bytes, (load1, load3)
+        preview = c.tool("repair", KS, "--preview", node=1)
+        assert preview["bytes_repaired"] == 0, preview
+        repaired = c.tool("repair", KS, node=1)
+        differing = repaired["partitions_differing"]
+        assert differing == MISSED + DELETED, repaired
+        assert abs(preview["partitions_differing"] - differing) <= 0.1 * differing, (preview, repaired)
+        wire = repaired["bytes_on_wire"]
+        assert repaired["bytes_repaired"] > 0 and 0.5 * missing_bytes <= wire <= 2 * missing_bytes, (missing_bytes, repaired)
+        print(f"repair: {differing} partitions in {repaired['seconds']:.1f} s; {wire} bytes on the wire = "
+              f"{wire / missing_bytes:.2f}x the {missing_bytes:.0f} bytes missing (storage), "
+              f"{wire / payload_bytes:.2f}x the {payload_bytes} bytes of CQL payload; preview "
+              f"{preview['partitions_differing']} partitions, {preview['bytes_on_wire']} bytes on the wire")
+
+        again = c.tool("repair", KS, node=1)
+        assert again["partitions_differing"] == 0 and again["bytes_repaired"] == 0, again
+
+        # Node 3 alone: every row written and not deleted, none of the deleted ones.
+        c.stop(1)
+        c.stop(2)
+        wait_state(c, c.address(1), "DN", observer=3)
+        wait_state(c, c.address(2), "DN", observer=3)
+        kept = tmp_path / "kept.failed"
+        v = stress(c, (3,), "verify", f"n={BEFORE + MISSED - DELETED}", "cl=ONE", "-pop", f"seq={DELETED + 1}..{hi}",
+                   "-rate", "threads=16", "--failed-keys", str(kept))
+        assert v.returncode == 0 and kept.read_text() == "", v.stdout[-3000:] + v.stderr
+        gone = tmp_path / "gone.failed"
+        stress(c, (3,), "verify", f"n={DELETED}", "cl=ONE", "-pop", f"seq=1..{DELETED}", "-rate", "threads=16",
+               "--failed-keys", str(gone))
+        assert gone.read_text().split() == [key(k).decode() for k in range(1, DELETED + 1)], "deleted rows stay deleted"

@@ -96,3 +96,51 @@ def test_repair_of_100k_missed_writes_and_10k_deletes(tmp_path):
         stress(c, (3,), "verify", f"n={DELETED}", "cl=ONE", "-pop", f"seq=1..{DELETED}", "-rate", "threads=16",
                "--failed-keys", str(gone))
         assert gone.read_text().split() == [key(k).decode() for k in range(1, DELETED + 1)], "deleted rows stay deleted"
+
+
+def test_the_schedule_repairs_a_replica_that_missed_writes(tmp_path):
+    """auto_repair (on by default; here checking every 2 s, on a table with gc_grace_seconds = 6, so
+    its ranges are due every 3 s): node 3, down with hints off, misses 2,000 writes. Once it is
+    back, the schedule repairs them without an operator: `repair_admin list` shows the runs the
+    schedule started, one of which found the differences, and node 3 alone (the others stopped)
+    then answers every row at CL ONE. An operator's repair while the schedule runs every few seconds
+    is accepted (a scheduled repair on that node stops at its next range for it)."""
+    import time
+
+    config = {"hinted_handoff_enabled": False, "auto_repair_check_interval": "2s"}
+    with ShoalCluster(tmp_path / "c", nodes=3, config=config) as c:
+        pre = stress(c, (1, 2, 3), "write", "n=1000", "cl=ALL", "-rate", "threads=8")
+        assert pre.returncode == 0, pre.stdout + pre.stderr
+        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
+        try:
+            s.execute(f"ALTER TABLE {KS}.standard1 WITH gc_grace_seconds = 6")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        finally:
+            cluster.shutdown()
+        c.stop(3)
+        wait_state(c, c.address(3), "DN", observer=1)
+        missed = stress(c, (1, 2), "write", "n=2000", "cl=QUORUM", "-pop", "seq=1001..3000", "-rate", "threads=8")
+        assert missed.returncode == 0, missed.stdout + missed.stderr
+        c.start(3)
+        wait_state(c, c.address(3), "UN", observer=1)
+
+        def scheduled():
+            return [r for i in (1, 2, 3) for r in c.tool("repair_admin", "list", node=i)["repairs"]
+                    if r["trigger"] == "schedule" and r["state"] == "done"]
+
+        deadline = time.time() + 90
+        while time.time() < deadline and sum(r["partitions_differing"] for r in scheduled()) < 2000:
+            time.sleep(1)
+        runs = scheduled()
+        assert sum(r["partitions_differing"] for r in runs) >= 2000, runs
+        assert all(r["keyspace"] == KS and r["primary_range_only"] for r in runs), runs
+        manual = c.tool("repair", KS, node=2)
+        assert manual["operation"] == "repair", manual
+
+        c.stop(1)
+        c.stop(2)
+        wait_state(c, c.address(1), "DN", observer=3)
+        wait_state(c, c.address(2), "DN", observer=3)
+        failed = tmp_path / "alone.failed"
+        v = stress(c, (3,), "verify", "n=3000", "cl=ONE", "-rate", "threads=8", "--failed-keys", str(failed))
+        assert v.returncode == 0 and failed.read_text() == "", v.stdout[-2000:] + v.stderr

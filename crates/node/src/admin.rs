@@ -10,7 +10,8 @@
 //! (answers when the streams are done), `POST /v1/repair[?keyspace=&table=...&pr=true&preview=true]`
 //! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `POST /v1/removenode?host_id=`,
 //! `POST /v1/decommission`
-//! (answers when the node has left), `GET /v1/netstats`.
+//! (answers when the node has left), `GET /v1/netstats`, `GET /v1/repair_admin` (the repairs
+//! run on this node, by an operator or the `auto_repair` schedule).
 //!
 //! Invariants:
 //! - A hand-written, minimal server: one request per connection, always
@@ -337,7 +338,8 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/getendpoints"
         | "/v1/hints"
         | "/v1/info"
-        | "/v1/netstats" => "GET",
+        | "/v1/netstats"
+        | "/v1/repair_admin" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
     if request.method != method {
@@ -351,6 +353,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/hints" => Ok(hints(state)),
         "/v1/info" => Ok(info(state)),
         "/v1/netstats" => Ok(netstats(state)),
+        "/v1/repair_admin" => Ok(state.lifecycle.repair_history()),
         "/v1/rebuild" => rebuild(request, state).await,
         "/v1/repair" => repair(request, state).await,
         "/v1/cleanup" => cleanup(request, state).await,
@@ -831,7 +834,11 @@ async fn repair(request: &Request, state: &AdminState) -> Answer {
     let tables: Vec<String> =
         request.query.iter().filter(|(k, v)| k == "table" && !v.is_empty()).map(|(_, v)| v.clone()).collect();
     let flag = |name: &str| request.param(name) == Some("true");
-    state.lifecycle.repair(keyspace, &tables, flag("pr"), flag("preview")).await.map_err(|e| Response::error(500, e))
+    state
+        .lifecycle
+        .repair(keyspace, &tables, flag("pr"), flag("preview"), crate::lifecycle::RepairTrigger::Operator)
+        .await
+        .map_err(|e| Response::error(500, e))
 }
 
 /// `nodetool cleanup [KEYSPACE [TABLE...]]`: answers when done.

@@ -88,6 +88,12 @@ pub struct ConfigFile {
     /// tombstones deleted this long before it began, for deletes still on
     /// their way to every replica then and clocks that disagree (default 1h).
     pub tombstone_gc_propagation_delay: Option<Dur>,
+    /// Shoal-only: repair each table's primary ranges on a schedule, so every
+    /// range is repaired within gc_grace_seconds (default true; only acts in
+    /// multi-node clusters).
+    pub auto_repair: Option<bool>,
+    /// How often the schedule looks for tables due (default 60s).
+    pub auto_repair_check_interval: Option<Dur>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -175,6 +181,8 @@ pub struct NodeConfig {
     pub batch_limits: cql_server::BatchLimits,
     /// Repair-based tombstone GC: the horizon is the last repair's start less this (`horizon`).
     pub tombstone_gc_propagation_delay: Duration,
+    /// The automatic repair schedule (`auto_repair`), checking this often; None when off.
+    pub auto_repair: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -374,6 +382,13 @@ impl ConfigFile {
                 Some(d) => duration("tombstone_gc_propagation_delay", &d)?,
                 None => Duration::from_secs(3600),
             },
+            auto_repair: match (self.auto_repair.unwrap_or(true), self.auto_repair_check_interval) {
+                (false, _) => None,
+                (true, Some(d)) => Some(duration("auto_repair_check_interval", &d)?)
+                    .filter(|d| !d.is_zero())
+                    .or(Some(Duration::from_secs(60))),
+                (true, None) => Some(Duration::from_secs(60)),
+            },
         })
     }
 
@@ -502,6 +517,11 @@ mod tests {
         assert_eq!(c.tombstone_gc_propagation_delay, Duration::from_secs(3600));
         let c = ConfigFile::parse("tombstone_gc_propagation_delay: 0s\n").unwrap().build(Overrides::default()).unwrap();
         assert_eq!(c.tombstone_gc_propagation_delay, Duration::ZERO);
+        assert_eq!(c.auto_repair, Some(Duration::from_secs(60)), "on by default");
+        let c = ConfigFile::parse("auto_repair: false\n").unwrap().build(Overrides::default()).unwrap();
+        assert_eq!(c.auto_repair, None);
+        let c = ConfigFile::parse("auto_repair_check_interval: 2s\n").unwrap().build(Overrides::default()).unwrap();
+        assert_eq!(c.auto_repair, Some(Duration::from_secs(2)));
     }
 
     #[test]

@@ -21,6 +21,7 @@
 #![cfg_attr(test, allow(clippy::indexing_slicing))]
 
 pub mod admin;
+mod auto_repair;
 pub mod config;
 mod horizon;
 mod join;
@@ -159,7 +160,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             .with_context(|| format!("cannot listen for the admin API on {admin_addr} (set admin_port)"))?;
         let hints = Arc::clone(&joined.hints);
         let admin_state = Arc::new(admin::AdminState {
-            lifecycle,
+            lifecycle: Arc::clone(&lifecycle),
             view: Arc::clone(&joined.view),
             schema: Arc::clone(&processor.schema),
             storage: Arc::clone(&storage),
@@ -186,6 +187,16 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             Arc::clone(&processor.schema),
             config.tombstone_gc_propagation_delay,
         ));
+        // The automatic repair schedule.
+        let auto_repair = config.auto_repair.map(|check| {
+            tokio::spawn(auto_repair::run(
+                Arc::clone(&lifecycle),
+                Arc::clone(&storage),
+                Arc::clone(&joined.view),
+                Arc::clone(&processor.schema),
+                check,
+            ))
+        });
         tracing::info!(
             %addr,
             cluster = %config.cluster_name,
@@ -202,6 +213,9 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let _ = admin_task.await;
         tuner.abort();
         horizons.abort();
+        if let Some(task) = auto_repair {
+            task.abort();
+        }
         if let Err(e) = joined.hints.sync() {
             tracing::warn!("cannot sync hints: {e}");
         }

@@ -14,7 +14,9 @@
 //!
 //! Invariants:
 //! - One data-moving operation at a time on a node; a second is refused
-//!   with a message naming the one running.
+//!   with a message naming the one running, except that a repair started by
+//!   the schedule (`auto_repair`) is stopped at its next range and the new
+//!   operation runs after it.
 //! - A range with no live replica but this node fails the operation, naming
 //!   the range and its replicas (Cassandra's "Unable to find sufficient
 //!   sources for streaming range"); the ranges that did have a source are
@@ -24,6 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -66,6 +69,28 @@ pub struct Lifecycle {
     pub spool: PathBuf,
     /// The operation running, if any.
     running: Mutex<Option<String>>,
+    /// Set while another operation waits for a scheduled repair to stop.
+    preempt: AtomicBool,
+    /// The last `REPAIR_HISTORY` repairs run on this node, oldest first
+    /// (`repair_admin list`).
+    repairs: Mutex<std::collections::VecDeque<Json>>,
+}
+
+/// What a repair started by the schedule runs as (other operations preempt it).
+const SCHEDULED_REPAIR: &str = "scheduled repair";
+/// How long an operation waits for a scheduled repair to stop at its next range.
+const PREEMPT_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Repairs `repair_admin list` remembers.
+const REPAIR_HISTORY: usize = 100;
+
+/// Who started a repair (`repair_admin list`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepairTrigger {
+    /// `shoal tool repair`.
+    Operator,
+    /// The automatic schedule (`auto_repair`).
+    Schedule,
 }
 
 /// An operation that streamed: its sessions, what moved, how long and how fast.
@@ -120,7 +145,16 @@ impl Lifecycle {
         registry: Arc<StreamRegistry>,
         spool: PathBuf,
     ) -> Lifecycle {
-        Lifecycle { coordinator, gossip, schema, registry, spool, running: Mutex::new(None) }
+        Lifecycle {
+            coordinator,
+            gossip,
+            schema,
+            registry,
+            spool,
+            running: Mutex::new(None),
+            preempt: AtomicBool::new(false),
+            repairs: Mutex::new(std::collections::VecDeque::new()),
+        }
     }
 
     /// This node's side of the stream sessions it receives.
@@ -133,13 +167,28 @@ impl Lifecycle {
         }
     }
 
-    fn begin(&self, what: &str) -> Result<Running<'_>, String> {
-        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(other) = running.as_ref() {
-            return Err(format!("Cannot start {what}: {other} is already running on this node"));
+    /// Claims the node for `what`. A scheduled repair gives way: it is asked
+    /// to stop at its next range (`preempt`) and waited for, up to
+    /// `PREEMPT_WAIT`; any other operation running refuses `what`.
+    async fn begin(&self, what: &str) -> Result<Running<'_>, String> {
+        let deadline = Instant::now() + PREEMPT_WAIT;
+        loop {
+            {
+                let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+                match running.as_deref() {
+                    None => {
+                        *running = Some(what.to_string());
+                        self.preempt.store(false, Ordering::SeqCst);
+                        return Ok(Running(&self.running));
+                    }
+                    Some(SCHEDULED_REPAIR) if what != SCHEDULED_REPAIR && Instant::now() < deadline => {
+                        self.preempt.store(true, Ordering::SeqCst);
+                    }
+                    Some(other) => return Err(format!("Cannot start {what}: {other} is already running on this node")),
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        *running = Some(what.to_string());
-        Ok(Running(&self.running))
     }
 
     /// Streams every range of the user keyspaces (or of `keyspace`) that this
@@ -147,7 +196,7 @@ impl Lifecycle {
     /// `source_dc` (else the local data center). Returns what moved, per
     /// keyspace and table.
     pub async fn rebuild(&self, keyspace: Option<&str>, source_dc: Option<&str>) -> Result<Json, String> {
-        let _running = self.begin("rebuild")?;
+        let _running = self.begin("rebuild").await?;
         let started = Instant::now();
         let view = self.coordinator.view.snapshot();
         let schema = self.schema.snapshot();
@@ -280,7 +329,7 @@ impl Lifecycle {
     /// movement; that replica must be up) or, not strict, from any live
     /// replica. The caller turns the node NORMAL after it returns Ok.
     pub async fn bootstrap(&self, strict: bool, replacing: Option<Uuid>) -> Result<Json, String> {
-        let _running = self.begin("bootstrap")?;
+        let _running = self.begin("bootstrap").await?;
         let started = Instant::now();
         let deadline = Instant::now() + SCHEMA_WAIT;
         loop {
@@ -408,8 +457,60 @@ impl Lifecycle {
         tables: &[String],
         primary_only: bool,
         preview: bool,
+        trigger: RepairTrigger,
     ) -> Result<Json, String> {
-        let _running = self.begin("repair")?;
+        let _running = self.begin(if trigger == RepairTrigger::Schedule { SCHEDULED_REPAIR } else { "repair" }).await?;
+        let id = Uuid::new_v4();
+        let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let entry = json!({
+            "id": id,
+            "trigger": match trigger { RepairTrigger::Operator => "operator", RepairTrigger::Schedule => "schedule" },
+            "keyspace": keyspace,
+            "tables": tables,
+            "primary_range_only": primary_only,
+            "preview": preview,
+            "started_unix_s": unix(std::time::SystemTime::now()),
+            "state": "running",
+        });
+        {
+            let mut history = self.repairs.lock().unwrap_or_else(PoisonError::into_inner);
+            if history.len() >= REPAIR_HISTORY {
+                history.pop_front();
+            }
+            history.push_back(entry);
+        }
+        let result = self.repair_run(keyspace, tables, primary_only, preview, trigger).await;
+        let mut history = self.repairs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(run) = history.iter_mut().rev().find(|r| r["id"] == json!(id)) {
+            match &result {
+                Ok(report) => {
+                    run["state"] = json!("done");
+                    for field in
+                        ["partitions_compared", "partitions_differing", "bytes_repaired", "bytes_on_wire", "seconds"]
+                    {
+                        run[field] = report[field].clone();
+                    }
+                }
+                Err(e) => run["state"] = json!(format!("failed: {e}")),
+            }
+        }
+        result
+    }
+
+    /// The repairs run on this node, oldest first (`repair_admin list`).
+    pub fn repair_history(&self) -> Json {
+        let history = self.repairs.lock().unwrap_or_else(PoisonError::into_inner);
+        json!({ "repairs": history.iter().cloned().collect::<Vec<Json>>() })
+    }
+
+    async fn repair_run(
+        &self,
+        keyspace: Option<&str>,
+        tables: &[String],
+        primary_only: bool,
+        preview: bool,
+        trigger: RepairTrigger,
+    ) -> Result<Json, String> {
         let started = Instant::now();
         let view = self.coordinator.view.snapshot();
         let schema = self.schema.snapshot();
@@ -452,6 +553,10 @@ impl Lifecycle {
                     let replicas = view.replicas(ks, range.end);
                     if !replicas.contains(&view.local) || replicas.len() < 2 {
                         continue;
+                    }
+                    if trigger == RepairTrigger::Schedule && self.preempt.load(Ordering::SeqCst) {
+                        failed = Some("stopped for another operation (it runs again at a later check)".to_string());
+                        break;
                     }
                     if primary_only && cluster::view::uuid(primary) != view.local {
                         continue;
@@ -565,7 +670,7 @@ impl Lifecycle {
     /// node no longer replicates, after a topology or replication change.
     /// Refused while this node owns no tokens (not NORMAL).
     pub async fn cleanup(&self, keyspace: Option<&str>, tables: &[String]) -> Result<Json, String> {
-        let _running = self.begin("cleanup")?;
+        let _running = self.begin("cleanup").await?;
         let started = Instant::now();
         let view = self.coordinator.view.snapshot();
         let schema = self.schema.snapshot();
@@ -625,7 +730,7 @@ impl Lifecycle {
     /// and marks its data directory so it will not rejoin. Refused when a
     /// keyspace would be left with fewer nodes than its replication factor.
     pub async fn decommission(&self, storage: &storage::Storage) -> Result<Json, String> {
-        let _running = self.begin("decommission")?;
+        let _running = self.begin("decommission").await?;
         let started = Instant::now();
         let view = self.coordinator.view.snapshot();
         let me = view.local().ok_or("decommission: this node is not in its own view")?.clone();
@@ -727,7 +832,7 @@ impl Lifecycle {
     /// it from a live replica, then announces it removed (it leaves every
     /// ring; persisted, so it stays removed after this node restarts).
     pub async fn removenode(&self, host_id: Uuid, storage: &storage::Storage) -> Result<Json, String> {
-        let _running = self.begin("removenode")?;
+        let _running = self.begin("removenode").await?;
         let started = Instant::now();
         let view = self.coordinator.view.snapshot();
         let Some(target) = view.endpoint(host_id).cloned() else {

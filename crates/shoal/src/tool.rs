@@ -105,6 +105,13 @@ enum ToolCommand {
         #[arg(long)]
         preview: bool,
     },
+    /// The repairs run on this node, by an operator or the auto_repair schedule (oldest first).
+    #[command(name = "repair_admin")]
+    RepairAdmin {
+        /// What to do: `list`.
+        #[arg(value_parser = ["list"], default_value = "list")]
+        action: String,
+    },
     /// Delete the data of ranges this node no longer replicates (after adding nodes or lowering
     /// a replication factor): all user keyspaces, a keyspace, or some tables.
     Cleanup { keyspace: Option<String>, tables: Vec<String> },
@@ -292,6 +299,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Info { .. } => ("GET", vec!["/v1/info".to_string()], QUICK_TIMEOUT),
         ToolCommand::Listpendinghints => ("GET", vec!["/v1/hints".to_string()], QUICK_TIMEOUT),
         ToolCommand::Netstats => ("GET", vec!["/v1/netstats".to_string()], QUICK_TIMEOUT),
+        ToolCommand::RepairAdmin { .. } => ("GET", vec!["/v1/repair_admin".to_string()], QUICK_TIMEOUT),
         ToolCommand::Repair { keyspace, tables, primary_range, preview } => {
             let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
             params.extend(tables.iter().map(|t| ("table", Some(t.as_str()))));
@@ -347,6 +355,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Netstats => format_netstats(answer),
         ToolCommand::Rebuild { .. } => format_rebuild(answer),
         ToolCommand::Repair { .. } => format_repair(answer),
+        ToolCommand::RepairAdmin { .. } => format_repair_admin(answer),
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }
         | ToolCommand::Compact { .. }
@@ -601,14 +610,37 @@ fn format_repair(r: &Json) -> String {
     }
     let mut out = table(&rows);
     out.push_str(&format!(
-        "{} done in {:.1} s: {} of {} partitions differed, {} written back\n",
+        "{} done in {:.1} s: {} of {} partitions differed, {} written back, {} on the wire\n",
         text(&r["operation"]),
         r["seconds"].as_f64().unwrap_or(0.0),
         text(&r["partitions_differing"]),
         text(&r["partitions_compared"]),
-        human_bytes(r["bytes_repaired"].as_u64().unwrap_or(0))
+        human_bytes(r["bytes_repaired"].as_u64().unwrap_or(0)),
+        human_bytes(r["bytes_on_wire"].as_u64().unwrap_or(0))
     ));
     out
+}
+
+/// repair_admin list: one line per repair run on this node.
+fn format_repair_admin(r: &Json) -> String {
+    let mut rows =
+        vec![["Id", "Trigger", "Keyspace", "Tables", "Started (unix)", "State", "Differing", "On wire", "Seconds"]
+            .map(String::from)
+            .to_vec()];
+    for run in r["repairs"].as_array().cloned().unwrap_or_default() {
+        rows.push(vec![
+            text(&run["id"]),
+            text(&run["trigger"]),
+            if run["keyspace"].is_null() { "(all)".to_string() } else { text(&run["keyspace"]) },
+            strings(&run["tables"]).join(","),
+            text(&run["started_unix_s"]),
+            text(&run["state"]),
+            text(&run["partitions_differing"]),
+            run["bytes_on_wire"].as_u64().map(human_bytes).unwrap_or_default(),
+            run["seconds"].as_f64().map(|s| format!("{s:.1}")).unwrap_or_default(),
+        ]);
+    }
+    table(&rows)
 }
 
 /// rebuild: what moved.

@@ -4,7 +4,11 @@
 use std::path::{Path, PathBuf};
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    // The directory cargo runs the test from: a binary reused from a checkout elsewhere that
+    // shared the target directory would name that checkout at compile time.
+    let manifest =
+        std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest.join("../..")
 }
 
 fn rust_sources(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -17,7 +17,11 @@ pub struct Case {
 }
 
 pub fn cases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("cases")
+    // The directory cargo runs the test from: a binary reused from a checkout elsewhere that
+    // shared the target directory would name that checkout at compile time.
+    let manifest =
+        std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest.join("tests").join("cases")
 }
 
 /// All case files, sorted by name.

@@ -9,6 +9,7 @@
   steadiness   --steadiness: one long write run per system, the rate per minute, STEADINESS.md
   durability   --durability: commitlog_sync modes vs client threads and the disk's fsync rate, DURABILITY.md
   plots        chart specs (JSON) drawn to SVG by `shoal stress plot`
+  lifecycle    bench/lifecycle (issue 21): bootstrap, decommission and repair, timed and metered; LIFECYCLE.md
   cli          argparse, main, signal handling
 
 Standard library only.

@@ -449,9 +449,12 @@ def test_two_dcs_three_racks_local_quorum_and_each_quorum(tmp_path):
         for i in range(1, 7):
             if c.address(i) in dc2:
                 c.stop(i)
-        for a in dc2:
-            wait_state(c, a, "DN", observer=1)
         dc1 = [a for a, (dc, _) in where.items() if dc == "dc1"]
+        # Every dc1 node may coordinate below: each must have seen dc2 go down.
+        for i in range(1, 7):
+            if c.address(i) in dc1:
+                for a in dc2:
+                    wait_state(c, a, "DN", observer=i)
         policy = DCAwareRoundRobinPolicy(local_dc="dc1")
         cluster, s = session_on(c, dc1, cl=ConsistencyLevel.LOCAL_QUORUM, policy=policy)
         try:

@@ -514,3 +514,33 @@ def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_pa
         assert not missing, f"{len(missing)} rows missing on the resumed node, e.g. {missing[:10]}"
         rings = {tuple(sorted((a, n["tokens"], n["state"]) for a, n in ring_states(c, observer=i).items())) for i in (1, 2, 3, 4)}
         assert len(rings) == 1, rings
+
+
+def test_a_removal_that_cannot_stream_stays_pending_until_forced(tmp_path):
+    """Nodes 4 and 5 of 5 are down; `removenode` of node 5 cannot hand the ranges node 4 gains to
+    it, so it fails naming node 4 and the removal stays pending (node 5 `DL`, `removenode status`
+    names it, no other topology change starts). `removenode force` completes it without streams:
+    node 5 leaves every ring; `removenode status` then says no removals are in process."""
+    with ShoalCluster(tmp_path / "c", nodes=5) as c:
+        kv_table(c, "rf")
+        dead = ring_states(c)[c.address(5)]["host_id"]
+        c.stop(4)
+        c.stop(5)
+        for i in (4, 5):
+            wait_state(c, c.address(i), "DN", observer=1)
+        failed = c.tool("removenode", dead, node=1, check=False)
+        assert "removenode: streaming" in failed["error"] and c.address(4) in failed["error"], failed
+        status = c.tool("removenode", "status", node=1)
+        assert [n["host_id"] for n in status["removing"]] == [dead], status
+        wait_state(c, c.address(5), "DL", observer=2)
+        refused = c.tool("decommission", node=3, check=False)
+        assert f"/{c.address(5)} is being removed (removenode)" in refused["error"], refused
+
+        forced = c.tool("removenode", "force", node=1)
+        assert [n["host_id"] for n in forced["removed"]] == [dead], forced
+        for i in (1, 2, 3):
+            states = ring_states(c, observer=i)
+            assert c.address(5) not in states and states[c.address(4)]["state"] == "DN", (i, states)
+        assert c.tool("removenode", "status", node=1)["removing"] == []
+        again = c.tool("removenode", "force", node=1, check=False)
+        assert "No removals in process." in again["error"], again

@@ -8,7 +8,7 @@
 //! `GET /v1/hints`, `GET /v1/info`, `POST /v1/flush[?keyspace=&table=]`,
 //! `POST /v1/compact[?keyspace=&table=]`, `POST /v1/rebuild[?keyspace=&source_dc=]`
 //! (answers when the streams are done), `POST /v1/repair[?keyspace=&table=...&pr=true&preview=true]`
-//! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `POST /v1/removenode?host_id=`,
+//! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `POST /v1/removenode?host_id=` (or `?action=status|force`),
 //! `POST /v1/decommission`
 //! (answers when the node has left), `GET /v1/netstats`, `GET /v1/repair_admin` (the repairs
 //! run on this node, by an operator or the `auto_repair` schedule).
@@ -358,10 +358,17 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/repair" => repair(request, state).await,
         "/v1/cleanup" => cleanup(request, state).await,
         "/v1/decommission" => state.lifecycle.decommission(&state.storage).await.map_err(|e| Response::error(500, e)),
-        "/v1/removenode" => match request.param("host_id").map(str::parse::<Uuid>) {
-            Some(Ok(id)) => state.lifecycle.removenode(id, &state.storage).await.map_err(|e| Response::error(500, e)),
-            Some(Err(_)) => Err(Response::error(400, "host_id is not a UUID".to_string())),
-            None => Err(Response::error(400, "removenode needs host_id".to_string())),
+        "/v1/removenode" => match (request.param("action"), request.param("host_id").map(str::parse::<Uuid>)) {
+            (Some("status"), _) => Ok(state.lifecycle.removal_status()),
+            (Some("force"), _) => {
+                state.lifecycle.force_removal(&state.storage).await.map_err(|e| Response::error(500, e))
+            }
+            (Some(other), _) => Err(Response::error(400, format!("removenode: unknown action {}", truncate(other)))),
+            (None, Some(Ok(id))) => {
+                state.lifecycle.removenode(id, &state.storage).await.map_err(|e| Response::error(500, e))
+            }
+            (None, Some(Err(_))) => Err(Response::error(400, "host_id is not a UUID".to_string())),
+            (None, None) => Err(Response::error(400, "removenode needs host_id (or action=status|force)".to_string())),
         },
         _ => maintenance(request, state, path == "/v1/compact").await,
     };

@@ -825,6 +825,44 @@ impl Lifecycle {
         }))
     }
 
+    /// `removenode status`: the nodes this node sees being removed (down and
+    /// named by a live node as being removed), and the operation running
+    /// here, if any.
+    pub fn removal_status(&self) -> Json {
+        let view = self.coordinator.view.snapshot();
+        let removing: Vec<Json> = view
+            .endpoints
+            .values()
+            .filter(|e| e.status == cluster::Status::Leaving && !e.alive)
+            .map(|e| json!({ "host_id": e.host_id, "address": e.address().to_string() }))
+            .collect();
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        json!({ "removing": removing, "running_here": running })
+    }
+
+    /// `removenode force`: completes every removal this node sees pending
+    /// (a removenode whose streams failed, or whose node died) without its
+    /// streams: each node being removed is marked removed at once and leaves
+    /// every ring. The ranges it held are then short of a replica until a
+    /// repair (`shoal tool repair`) copies them from the others.
+    pub async fn force_removal(&self, storage: &storage::Storage) -> Result<Json, String> {
+        let view = self.coordinator.view.snapshot();
+        let pending: Vec<&cluster::Endpoint> =
+            view.endpoints.values().filter(|e| e.status == cluster::Status::Leaving && !e.alive).collect();
+        if pending.is_empty() {
+            return Err("No removals in process.".into());
+        }
+        let mut forced = Vec::new();
+        for e in pending {
+            tracing::warn!(host_id = %e.host_id, "forcing the removal of a node without its streams: repair its ranges");
+            crate::join::mark_removed(storage, &self.gossip, e.host_id).await.map_err(|e| e.to_string())?;
+            forced.push(json!({ "host_id": e.host_id, "address": e.address().to_string() }));
+        }
+        self.gossip.set(cluster::gossip::REMOVING, String::new()).await;
+        tokio::time::sleep(LEFT_DELAY).await;
+        Ok(json!({ "operation": "removenode force", "removed": forced }))
+    }
+
     /// Removenode (nodetool removenode HOSTID): re-replicates the ranges of a
     /// node that is down for good from the surviving replicas. This node
     /// announces it as being removed (its ranges' new owners get writes from

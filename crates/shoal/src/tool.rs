@@ -117,9 +117,11 @@ enum ToolCommand {
     Cleanup { keyspace: Option<String>, tables: Vec<String> },
     /// Hand this node's ranges to the nodes that take them over, then leave the ring for good.
     Decommission,
-    /// Remove a node that is down for good: its ranges are re-replicated from the surviving replicas.
+    /// Remove a node that is down for good: its ranges are re-replicated from the surviving
+    /// replicas. `removenode status` shows removals in progress; `removenode force` completes
+    /// them without their streams (repair afterwards).
     Removenode {
-        /// The dead node's host id (`status` shows it).
+        /// The dead node's host id (`status` shows it), or `status`, or `force`.
         host_id: String,
     },
 }
@@ -308,9 +310,14 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             ("POST", vec![with_query("/v1/repair", &params)], MAINTENANCE_TIMEOUT)
         }
         ToolCommand::Decommission => ("POST", vec!["/v1/decommission".to_string()], MAINTENANCE_TIMEOUT),
-        ToolCommand::Removenode { host_id } => {
-            ("POST", vec![with_query("/v1/removenode", &[("host_id", Some(host_id))])], MAINTENANCE_TIMEOUT)
-        }
+        ToolCommand::Removenode { host_id } => match host_id.as_str() {
+            "status" | "force" => (
+                "POST",
+                vec![with_query("/v1/removenode", &[("action", Some(host_id))])],
+                if host_id == "status" { QUICK_TIMEOUT } else { MAINTENANCE_TIMEOUT },
+            ),
+            _ => ("POST", vec![with_query("/v1/removenode", &[("host_id", Some(host_id))])], MAINTENANCE_TIMEOUT),
+        },
         ToolCommand::Cleanup { keyspace, tables } => {
             let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
             params.extend(tables.iter().map(|t| ("table", Some(t.as_str()))));
@@ -356,6 +363,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Rebuild { .. } => format_rebuild(answer),
         ToolCommand::Repair { .. } => format_repair(answer),
         ToolCommand::RepairAdmin { .. } => format_repair_admin(answer),
+        ToolCommand::Removenode { host_id } if host_id == "status" => format_removal_status(answer),
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }
         | ToolCommand::Compact { .. }
@@ -619,6 +627,18 @@ fn format_repair(r: &Json) -> String {
         human_bytes(r["bytes_on_wire"].as_u64().unwrap_or(0))
     ));
     out
+}
+
+/// removenode status: nodetool's RemovalStatus lines.
+fn format_removal_status(r: &Json) -> String {
+    let removing = r["removing"].as_array().cloned().unwrap_or_default();
+    if removing.is_empty() {
+        return "RemovalStatus: No removals in process.\n".to_string();
+    }
+    removing
+        .iter()
+        .map(|n| format!("RemovalStatus: Removing host {} (/{})\n", text(&n["host_id"]), text(&n["address"])))
+        .collect()
 }
 
 /// repair_admin list: one line per repair run on this node.

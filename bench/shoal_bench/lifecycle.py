@@ -417,7 +417,9 @@ class ShoalSystem:
         os.makedirs(self.dir, exist_ok=True)
         cfg = os.path.join(os.path.dirname(self.dir), "shoal.yaml")
         with open(cfg, "w") as f:  # as tests/python/cluster_harness.py passes config entries
-            f.write(f"storage_port: {self.storage_port}\nhinted_handoff_enabled: false\n")
+            # No scheduled repair: the repair phase measures an operator's repair of the whole
+            # divergence (auto_repair would reconcile part of it first, on its own clock).
+            f.write(f"storage_port: {self.storage_port}\nhinted_handoff_enabled: false\nauto_repair: false\n")
         self.started = True
         out, wall = self.cluster("up", "--nodes", "3", "--num-tokens", "16", "--cluster-name", "lifecycle",
                                  "--native-port", str(self.native_port), "--admin-port", str(self.admin_port),
@@ -454,7 +456,7 @@ class ShoalSystem:
         return self.tool(index, "info").get("load_bytes")
 
     def disable_hints(self):
-        return "hinted_handoff_enabled: false in the cluster's config"
+        return "hinted_handoff_enabled: false and auto_repair: false in the cluster's config"
 
     def cleanup(self, index):
         self.tool(index, "cleanup", KEYSPACE, timeout=7200)

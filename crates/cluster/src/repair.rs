@@ -1,14 +1,16 @@
 //! Repair of one token range of one table across its replicas (issue 21),
 //! sending little more than what differs:
 //!
-//! 1. Validation, in two rounds. The node running the repair (always one of
-//!    the range's replicas) hashes its own partitions of the range
-//!    (`Storage::partition_hashes`) and cuts the range into slices of about
-//!    `PARTITIONS_PER_SLICE` of them; every other replica answers one hash
-//!    per slice (`HashesReq` in slice mode: 8 bytes a slice, a Merkle tree's
-//!    leaves). Only for the slices whose hash differs does a replica then
-//!    send its per-partition hashes, and only the partitions whose hashes
-//!    differ are repaired.
+//! 1. Validation, in three rounds (a Merkle tree of two levels, then its
+//!    leaves). The node running the repair (always one of the range's
+//!    replicas) hashes its own partitions of the range
+//!    (`Storage::partition_hashes`) and cuts the range into coarse slices of
+//!    about `COARSE_PARTITIONS` of them; every other replica answers one
+//!    hash per coarse slice (`HashesReq` in slice mode, 8 bytes a slice);
+//!    for the coarse slices that differ, one hash per fine slice
+//!    (`FINE_SLICES` each, about 8 partitions); for the fine slices that
+//!    differ, its partition hashes (one request for all of them, paged).
+//!    Only the partitions whose hashes differ are repaired.
 //! 2. Push (`RepairPushReq`, lz4-compressed): this node sends its version of
 //!    each differing partition to each replica that differs; the replica
 //!    merges it (keeping what is newer on either side, as every write does)
@@ -35,7 +37,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use net::{Transport, Verb};
-use storage::{PartitionHash, PartitionRead, RawPartition, Storage};
+use storage::{PartitionRead, RawPartition, Storage};
 use types::bytes::ByteReader;
 use uuid::Uuid;
 
@@ -43,9 +45,14 @@ use crate::view::ClusterView;
 use crate::wire::{self, HashesRequest, WireError};
 use crate::Coordinator;
 
-/// About this many partitions per validation slice: fewer means more slice
-/// hashes to send, more means more partition hashes per differing slice.
-pub const PARTITIONS_PER_SLICE: usize = 8;
+/// About this many partitions per coarse validation slice: every replica
+/// sends one hash per coarse slice.
+pub const COARSE_PARTITIONS: usize = 64;
+/// The most coarse slices of one range (one response of 8 bytes each).
+const COARSE_SLICES_MAX: usize = 1 << 20;
+/// Fine slices per differing coarse slice (about 8 partitions each): only
+/// the fine slices that differ are compared partition by partition.
+pub const FINE_SLICES: u32 = 8;
 /// Partition hashes per validation page.
 const HASHES_PAGE: u32 = 10_000;
 /// A validation may wait for a compaction of the table.
@@ -116,57 +123,58 @@ pub async fn repair_range<T: Transport + Clone>(
     if first {
         validated.push(local);
     }
-    let slices = storage::bucket_count(task.range, (mine.len() / PARTITIONS_PER_SLICE).max(1) as u32);
-    let my_slices = fold(task.range, slices, &mine);
+    // Coarse slices of about COARSE_PARTITIONS partitions, each cut into FINE_SLICES fine ones.
+    let coarse = storage::bucket_count(task.range, (mine.len() / COARSE_PARTITIONS).clamp(1, COARSE_SLICES_MAX) as u32);
+    let my_coarse = fold(task.range, coarse, mine.iter());
 
-    // Round 1: every other replica's slice hashes; round 2: its partition hashes where a slice differs.
-    let mut theirs: Vec<(Uuid, Hashes, BTreeSet<u32>)> = Vec::new();
+    // Round 1: every other replica's coarse slice hashes; round 2: the fine slice hashes of the
+    // coarse slices that differ; round 3: the partition hashes of the fine slices that differ.
+    let mut theirs: Vec<(Uuid, Hashes, Slices)> = Vec::new();
     for &replica in task.replicas.iter().filter(|r| **r != local) {
         let addr = view.endpoint(replica).map(|e| e.internode).ok_or("unknown replica")?;
         let first = !validated.contains(&replica);
-        let req = HashesRequest {
-            table: task.table,
-            range: task.range,
-            now: task.now,
-            after: None,
-            limit: slices,
-            compact_first: first,
-            slices: true,
-        };
-        let payload = wire::encode_hashes_request(&req);
-        out.wire_bytes += payload.len() as u64 + FRAME_BYTES;
-        let (_, answer) = coordinator
-            .transport
-            .send_request(addr, Verb::HashesReq, payload, VALIDATION_TIMEOUT)
-            .await
-            .map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
-        out.wire_bytes += answer.len() as u64 + FRAME_BYTES;
+        let their_coarse =
+            slice_hashes(coordinator, addr, task, vec![task.range], coarse, first, &mut out.wire_bytes).await?;
         if first {
             validated.push(replica);
         }
-        let their_slices =
-            wire::decode_slice_hashes(&answer).map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
-        if their_slices.len() != my_slices.len() {
-            return Err(format!("validation on {}: {} slices, not {}", addr.ip(), their_slices.len(), my_slices.len()));
+        let their_coarse = their_coarse.into_iter().next().unwrap_or_default();
+        if their_coarse.len() != my_coarse.len() {
+            return Err(format!("validation on {}: {} slices, not {}", addr.ip(), their_coarse.len(), my_coarse.len()));
         }
-        let differ: BTreeSet<u32> =
-            (0..slices).filter(|i| their_slices.get(*i as usize) != my_slices.get(*i as usize)).collect();
+        let differ: Vec<u32> =
+            (0..coarse).filter(|i| their_coarse.get(*i as usize) != my_coarse.get(*i as usize)).collect();
+        let mut slices = Slices { range: task.range, coarse, fine: BTreeMap::new() };
+        for chunk in differ.chunks(wire::HASHES_RANGES_MAX) {
+            let ranges: Vec<(i64, i64)> = chunk.iter().map(|c| storage::bucket_range(task.range, coarse, *c)).collect();
+            let their_fine =
+                slice_hashes(coordinator, addr, task, ranges.clone(), FINE_SLICES, false, &mut out.wire_bytes).await?;
+            for ((c, range), theirs) in chunk.iter().zip(&ranges).zip(their_fine) {
+                let count = storage::bucket_count(*range, FINE_SLICES);
+                let mine_here = mine.iter().filter(|((t, _), _)| storage::bucket_of(task.range, coarse, *t) == *c);
+                let my_fine = fold(*range, count, mine_here);
+                let differ: BTreeSet<u32> =
+                    (0..count).filter(|i| theirs.get(*i as usize) != my_fine.get(*i as usize)).collect();
+                if !differ.is_empty() {
+                    slices.fine.insert(*c, (count, differ));
+                }
+            }
+        }
+        let fine_ranges = slices.ranges();
         let mut hashes = Hashes::new();
-        for sub in runs(task.range, slices, &differ) {
-            let page = remote_hashes(coordinator, addr, task, sub, &mut out.wire_bytes).await?;
-            hashes.extend(page);
+        for chunk in fine_ranges.chunks(wire::HASHES_RANGES_MAX) {
+            hashes.extend(remote_hashes(coordinator, addr, task, chunk.to_vec(), &mut out.wire_bytes).await?);
         }
-        theirs.push((replica, hashes, differ));
+        theirs.push((replica, hashes, slices));
     }
 
     // The partitions to repair, and the replicas (other than this node) that differ on each.
     let mut differing: BTreeMap<(i64, Vec<u8>), Vec<Uuid>> = BTreeMap::new();
     let mut seen: BTreeSet<&(i64, Vec<u8>)> = mine.keys().collect();
-    for (replica, hashes, differ) in &theirs {
+    for (replica, hashes, slices) in &theirs {
         seen.extend(hashes.keys());
-        let in_differing = |token: i64| differ.contains(&storage::bucket_of(task.range, slices, token));
         let keys: BTreeSet<&(i64, Vec<u8>)> =
-            hashes.keys().chain(mine.keys().filter(|(t, _)| in_differing(*t))).collect();
+            hashes.keys().chain(mine.keys().filter(|(t, _)| slices.contains(*t))).collect();
         for key in keys {
             if hashes.get(key).map(|h| h.0) != mine.get(key).map(|h| h.0) {
                 differing.entry(key.clone()).or_default().push(*replica);
@@ -260,7 +268,11 @@ async fn local_hashes(storage: &Arc<Storage>, task: &RangeTask<'_>, compact_firs
 }
 
 /// Slice hashes of `hashes` (in token order), as `Storage::bucket_hashes` folds them.
-fn fold(range: (i64, i64), slices: u32, hashes: &Hashes) -> Vec<u64> {
+fn fold<'a>(
+    range: (i64, i64),
+    slices: u32,
+    hashes: impl Iterator<Item = (&'a (i64, Vec<u8>), &'a (u64, u64))>,
+) -> Vec<u64> {
     let mut out = vec![0u64; slices as usize];
     for ((token, _), (hash, _)) in hashes {
         if let Some(slot) = out.get_mut(storage::bucket_of(range, slices, *token) as usize) {
@@ -270,34 +282,93 @@ fn fold(range: (i64, i64), slices: u32, hashes: &Hashes) -> Vec<u64> {
     out
 }
 
-/// The differing slices as ranges, adjacent ones joined.
-fn runs(range: (i64, i64), slices: u32, differ: &BTreeSet<u32>) -> Vec<(i64, i64)> {
-    let mut out: Vec<(u32, u32)> = Vec::new();
-    for &i in differ {
-        match out.last_mut() {
-            Some((_, end)) if *end + 1 == i => *end = i,
-            _ => out.push((i, i)),
-        }
-    }
-    out.into_iter()
-        .map(|(a, b)| (storage::bucket_range(range, slices, a).0, storage::bucket_range(range, slices, b).1))
-        .collect()
+/// The fine slices in which a replica differs from this node: by coarse
+/// slice of the range, the number of fine slices it was cut into and those
+/// that differ.
+struct Slices {
+    range: (i64, i64),
+    coarse: u32,
+    fine: BTreeMap<u32, (u32, BTreeSet<u32>)>,
 }
 
-/// A replica's partition hashes of `sub` (a part of the task's range), page by page.
+impl Slices {
+    fn contains(&self, token: i64) -> bool {
+        let c = storage::bucket_of(self.range, self.coarse, token);
+        self.fine.get(&c).is_some_and(|(count, differ)| {
+            let sub = storage::bucket_range(self.range, self.coarse, c);
+            differ.contains(&storage::bucket_of(sub, *count, token))
+        })
+    }
+
+    /// The differing fine slices as ranges, in token order, adjacent ones joined.
+    fn ranges(&self) -> Vec<(i64, i64)> {
+        let mut out: Vec<(i64, i64)> = Vec::new();
+        for (c, (count, differ)) in &self.fine {
+            let sub = storage::bucket_range(self.range, self.coarse, *c);
+            for f in differ {
+                let (start, end) = storage::bucket_range(sub, *count, *f);
+                match out.last_mut() {
+                    Some(last) if last.1 == start => last.1 = end,
+                    _ => out.push((start, end)),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A replica's slice hashes: `slices` of each of `ranges`.
+async fn slice_hashes<T: Transport + Clone>(
+    coordinator: &Coordinator<T>,
+    addr: std::net::SocketAddr,
+    task: &RangeTask<'_>,
+    ranges: Vec<(i64, i64)>,
+    slices: u32,
+    compact_first: bool,
+    wire_bytes: &mut u64,
+) -> Result<Vec<Vec<u64>>, String> {
+    let count = ranges.len();
+    let req = HashesRequest {
+        table: task.table,
+        ranges,
+        now: task.now,
+        resume: None,
+        limit: slices,
+        compact_first,
+        slices: true,
+    };
+    let payload = wire::encode_hashes_request(&req);
+    *wire_bytes += payload.len() as u64 + FRAME_BYTES;
+    let (_, answer) = coordinator
+        .transport
+        .send_request(addr, Verb::HashesReq, payload, VALIDATION_TIMEOUT)
+        .await
+        .map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
+    *wire_bytes += answer.len() as u64 + FRAME_BYTES;
+    let hashes = wire::decode_slice_hashes(&answer).map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
+    if hashes.len() != count {
+        return Err(format!("validation on {}: slices of {} ranges, not {count}", addr.ip(), hashes.len()));
+    }
+    Ok(hashes)
+}
+
+/// A replica's partition hashes of `ranges` (parts of the task's range), page by page.
 async fn remote_hashes<T: Transport + Clone>(
     coordinator: &Coordinator<T>,
     addr: std::net::SocketAddr,
     task: &RangeTask<'_>,
-    sub: (i64, i64),
+    ranges: Vec<(i64, i64)>,
     wire_bytes: &mut u64,
 ) -> Result<Hashes, String> {
     let mut out = Hashes::new();
+    if ranges.is_empty() {
+        return Ok(out);
+    }
     let mut req = HashesRequest {
         table: task.table,
-        range: sub,
+        ranges,
         now: task.now,
-        after: None,
+        resume: None,
         limit: HASHES_PAGE,
         compact_first: false,
         slices: false,
@@ -311,12 +382,11 @@ async fn remote_hashes<T: Transport + Clone>(
             .await
             .map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
         *wire_bytes += answer.len() as u64 + FRAME_BYTES;
-        let (more, page): (bool, Vec<PartitionHash>) =
-            wire::decode_hashes(&answer).map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
-        req.after = page.last().map(|p| (p.token, p.key.clone()));
-        out.extend(page.into_iter().map(|p| ((p.token, p.key), (p.hash, p.bytes))));
-        if !more || req.after.is_none() {
-            return Ok(out);
+        let page = wire::decode_hashes(&answer).map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
+        out.extend(page.hashes.into_iter().map(|p| ((p.token, p.key), (p.hash, p.bytes))));
+        match page.next {
+            Some(next) => req.resume = Some(next),
+            None => return Ok(out),
         }
     }
 }

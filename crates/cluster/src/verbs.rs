@@ -202,7 +202,7 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
                 Err(e) => fail(responder, FailureCode::Storage, &e),
             },
             Ok(req) => match validate(storage, &req) {
-                Ok((more, hashes)) => responder.respond(Verb::HashesRsp, wire::encode_hashes(more, &hashes)),
+                Ok(page) => responder.respond(Verb::HashesRsp, wire::encode_hashes(&page)),
                 Err(e) => fail(responder, FailureCode::Storage, &e),
             },
             Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
@@ -232,26 +232,50 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
     }
 }
 
-/// A page of repair's validation of this replica (compacting the table
-/// first when asked). Blocking.
-pub fn validate(storage: &Storage, req: &wire::HashesRequest) -> Result<(bool, Vec<storage::PartitionHash>), String> {
+/// A page of repair's validation of this replica: partition hashes of the
+/// request's ranges in order, from its resume point, at most `limit` of
+/// them (compacting the table first when asked). Blocking.
+pub fn validate(storage: &Storage, req: &wire::HashesRequest) -> Result<wire::HashesPage, String> {
     if req.compact_first {
         storage.compact(Some(&req.table)).map_err(|e| e.to_string())?;
     }
-    let after = req.after.as_ref().map(|(t, k)| (*t, k.as_slice()));
-    let (hashes, more) = storage
-        .partition_hashes(&req.table, req.range, after, req.limit as usize, req.now)
-        .map_err(|e| e.to_string())?;
-    Ok((more, hashes))
+    let (first, mut after) = match &req.resume {
+        Some((index, after)) => (*index as usize, after.clone()),
+        None => (0, None),
+    };
+    let limit = req.limit.max(1) as usize;
+    let mut page = wire::HashesPage::default();
+    for (index, range) in req.ranges.iter().enumerate().skip(first) {
+        let from = after.take();
+        let want = limit - page.hashes.len();
+        let (hashes, more) = storage
+            .partition_hashes(&req.table, *range, from.as_ref().map(|(t, k)| (*t, k.as_slice())), want, req.now)
+            .map_err(|e| e.to_string())?;
+        page.hashes.extend(hashes);
+        if page.hashes.len() >= limit {
+            let last = page.hashes.last().map(|h| (h.token, h.key.clone()));
+            page.next = if more {
+                Some((index as u32, last))
+            } else {
+                (index + 1 < req.ranges.len()).then(|| ((index + 1) as u32, None))
+            };
+            return Ok(page);
+        }
+    }
+    Ok(page)
 }
 
-/// Repair's validation of this replica in slice mode: one hash per slice of
-/// the range (compacting the table first when asked). Blocking.
-pub fn validate_slices(storage: &Storage, req: &wire::HashesRequest) -> Result<Vec<u64>, String> {
+/// Repair's validation of this replica in slice mode: `limit` slice hashes
+/// of each of the request's ranges (compacting the table first when asked).
+/// Blocking.
+pub fn validate_slices(storage: &Storage, req: &wire::HashesRequest) -> Result<Vec<Vec<u64>>, String> {
     if req.compact_first {
         storage.compact(Some(&req.table)).map_err(|e| e.to_string())?;
     }
-    storage.bucket_hashes(&req.table, req.range, req.limit, req.now).map_err(|e| e.to_string())
+    req.ranges
+        .iter()
+        .map(|range| storage.bucket_hashes(&req.table, *range, req.limit, req.now).map_err(|e| e.to_string()))
+        .collect()
 }
 
 /// Replays hints to targets that are alive, every `period`. Runs forever.

@@ -334,99 +334,187 @@ pub fn decode_stream_done(bytes: &[u8]) -> Result<Uuid, WireError> {
     Ok(session)
 }
 
-/// `HashesReq`: repair's validation of one token range of a table, a page at a time.
+/// `HashesReq`: repair's validation of token ranges of a table: partition
+/// hashes a page at a time, or (slice mode) hashes of equal token slices.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HashesRequest {
     pub table: Uuid,
-    /// `(start, end]`, wrapping.
-    pub range: (i64, i64),
+    /// `(start, end]` ranges, wrapping, answered in this order.
+    pub ranges: Vec<(i64, i64)>,
     /// Seconds since the epoch: every replica reads as of the same moment.
     pub now: i32,
-    /// Resume strictly after this partition (token, key).
-    pub after: Option<(i64, Vec<u8>)>,
-    /// Partitions per page; in slice mode, the number of slices.
+    /// Partition mode: resume in `ranges[index]`, strictly after the
+    /// partition (token, key) when given (`HashesPage::next`).
+    pub resume: Option<Resume>,
+    /// Partition mode: partitions per page; slice mode: slices per range.
     pub limit: u32,
-    /// Compact the table before the first page, so replicas compare canonical data.
+    /// Compact the table first, so replicas compare canonical data.
     pub compact_first: bool,
-    /// Slice mode: one hash per equal token slice of the range
-    /// (`Storage::bucket_hashes`), the whole range at once.
+    /// Slice mode: `limit` slice hashes of each range (`Storage::bucket_hashes`).
     pub slices: bool,
 }
 
+/// Where a page of partition hashes starts: an index into the request's
+/// ranges, and the partition (token, key) it follows, if any.
+pub type Resume = (u32, Option<(i64, Vec<u8>)>);
+
+/// The most ranges one `HashesReq` may name.
+pub const HASHES_RANGES_MAX: usize = 65_536;
+
 pub fn encode_hashes_request(req: &HashesRequest) -> Bytes {
-    let mut out = BytesMut::new();
+    let mut out = BytesMut::with_capacity(40 + 16 * req.ranges.len());
     out.put_slice(req.table.as_bytes());
-    out.put_i64(req.range.0);
-    out.put_i64(req.range.1);
     out.put_i32(req.now);
-    out.put_u8(u8::from(req.after.is_some()) | (u8::from(req.compact_first) << 1) | (u8::from(req.slices) << 2));
-    if let Some((token, key)) = &req.after {
-        out.put_i64(*token);
-        put_blob(&mut out, key);
+    out.put_u8(u8::from(req.resume.is_some()) | (u8::from(req.compact_first) << 1) | (u8::from(req.slices) << 2));
+    put_ranges(&mut out, &req.ranges);
+    if let Some((index, after)) = &req.resume {
+        out.put_u32(*index);
+        out.put_u8(u8::from(after.is_some()));
+        if let Some((token, key)) = after {
+            out.put_i64(*token);
+            put_blob(&mut out, key);
+        }
     }
     out.put_u32(req.limit);
     out.freeze()
 }
 
 pub fn decode_hashes_request(bytes: &[u8]) -> Result<HashesRequest, WireError> {
-    let mut r = ByteReader::new(bytes, WireError { what: "hashes request" });
+    let err = WireError { what: "hashes request" };
+    let mut r = ByteReader::new(bytes, err.clone());
     let table = r.uuid()?;
-    let range = (r.i64()?, r.i64()?);
     let now = r.i32()?;
     let flags = r.u8()?;
-    let after = if flags & 1 != 0 { Some((r.i64()?, r.blob()?.to_vec())) } else { None };
+    if flags & !7 != 0 {
+        return Err(err);
+    }
+    let ranges = ranges(&mut r)?;
+    if ranges.len() > HASHES_RANGES_MAX {
+        return Err(err);
+    }
+    let resume = if flags & 1 != 0 {
+        let index = r.u32()?;
+        let after = if r.u8()? != 0 { Some((r.i64()?, r.blob()?.to_vec())) } else { None };
+        Some((index, after))
+    } else {
+        None
+    };
     let limit = r.u32()?;
     r.finish()?;
-    Ok(HashesRequest { table, range, now, after, limit, compact_first: flags & 2 != 0, slices: flags & 4 != 0 })
+    Ok(HashesRequest { table, ranges, now, resume, limit, compact_first: flags & 2 != 0, slices: flags & 4 != 0 })
 }
 
-/// `HashesRsp` in slice mode: one hash per slice.
-pub fn encode_slice_hashes(hashes: &[u64]) -> Bytes {
-    let mut out = BytesMut::with_capacity(4 + 8 * hashes.len());
-    out.put_u32(hashes.len() as u32);
-    for h in hashes {
-        out.put_u64(*h);
+/// `HashesRsp` in slice mode: each range's slice hashes.
+pub fn encode_slice_hashes(per_range: &[Vec<u64>]) -> Bytes {
+    let mut out = BytesMut::with_capacity(4 + per_range.iter().map(|h| 4 + 8 * h.len()).sum::<usize>());
+    out.put_u32(per_range.len() as u32);
+    for hashes in per_range {
+        out.put_u32(hashes.len() as u32);
+        for h in hashes {
+            out.put_u64(*h);
+        }
     }
     out.freeze()
 }
 
-pub fn decode_slice_hashes(bytes: &[u8]) -> Result<Vec<u64>, WireError> {
+pub fn decode_slice_hashes(bytes: &[u8]) -> Result<Vec<Vec<u64>>, WireError> {
     let mut r = ByteReader::new(bytes, WireError { what: "slice hashes" });
     let n = r.u32()? as usize;
-    let n = r.count(n, 8)?;
+    let n = r.count(n, 4)?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        out.push(r.u64()?);
+        let m = r.u32()? as usize;
+        let m = r.count(m, 8)?;
+        let mut hashes = Vec::with_capacity(m);
+        for _ in 0..m {
+            hashes.push(r.u64()?);
+        }
+        out.push(hashes);
     }
     r.finish()?;
     Ok(out)
 }
 
-/// `HashesRsp`: a page of partition hashes, and whether more follow.
-pub fn encode_hashes(more: bool, hashes: &[PartitionHash]) -> Bytes {
+/// A page of partition hashes, and where the next page starts (an index
+/// into the request's ranges, and the last partition of this page).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HashesPage {
+    pub hashes: Vec<PartitionHash>,
+    pub next: Option<Resume>,
+}
+
+/// `HashesRsp`: a page of partition hashes, compactly (varint lengths).
+pub fn encode_hashes(page: &HashesPage) -> Bytes {
     let mut out = BytesMut::new();
-    out.put_u8(u8::from(more));
-    out.put_u32(hashes.len() as u32);
-    for h in hashes {
+    match &page.next {
+        None => out.put_u8(0),
+        Some((index, after)) => {
+            out.put_u8(1 | (u8::from(after.is_some()) << 1));
+            out.put_u32(*index);
+            if let Some((token, key)) = after {
+                out.put_i64(*token);
+                put_blob(&mut out, key);
+            }
+        }
+    }
+    out.put_u32(page.hashes.len() as u32);
+    for h in &page.hashes {
         out.put_i64(h.token);
-        put_blob(&mut out, &h.key);
+        put_varint(&mut out, h.key.len() as u64);
+        out.put_slice(&h.key);
         out.put_u64(h.hash);
-        out.put_u64(h.bytes);
+        put_varint(&mut out, h.bytes);
     }
     out.freeze()
 }
 
-pub fn decode_hashes(bytes: &[u8]) -> Result<(bool, Vec<PartitionHash>), WireError> {
-    let mut r = ByteReader::new(bytes, WireError { what: "hashes" });
-    let more = r.u8()? != 0;
+pub fn decode_hashes(bytes: &[u8]) -> Result<HashesPage, WireError> {
+    let err = WireError { what: "hashes" };
+    let mut r = ByteReader::new(bytes, err.clone());
+    let flags = r.u8()?;
+    if flags & !3 != 0 {
+        return Err(err);
+    }
+    let next = if flags & 1 != 0 {
+        let index = r.u32()?;
+        let after = if flags & 2 != 0 { Some((r.i64()?, r.blob()?.to_vec())) } else { None };
+        Some((index, after))
+    } else {
+        None
+    };
     let n = r.u32()? as usize;
-    let n = r.count(n, 8 + 4 + 8 + 8)?;
-    let mut out = Vec::with_capacity(n);
+    let n = r.count(n, 8 + 1 + 8 + 1)?;
+    let mut hashes = Vec::with_capacity(n);
     for _ in 0..n {
-        out.push(PartitionHash { token: r.i64()?, key: r.blob()?.to_vec(), hash: r.u64()?, bytes: r.u64()? });
+        let token = r.i64()?;
+        let len = usize::try_from(get_varint(&mut r)?).map_err(|_| err.clone())?;
+        let key = r.take(len)?.to_vec();
+        let hash = r.u64()?;
+        let bytes = get_varint(&mut r)?;
+        hashes.push(PartitionHash { token, key, hash, bytes });
     }
     r.finish()?;
-    Ok((more, out))
+    Ok(HashesPage { hashes, next })
+}
+
+fn put_varint(out: &mut BytesMut, mut n: u64) {
+    while n >= 0x80 {
+        out.put_u8((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.put_u8(n as u8);
+}
+
+fn get_varint(r: &mut Reader<'_>) -> Result<u64, WireError> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = r.u8()?;
+        n |= u64::from(b & 0x7F) << shift;
+        if b & 0x80 == 0 {
+            return Ok(n);
+        }
+    }
+    Err(r.error())
 }
 
 /// `StreamPullReq`: pull these ranges of a table from `source` (for a node leaving the ring, or
@@ -547,24 +635,33 @@ mod tests {
         assert!(decode_stream_done(&long).is_err() && decode_stream_done(&long[..15]).is_err());
         let hreq = HashesRequest {
             table: req.table,
-            range: (5, -5),
+            ranges: vec![(5, -5), (-3, 4)],
             now: 1_700_000_000,
-            after: Some((-9, b"pk".to_vec())),
+            resume: Some((1, Some((-9, b"pk".to_vec())))),
             limit: 1000,
             compact_first: true,
             slices: false,
         };
         assert_eq!(decode_hashes_request(&encode_hashes_request(&hreq)).unwrap(), hreq);
-        let first = HashesRequest { after: None, compact_first: false, ..hreq.clone() };
+        let first = HashesRequest { resume: None, compact_first: false, ..hreq.clone() };
         assert_eq!(decode_hashes_request(&encode_hashes_request(&first)).unwrap(), first);
+        let next_range = HashesRequest { resume: Some((1, None)), ..hreq.clone() };
+        assert_eq!(decode_hashes_request(&encode_hashes_request(&next_range)).unwrap(), next_range);
         let slices = HashesRequest { slices: true, ..hreq };
         assert_eq!(decode_hashes_request(&encode_hashes_request(&slices)).unwrap(), slices);
-        let hashes = vec![0, u64::MAX, 7];
-        assert_eq!(decode_slice_hashes(&encode_slice_hashes(&hashes)).unwrap(), hashes);
-        assert!(decode_slice_hashes(&encode_slice_hashes(&hashes)[..10]).is_err());
-        assert_eq!(decode_hashes_request(&encode_hashes_request(&first)).unwrap(), first);
-        let hashes = vec![PartitionHash { token: 3, key: b"k".to_vec(), hash: u64::MAX, bytes: 77 }];
-        assert_eq!(decode_hashes(&encode_hashes(true, &hashes)).unwrap(), (true, hashes));
+        let per_range = vec![vec![0, u64::MAX, 7], Vec::new()];
+        assert_eq!(decode_slice_hashes(&encode_slice_hashes(&per_range)).unwrap(), per_range);
+        assert!(decode_slice_hashes(&encode_slice_hashes(&per_range)[..10]).is_err());
+        let big = PartitionHash { token: 3, key: vec![7; 300], hash: u64::MAX, bytes: 1 << 40 };
+        for page in [
+            HashesPage { hashes: vec![big.clone()], next: Some((2, Some((3, vec![7; 300])))) },
+            HashesPage { hashes: vec![big.clone(), PartitionHash { bytes: 0, key: Vec::new(), ..big }], next: None },
+            HashesPage { hashes: Vec::new(), next: Some((1, None)) },
+        ] {
+            let encoded = encode_hashes(&page);
+            assert_eq!(decode_hashes(&encoded).unwrap(), page);
+            assert!(decode_hashes(&encoded[..encoded.len() - 1]).is_err());
+        }
         let pull = StreamPull {
             session: req.session,
             table: req.table,

@@ -382,6 +382,17 @@ def binary_id(path):
     return f"binary sha256 {h.hexdigest()[:12]} built {time.strftime('%Y-%m-%d %H:%M', time.localtime(os.path.getmtime(path)))}"
 
 
+def span_s(sessions):
+    """Seconds from the first session's start to the last one's end: sessions may overlap (a joining
+    node pulls from its sources at once). Falls back to the sum of their times when the node does not
+    report millisecond starts."""
+    if sessions and all("started_unix_ms" in s for s in sessions):
+        starts = [s["started_unix_ms"] / 1000 for s in sessions]
+        ends = [s["started_unix_ms"] / 1000 + s.get("elapsed_s", 0.0) for s in sessions]
+        return max(ends) - min(starts)
+    return sum(s.get("elapsed_s", 0.0) for s in sessions)
+
+
 def strip_ansi(text):
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
@@ -485,7 +496,7 @@ class ShoalSystem:
         index = max(set(n["index"] for n in self.status()) - before)
         recv = [s for s in self.sessions(index) if s.get("direction") == "receiving"]
         r = dict(node=index, time_to_normal_s=wall, bytes=sum(s.get("bytes_done", 0) for s in recv),
-                 sessions=len(recv), stream_s=sum(s.get("elapsed_s", 0.0) for s in recv), output=out.strip())
+                 sessions=len(recv), stream_s=span_s(recv), output=out.strip())
         log_path = os.path.join(self.dir, f"node{index}", "node.log")
         with open(log_path, errors="replace") as f:
             m = re.search(r"bootstrap done\s+bytes=(\d+)\s+seconds=([\d.]+)", strip_ansi(f.read()))
@@ -507,10 +518,10 @@ class ShoalSystem:
         rep = json.loads(m.group(1)) if m else {}
         ids = {s.get("session"): s.get("target") for s in rep.get("sessions", [])}
         targets = sorted(set(ids.values()))
-        elapsed = [s.get("elapsed_s", 0.0) for t in targets for s in self.sessions(int(t.rsplit(".", 1)[1]))
-                   if s.get("session") in ids and s.get("direction") == "receiving"]
+        received = [s for t in targets for s in self.sessions(int(t.rsplit(".", 1)[1]))
+                    if s.get("session") in ids and s.get("direction") == "receiving"]
         return dict(node=index, time_s=wall, bytes=rep.get("bytes"), report_s=rep.get("seconds"),
-                    sessions=len(ids), stream_s=sum(elapsed) if elapsed else None,
+                    sessions=len(ids), stream_s=span_s(received) if received else None,
                     output=out.strip()[:2000])
 
     def stop(self, index):

@@ -78,6 +78,8 @@ pub struct StreamStatus {
     pub state: String,
     /// Seconds since the Unix epoch.
     pub started_unix_s: u64,
+    /// The same in milliseconds (concurrent sessions' overlap).
+    pub started_unix_ms: u64,
     pub elapsed_s: f64,
 }
 
@@ -92,7 +94,8 @@ const FINISHED_KEPT: usize = 64;
 
 impl StreamRegistry {
     fn start(&self, session: Uuid, peer: SocketAddr, table: Uuid, direction: Direction) {
-        let started_unix_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let since_epoch = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        let (started_unix_s, started_unix_ms) = (since_epoch.as_secs(), since_epoch.as_millis() as u64);
         let status = StreamStatus {
             session,
             peer,
@@ -106,6 +109,7 @@ impl StreamRegistry {
             entries: 0,
             state: "running".into(),
             started_unix_s,
+            started_unix_ms,
             elapsed_s: 0.0,
         };
         let mut sessions = lock(&self.sessions);

@@ -128,6 +128,30 @@ fn session_report(
     })
 }
 
+/// Runs `futures` concurrently on this task; their outputs in order.
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, slot) in futures.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
 /// Clears the running operation when the operation ends, however it ends.
 struct Running<'a>(&'a Mutex<Option<String>>);
 
@@ -305,20 +329,37 @@ impl Lifecycle {
         totals: &mut StreamStats,
     ) -> Result<(), String> {
         let me = view.local().ok_or("this node is not in its own view")?;
-        for (source, ranges) in by_source {
-            let Some(peer) = view.endpoint(source).map(|e| e.internode) else { continue };
-            for table in ks.tables.values() {
-                let session = Uuid::new_v4();
-                let pull = wire::StreamPull { session, table: table.id, source: peer, ranges: ranges.clone() };
-                let stats = self
-                    .pull(receiver, me, &pull)
-                    .await
-                    .map_err(|e| format!("streaming {}.{} from {}: {e}", ks.name, table.name, peer.ip()))?;
-                totals.add(&stats);
-                sessions.push(session_report(ks, table, me, &pull, &stats));
+        // One task per source, all at once (each source's tables one after the other): the
+        // sources export and send while this node receives and ingests.
+        let per_source = by_source.into_iter().filter_map(|(source, ranges)| {
+            let peer = view.endpoint(source).map(|e| e.internode)?;
+            Some(async move {
+                let mut done = Vec::new();
+                for table in ks.tables.values() {
+                    let session = Uuid::new_v4();
+                    let pull = wire::StreamPull { session, table: table.id, source: peer, ranges: ranges.clone() };
+                    let stats = self
+                        .pull(receiver, me, &pull)
+                        .await
+                        .map_err(|e| format!("streaming {}.{} from {}: {e}", ks.name, table.name, peer.ip()))?;
+                    done.push((table, pull, stats));
+                }
+                Ok::<_, String>(done)
+            })
+        });
+        let mut failed = None;
+        for result in join_all(per_source.collect()).await {
+            match result {
+                Ok(done) => {
+                    for (table, pull, stats) in done {
+                        totals.add(&stats);
+                        sessions.push(session_report(ks, table, me, &pull, &stats));
+                    }
+                }
+                Err(e) => failed = failed.or(Some(e)),
             }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Bootstrap (a new node's join, `auto_bootstrap`): once the schema

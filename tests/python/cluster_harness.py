@@ -182,6 +182,14 @@ class ShoalCluster:
         """`shoal cluster status --json`: per node index, address, pid, running, state."""
         return json.loads(self._cluster("status", "--json").stdout)
 
+    def stress_command(self, addresses, args, schema=()):
+        """`shoal stress ARGS` against `addresses` on this cluster's native port: ARGS' command and
+        words first, then `truncate=never` (a run never empties what earlier steps wrote), then ARGS'
+        dash options and `schema` (shared -schema/-col options)."""
+        i = next((n for n, a in enumerate(args) if a.startswith("-")), len(args))
+        return [self.bin_path, "stress", *args[:i], "truncate=never", *args[i:], *schema,
+                "-node", ",".join(addresses), "-port", f"native={self.native_port}"]
+
     def tool(self, *args, node=1, check=True):
         """`shoal tool -h <node i's address> -p <admin port> ARGS --json`, parsed.
         With check=False a failure returns {"error": ..., "exit_code": ...}."""

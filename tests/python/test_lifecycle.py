@@ -240,8 +240,8 @@ def test_cleanup_after_lowering_the_replication_factor(tmp_path):
             cluster.shutdown()
 
 
-def kv_table(c, ks, rows=3000):
-    """`ks.t (k int PRIMARY KEY, v text)` at RF=3 with `rows` rows written at ALL."""
+def kv_table(c, ks, rows=3000, value=lambda k: f"before-{k}"):
+    """`ks.t (k int PRIMARY KEY, v text)` at RF=3 with `rows` rows (`value(k)`) written at ALL."""
     cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
     try:
         s.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 3}}")
@@ -249,7 +249,7 @@ def kv_table(c, ks, rows=3000):
         assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
         insert = s.prepare(f"INSERT INTO {ks}.t (k, v) VALUES (?, ?)")
         for k in range(rows):
-            s.execute(insert, (k, f"before-{k}"))
+            s.execute(insert, (k, value(k)))
     finally:
         cluster.shutdown()
 
@@ -426,16 +426,7 @@ def test_one_topology_change_at_a_time(tmp_path):
     in progress, and change nothing; the removal then completes."""
     config = {"stream_throughput_outbound": "256KiB/s"}
     with ShoalCluster(tmp_path / "c", nodes=5, config=config) as c:
-        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
-        try:
-            s.execute("CREATE KEYSPACE oc WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
-            s.execute("CREATE TABLE oc.t (k int PRIMARY KEY, v text)")
-            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
-            insert = s.prepare("INSERT INTO oc.t (k, v) VALUES (?, ?)")
-            for k in range(3000):
-                s.execute(insert, (k, f"{k:06}" + "x" * 1000))
-        finally:
-            cluster.shutdown()
+        kv_table(c, "oc", value=lambda k: f"{k:06}" + "x" * 1000)
         c.stop(5)
         wait_state(c, c.address(5), "DN", observer=1)
 
@@ -474,16 +465,7 @@ def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_pa
     import subprocess
 
     with ShoalCluster(tmp_path / "c", nodes=3, config={"stream_throughput_outbound": "256KiB/s"}) as c:
-        cluster, s = session_on(c, [c.address(1)], cl=ConsistencyLevel.ALL)
-        try:
-            s.execute("CREATE KEYSPACE ks2 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
-            s.execute("CREATE TABLE ks2.t (k int PRIMARY KEY, v text)")
-            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
-            insert = s.prepare("INSERT INTO ks2.t (k, v) VALUES (?, ?)")
-            for k in range(3000):
-                s.execute(insert, (k, f"before-{k}" + os.urandom(500).hex()))  # incompressible
-        finally:
-            cluster.shutdown()
+        kv_table(c, "ks2", value=lambda k: f"before-{k}" + os.urandom(500).hex())  # incompressible
         with WritesAllAlong(c, "ks2", (1, 3)) as writes:
             add = subprocess.Popen(
                 [c.bin_path, "cluster", "--dir", str(c.workdir), "add", "--timeout", "180"],

@@ -44,10 +44,7 @@ def running(c):
 def stress_cmd(c, *args):
     """`shoal stress ARGS` (its command and words first, then its dash options) against the
     running nodes."""
-    i = next((n for n, a in enumerate(args) if a.startswith("-")), len(args))
-    words, options = list(args[:i]), list(args[i:])
-    return [c.bin_path, "stress", *words, "truncate=never", *options, *STRESS,
-            "-node", ",".join(running(c)), "-port", f"native={c.native_port}"]
+    return c.stress_command(running(c), args, STRESS)
 
 
 class Writes:

@@ -24,9 +24,7 @@ BEFORE, MISSED, DELETED = 20_000, 100_000, 10_000
 
 def stress(c, nodes, *args, timeout=900):
     """`shoal stress ARGS` (command and words, then dash options) with `nodes` as contact points."""
-    i = next((n for n, a in enumerate(args) if a.startswith("-")), len(args))
-    cmd = [c.bin_path, "stress", *args[:i], "truncate=never", *args[i:], *STRESS,
-           "-node", ",".join(c.address(n) for n in nodes), "-port", f"native={c.native_port}"]
+    cmd = c.stress_command([c.address(n) for n in nodes], args, STRESS)
     return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
 

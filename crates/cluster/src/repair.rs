@@ -125,7 +125,12 @@ pub async fn repair_range<T: Transport + Clone>(
     }
     // Coarse slices of about COARSE_PARTITIONS partitions, each cut into FINE_SLICES fine ones.
     let coarse = storage::bucket_count(task.range, (mine.len() / COARSE_PARTITIONS).clamp(1, COARSE_SLICES_MAX) as u32);
-    let my_coarse = fold(task.range, coarse, mine.iter());
+    let my_coarse = storage::fold_buckets(task.range, coarse, mine.iter().map(|((t, _), (h, _))| (*t, *h)));
+    // This node's partitions by coarse slice, for the fine slices of those that differ.
+    let mut by_coarse: BTreeMap<u32, Vec<(i64, u64)>> = BTreeMap::new();
+    for ((token, _), (hash, _)) in &mine {
+        by_coarse.entry(storage::bucket_of(task.range, coarse, *token)).or_default().push((*token, *hash));
+    }
 
     // Round 1: every other replica's coarse slice hashes; round 2: the fine slice hashes of the
     // coarse slices that differ; round 3: the partition hashes of the fine slices that differ.
@@ -151,8 +156,7 @@ pub async fn repair_range<T: Transport + Clone>(
                 slice_hashes(coordinator, addr, task, ranges.clone(), FINE_SLICES, false, &mut out.wire_bytes).await?;
             for ((c, range), theirs) in chunk.iter().zip(&ranges).zip(their_fine) {
                 let count = storage::bucket_count(*range, FINE_SLICES);
-                let mine_here = mine.iter().filter(|((t, _), _)| storage::bucket_of(task.range, coarse, *t) == *c);
-                let my_fine = fold(*range, count, mine_here);
+                let my_fine = storage::fold_buckets(*range, count, by_coarse.get(c).into_iter().flatten().copied());
                 let differ: BTreeSet<u32> =
                     (0..count).filter(|i| theirs.get(*i as usize) != my_fine.get(*i as usize)).collect();
                 if !differ.is_empty() {
@@ -251,35 +255,15 @@ async fn local_hashes(storage: &Arc<Storage>, task: &RangeTask<'_>, compact_firs
             storage.compact(Some(&table)).map_err(|e| e.to_string())?;
         }
         let mut out = Hashes::new();
-        let mut after: Option<(i64, Vec<u8>)> = None;
-        loop {
-            let (page, more) = storage
-                .partition_hashes(&table, range, after.as_ref().map(|(t, k)| (*t, k.as_slice())), 10_000, now)
-                .map_err(|e| e.to_string())?;
-            after = page.last().map(|p| (p.token, p.key.clone()));
-            out.extend(page.into_iter().map(|p| ((p.token, p.key), (p.hash, p.bytes))));
-            if !more || after.is_none() {
-                return Ok(out);
-            }
-        }
+        storage
+            .each_partition_hash(&table, range, now, |p| {
+                out.insert((p.token, p.key), (p.hash, p.bytes));
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(out)
     })
     .await
     .map_err(|e| format!("validation task failed: {e}"))?
-}
-
-/// Slice hashes of `hashes` (in token order), as `Storage::bucket_hashes` folds them.
-fn fold<'a>(
-    range: (i64, i64),
-    slices: u32,
-    hashes: impl Iterator<Item = (&'a (i64, Vec<u8>), &'a (u64, u64))>,
-) -> Vec<u64> {
-    let mut out = vec![0u64; slices as usize];
-    for ((token, _), (hash, _)) in hashes {
-        if let Some(slot) = out.get_mut(storage::bucket_of(range, slices, *token) as usize) {
-            storage::fold_hash(slot, *hash);
-        }
-    }
-    out
 }
 
 /// The fine slices in which a replica differs from this node: by coarse
@@ -337,14 +321,9 @@ async fn slice_hashes<T: Transport + Clone>(
         compact_first,
         slices: true,
     };
-    let payload = wire::encode_hashes_request(&req);
-    *wire_bytes += payload.len() as u64 + FRAME_BYTES;
-    let (_, answer) = coordinator
-        .transport
-        .send_request(addr, Verb::HashesReq, payload, VALIDATION_TIMEOUT)
+    let answer = exchange(coordinator, addr, Verb::HashesReq, wire::encode_hashes_request(&req), wire_bytes)
         .await
         .map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
-    *wire_bytes += answer.len() as u64 + FRAME_BYTES;
     let hashes = wire::decode_slice_hashes(&answer).map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
     if hashes.len() != count {
         return Err(format!("validation on {}: slices of {} ranges, not {count}", addr.ip(), hashes.len()));
@@ -374,14 +353,9 @@ async fn remote_hashes<T: Transport + Clone>(
         slices: false,
     };
     loop {
-        let payload = wire::encode_hashes_request(&req);
-        *wire_bytes += payload.len() as u64 + FRAME_BYTES;
-        let (_, answer) = coordinator
-            .transport
-            .send_request(addr, Verb::HashesReq, payload, VALIDATION_TIMEOUT)
+        let answer = exchange(coordinator, addr, Verb::HashesReq, wire::encode_hashes_request(&req), wire_bytes)
             .await
             .map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
-        *wire_bytes += answer.len() as u64 + FRAME_BYTES;
         let page = wire::decode_hashes(&answer).map_err(|e| format!("validation on {}: {e}", addr.ip()))?;
         out.extend(page.hashes.into_iter().map(|p| ((p.token, p.key), (p.hash, p.bytes))));
         match page.next {
@@ -428,16 +402,28 @@ async fn push<T: Transport + Clone>(
     task: &RangeTask<'_>,
     batch: &[RawPartition],
 ) -> Result<(PushAnswer, u64), String> {
-    let payload = encode_push(task.table, task.now, batch);
-    let mut wire_bytes = payload.len() as u64 + FRAME_BYTES;
-    let (_, answer) = coordinator
-        .transport
-        .send_request(addr, Verb::RepairPushReq, payload, coordinator.config.write_timeout.max(VALIDATION_TIMEOUT))
-        .await
-        .map_err(|e| format!("repair push to {}: {e}", addr.ip()))?;
-    wire_bytes += answer.len() as u64 + FRAME_BYTES;
+    let mut wire_bytes = 0;
+    let answer =
+        exchange(coordinator, addr, Verb::RepairPushReq, encode_push(task.table, task.now, batch), &mut wire_bytes)
+            .await
+            .map_err(|e| format!("repair push to {}: {e}", addr.ip()))?;
     let answer = decode_push_answer(&answer).map_err(|e| format!("repair push to {}: {e}", addr.ip()))?;
     Ok((answer, wire_bytes))
+}
+
+/// One request of the repair and its answer, both counted in `wire_bytes`
+/// (payload and frame).
+async fn exchange<T: Transport + Clone>(
+    coordinator: &Coordinator<T>,
+    addr: std::net::SocketAddr,
+    verb: Verb,
+    payload: Bytes,
+    wire_bytes: &mut u64,
+) -> Result<Bytes, net::NetError> {
+    *wire_bytes += payload.len() as u64 + FRAME_BYTES;
+    let (_, answer) = coordinator.transport.send_request(addr, verb, payload, VALIDATION_TIMEOUT).await?;
+    *wire_bytes += answer.len() as u64 + FRAME_BYTES;
+    Ok(answer)
 }
 
 /// A replica's answer to a push: the bytes it applied, and per partition the
@@ -464,8 +450,9 @@ pub fn apply_push(storage: &Storage, payload: &[u8]) -> Result<Bytes, String> {
             partition_key: pushed.partition_key.clone(),
             ..PartitionRead::whole(table, now)
         };
-        let held = storage.read_raw(&read).map_err(|e| e.to_string())?;
-        let merged = storage::merge_raw(&[held.clone(), pushed.clone()], false);
+        let parts = [storage.read_raw(&read).map_err(|e| e.to_string())?, pushed];
+        let merged = storage::merge_raw(&parts, false);
+        let [held, pushed] = parts;
         let lacked = storage::repair_diff(&merged, &held);
         answer.applied_bytes += lacked.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum::<u64>();
         mine.extend(lacked);

@@ -62,7 +62,7 @@ pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 pub use stream::StreamedFile;
-pub use validate::{bucket_count, bucket_of, bucket_range, fold_hash, PartitionHash};
+pub use validate::{bucket_count, bucket_of, bucket_range, fold_buckets, PartitionHash};
 pub use write::WriteBatch;
 
 /// Errors from the storage engine.

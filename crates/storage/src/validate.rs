@@ -98,9 +98,18 @@ pub fn bucket_count(range: (i64, i64), wanted: u32) -> u32 {
     u32::try_from(range_width(range).min(u128::from(wanted.max(1)))).unwrap_or(1)
 }
 
-/// Folds a partition's hash into its slice's (partitions in token order).
-pub fn fold_hash(slot: &mut u64, hash: u64) {
-    *slot = (*slot ^ hash).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(17);
+/// The slice hashes of `range` cut in `buckets` (`bucket_count`) from its
+/// partitions' (token, hash) pairs in token order: each slice folds the
+/// hashes of its partitions, 0 when it has none (what `bucket_hashes`
+/// answers, and what a repair computes from its own partitions).
+pub fn fold_buckets(range: (i64, i64), buckets: u32, hashes: impl IntoIterator<Item = (i64, u64)>) -> Vec<u64> {
+    let mut out = vec![0u64; buckets as usize];
+    for (token, hash) in hashes {
+        if let Some(slot) = out.get_mut(bucket_of(range, buckets, token) as usize) {
+            *slot = (*slot ^ hash).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(17);
+        }
+    }
+    out
 }
 
 /// The number of tokens in `(start, end]` (`start == end`: the whole ring).
@@ -147,20 +156,28 @@ impl Storage {
         buckets: u32,
         now: i32,
     ) -> Result<Vec<u64>, StorageError> {
-        let buckets = bucket_count(range, buckets);
-        let mut out = vec![0u64; buckets as usize];
+        let mut hashes = Vec::new();
+        self.each_partition_hash(table, range, now, |p| hashes.push((p.token, p.hash)))?;
+        Ok(fold_buckets(range, bucket_count(range, buckets), hashes))
+    }
+
+    /// Every partition hash of `range` in token order (`partition_hashes`,
+    /// page after page), handed to `each`.
+    pub fn each_partition_hash(
+        &self,
+        table: &Uuid,
+        range: (i64, i64),
+        now: i32,
+        mut each: impl FnMut(PartitionHash),
+    ) -> Result<(), StorageError> {
         let mut after: Option<(i64, Vec<u8>)> = None;
         loop {
             let (page, more) =
                 self.partition_hashes(table, range, after.as_ref().map(|(t, k)| (*t, k.as_slice())), 10_000, now)?;
-            for p in &page {
-                if let Some(slot) = out.get_mut(bucket_of(range, buckets, p.token) as usize) {
-                    fold_hash(slot, p.hash);
-                }
-            }
-            match page.last() {
-                Some(last) if more => after = Some((last.token, last.key.clone())),
-                _ => return Ok(out),
+            after = page.last().map(|p| (p.token, p.key.clone()));
+            page.into_iter().for_each(&mut each);
+            if !more || after.is_none() {
+                return Ok(());
             }
         }
     }

@@ -3,7 +3,9 @@
 //! token range with `cluster::stream::Receiver::fetch`. Checks what arrives, that a
 //! session resumes from the bytes the receiver already holds (a retry does
 //! not send them again), that a damaged partial file is refused and fetched
-//! again whole, and that the throttle holds the sender to its rate.
+//! again whole, and that the throttle holds the sender to its rate. Also
+//! repair's validation (`verbs::validate`) paged over random sets of ranges
+//! at random page sizes: every partition once, in order.
 
 #![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
 
@@ -245,4 +247,84 @@ async fn the_sender_holds_to_its_throughput() {
     let floor = stats.bytes as f64 / 8_000_000.0;
     assert!(floor > 1.0, "enough data to be throttled: {} bytes", stats.bytes);
     assert!(elapsed >= floor, "{} bytes in {elapsed:.2} s at 8 MB/s (at least {floor:.2} s)", stats.bytes);
+}
+
+/// Repair's validation pages (`verbs::validate`, through the wire codec) over
+/// random sets of disjoint ranges (a wrapping one, the whole ring) at random
+/// page sizes: every partition of the ranges exactly once, in the ranges'
+/// order, every page but the last full; and the slice mode answers each
+/// range's folded slices.
+#[test]
+fn validation_pages_every_partition_once_at_any_page_size() {
+    use cluster::wire::{self, HashesRequest};
+    use rand::{Rng, SeedableRng};
+
+    let dir = tempfile::tempdir().unwrap();
+    let s = storage(dir.path());
+    write(&s, 0..2000);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(31);
+    for _ in 0..60 {
+        let ranges: Vec<(i64, i64)> = if rng.gen_ratio(1, 10) {
+            let t = rng.gen();
+            vec![(t, t)]
+        } else {
+            let n = rng.gen_range(1..=4);
+            let mut tokens: Vec<i64> = (0..2 * n).map(|_| rng.gen()).collect();
+            tokens.sort_unstable();
+            tokens.dedup();
+            let mut ranges: Vec<(i64, i64)> = tokens
+                .chunks_exact(2)
+                .filter_map(|p| match p {
+                    [a, b] => Some((*a, *b)),
+                    _ => None,
+                })
+                .collect();
+            if rng.gen_bool(0.5) {
+                if let (Some(first), Some(last)) = (tokens.first(), tokens.last()) {
+                    ranges.push((*last, *first));
+                }
+            }
+            ranges
+        };
+        let mut expected = Vec::new();
+        for range in &ranges {
+            s.each_partition_hash(&TABLE, *range, 0, |p| expected.push((p.token, p.key, p.hash))).unwrap();
+        }
+        let limit = rng.gen_range(1..=300);
+        let mut req = HashesRequest {
+            table: TABLE,
+            ranges: ranges.clone(),
+            now: 0,
+            resume: None,
+            limit,
+            compact_first: false,
+            slices: false,
+        };
+        let mut got = Vec::new();
+        let most_pages = expected.len() / limit as usize + 2;
+        for pages in 1.. {
+            assert!(pages <= most_pages, "paging does not end ({ranges:?}, limit {limit})");
+            let page = cluster::verbs::validate(&s, &req).unwrap();
+            let page = wire::decode_hashes(&wire::encode_hashes(&page)).unwrap();
+            let full = page.hashes.len() == limit as usize;
+            got.extend(page.hashes.into_iter().map(|p| (p.token, p.key, p.hash)));
+            match page.next {
+                Some(next) => {
+                    assert!(full, "only a full page has a next one ({ranges:?}, limit {limit})");
+                    req.resume = Some(next);
+                }
+                None => break,
+            }
+        }
+        assert_eq!(got, expected, "ranges {ranges:?}, limit {limit}");
+
+        let slices = rng.gen_range(1..=64);
+        let req = HashesRequest { limit: slices, slices: true, resume: None, ..req };
+        let answered = cluster::verbs::validate_slices(&s, &req).unwrap();
+        for (range, hashes) in ranges.iter().zip(&answered) {
+            let mut mine = Vec::new();
+            s.each_partition_hash(&TABLE, *range, 0, |p| mine.push((p.token, p.hash))).unwrap();
+            assert_eq!(*hashes, storage::fold_buckets(*range, storage::bucket_count(*range, slices), mine));
+        }
+    }
 }

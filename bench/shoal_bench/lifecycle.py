@@ -548,7 +548,8 @@ class ShoalSystem:
         raise Fail(f"node 1 does not see node {index} UN after {seconds} s (it sees {seen})")
 
     def repair(self, preview):
-        args = ["repair", KEYSPACE] + (["--preview"] if preview else [])
+        # --full, as Cassandra's run: every range compared, each replica compacted first.
+        args = ["repair", "--full", KEYSPACE] + (["--preview"] if preview else [])
         t0 = time.time()
         rep = self.tool(1, *args, timeout=6 * 3600)
         return dict(time_s=time.time() - t0, partitions_compared=rep.get("partitions_compared"),

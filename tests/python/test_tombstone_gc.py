@@ -46,9 +46,9 @@ def flush_and_compact(c, nodes):
 
 
 def compared(c):
-    """Partitions each table's replicas hold, tombstones included (`repair --preview` compacts
-    every replica first, then hashes every partition it holds)."""
-    preview = c.tool("repair", "tg", "--preview", node=1)
+    """Partitions each table's replicas hold, tombstones included (`repair --preview --full`
+    compacts every replica first, then hashes every partition it holds in every range)."""
+    preview = c.tool("repair", "tg", "--preview", "--full", node=1)
     return {t["table"]: t["partitions_compared"] for t in preview["tables"]}
 
 

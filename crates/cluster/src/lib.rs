@@ -1,7 +1,8 @@
 //! The cluster layer: membership (gossip over chitchat), the `ClusterView`
 //! snapshot, replica plans and consistency levels, the coordinator (writes,
 //! digest reads with blocking read repair, range scans), hinted handoff, the
-//! internode verb handlers, streaming of token ranges (`stream`), schema
+//! internode verb handlers, streaming of token ranges (`stream`) and which
+//! ranges a topology change moves where (`movement`), schema
 //! propagation, repair of a token range (`repair`: slice then partition
 //! hashes, then pushes of what differs), and repair's record of what it
 //! repaired when (`repaired`: the repaired horizon of repair-based tombstone
@@ -21,6 +22,7 @@
 
 pub mod coordinator;
 pub mod gossip;
+pub mod movement;
 pub mod plan;
 pub mod repair;
 pub mod repaired;

@@ -101,6 +101,11 @@ pub struct RangeTask<'a> {
     pub now: i32,
     /// Only find what differs.
     pub preview: bool,
+    /// Each replica compacts the table before its first validation of this
+    /// repair (`validated`), as Cassandra's full repair reads every SSTable:
+    /// replicas that purged different tombstones then hash alike. An
+    /// incremental repair does not (a purge difference only costs a push).
+    pub compact: bool,
 }
 
 /// Partition hashes by (token, key): (hash, bytes).
@@ -119,7 +124,7 @@ pub async fn repair_range<T: Transport + Clone>(
     let mut out = RangeRepair::default();
     let local = view.local;
     let first = !validated.contains(&local);
-    let mine = local_hashes(&coordinator.storage, task, first).await?;
+    let mine = local_hashes(&coordinator.storage, task, first && task.compact).await?;
     if first {
         validated.push(local);
     }
@@ -139,7 +144,8 @@ pub async fn repair_range<T: Transport + Clone>(
         let addr = view.endpoint(replica).map(|e| e.internode).ok_or("unknown replica")?;
         let first = !validated.contains(&replica);
         let their_coarse =
-            slice_hashes(coordinator, addr, task, vec![task.range], coarse, first, &mut out.wire_bytes).await?;
+            slice_hashes(coordinator, addr, task, vec![task.range], coarse, first && task.compact, &mut out.wire_bytes)
+                .await?;
         if first {
             validated.push(replica);
         }
@@ -224,7 +230,7 @@ pub async fn repair_range<T: Transport + Clone>(
                 }
             }
             if !lacked.is_empty() {
-                tokio::task::spawn_blocking(move || storage.apply_raw(&table, &lacked))
+                tokio::task::spawn_blocking(move || storage.apply_repair(&table, &lacked))
                     .await
                     .map_err(|e| format!("repair task failed: {e}"))?
                     .map_err(|e| e.to_string())?;
@@ -462,7 +468,7 @@ pub fn apply_push(storage: &Storage, payload: &[u8]) -> Result<Bytes, String> {
         }
     }
     if !mine.is_empty() {
-        storage.apply_raw(&table, &mine).map_err(|e| e.to_string())?;
+        storage.apply_repair(&table, &mine).map_err(|e| e.to_string())?;
     }
     Ok(encode_push_answer(&answer))
 }

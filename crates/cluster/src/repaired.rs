@@ -84,6 +84,18 @@ pub fn record(storage: &Storage, table: &Uuid, ranges: &[(i64, i64)], at: i64) -
 }
 
 /// Whether the view shows a ring holding another node than this one.
+/// Gives storage the ring's tokens, which cut the ranges incremental repair
+/// keeps its state by (`Storage::set_ring`): periodically, and before this
+/// node answers or asks for that state. Not a ring of this node alone while
+/// it has not heard from its peers since it started (that would merge its
+/// ranges, and a merged range is repaired only if all of its parts were).
+pub fn cut_ring(storage: &Storage, view: &ClusterView) {
+    if sees_peers(view) || storage.local_get(CLUSTERED).is_none_or(|v| v.is_empty()) {
+        let tokens: Vec<i64> = view.ring.ranges().map(|(range, _)| range.end).collect();
+        storage.set_ring(&tokens);
+    }
+}
+
 pub fn sees_peers(view: &ClusterView) -> bool {
     view.ring.nodes().any(|n| n.host_id != host(view.local))
 }

@@ -74,6 +74,10 @@ pub async fn serve<T: Transport + Clone>(
                     }
                 });
             } else {
+                if msg.verb == Verb::RepairStateReq {
+                    // The state is kept by the ranges of the ring this node sees now.
+                    crate::repaired::cut_ring(storage, &coordinator.view.snapshot());
+                }
                 let (storage, schema) = (Arc::clone(storage), Arc::clone(&schema));
                 let blocking = (storage.writes_block() && msg.verb == Verb::RepairReq)
                     || matches!(
@@ -213,9 +217,21 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
         },
         Verb::RepairedReq => match wire::decode_repaired(&payload) {
             Ok(req) => match crate::repaired::record(storage, &req.table, &req.ranges, req.repaired_at) {
-                Ok(()) => responder.respond(Verb::RepairedRsp, Bytes::new()),
+                Ok(()) => {
+                    let at: Vec<((i64, i64), u64)> =
+                        req.ranges.iter().copied().zip(req.generations.iter().copied()).collect();
+                    storage.set_repaired(&req.table, &at);
+                    responder.respond(Verb::RepairedRsp, Bytes::new());
+                }
                 Err(e) => fail(responder, FailureCode::Storage, &e),
             },
+            Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+        },
+        Verb::RepairStateReq => match wire::decode_repair_state_request(&payload) {
+            Ok(req) => {
+                let states = storage.repair_states(&req.table, &req.ranges);
+                responder.respond(Verb::RepairStateRsp, wire::encode_repair_states(&states));
+            }
             Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
         },
         Verb::SchemaPush => match schema.merge(&payload) {

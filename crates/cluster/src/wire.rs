@@ -25,7 +25,10 @@
 //! StreamPullReq := session:uuid table:uuid source:blob("ip:port") count:u32 (start:i64 end:i64)[count]
 //! StreamPullRsp := files:u32 bytes:u64 fetched:u64 entries:u64
 //! RepairedReq   := table:uuid repaired_at:i64 count:u32 (start:i64 end:i64)[count]
+//!                  [count:u32 generation:u64[count]]   (the replica's generations, incremental repair)
 //! RepairedRsp   := (empty)
+//! RepairStateReq:= table:uuid count:u32 (start:i64 end:i64)[count]
+//! RepairStateRsp:= count:u32 (repaired:u8 generation:u64)[count]
 //! ```
 //!
 //! Invariants: decoders are bounds-checked and never panic on garbage; every
@@ -571,13 +574,23 @@ pub struct Repaired {
     pub table: Uuid,
     pub repaired_at: i64,
     pub ranges: Vec<(i64, i64)>,
+    /// The replica's write generation of each range when the repair read it
+    /// (`RepairStateRsp`): each range still at it is repaired there
+    /// (`Storage::set_repaired`). Empty: record the time only.
+    pub generations: Vec<u64>,
 }
 
 pub fn encode_repaired(req: &Repaired) -> Bytes {
-    let mut out = BytesMut::with_capacity(28 + 16 * req.ranges.len());
+    let mut out = BytesMut::with_capacity(32 + 24 * req.ranges.len());
     out.put_slice(req.table.as_bytes());
     out.put_i64(req.repaired_at);
     put_ranges(&mut out, &req.ranges);
+    if !req.generations.is_empty() {
+        out.put_u32(req.generations.len() as u32);
+        for g in &req.generations {
+            out.put_u64(*g);
+        }
+    }
     out.freeze()
 }
 
@@ -586,8 +599,69 @@ pub fn decode_repaired(bytes: &[u8]) -> Result<Repaired, WireError> {
     let table = r.uuid()?;
     let repaired_at = r.i64()?;
     let ranges = ranges(&mut r)?;
+    let mut generations = Vec::new();
+    if !r.is_empty() {
+        let n = r.u32()? as usize;
+        let n = r.count(n, 8)?;
+        if n != ranges.len() {
+            return Err(WireError { what: "repaired: one generation per range" });
+        }
+        for _ in 0..n {
+            generations.push(r.u64()?);
+        }
+    }
     r.finish()?;
-    Ok(Repaired { table, repaired_at, ranges })
+    Ok(Repaired { table, repaired_at, ranges, generations })
+}
+
+/// `RepairStateReq`: is each of these ranges of a table repaired on the
+/// replica, and at which write generation (incremental repair).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepairStateRequest {
+    pub table: Uuid,
+    pub ranges: Vec<(i64, i64)>,
+}
+
+pub fn encode_repair_state_request(req: &RepairStateRequest) -> Bytes {
+    let mut out = BytesMut::with_capacity(20 + 16 * req.ranges.len());
+    out.put_slice(req.table.as_bytes());
+    put_ranges(&mut out, &req.ranges);
+    out.freeze()
+}
+
+pub fn decode_repair_state_request(bytes: &[u8]) -> Result<RepairStateRequest, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "repair state request" });
+    let table = r.uuid()?;
+    let ranges = ranges(&mut r)?;
+    r.finish()?;
+    Ok(RepairStateRequest { table, ranges })
+}
+
+pub fn encode_repair_states(states: &[storage::RangeState]) -> Bytes {
+    let mut out = BytesMut::with_capacity(4 + 9 * states.len());
+    out.put_u32(states.len() as u32);
+    for s in states {
+        out.put_u8(u8::from(s.repaired));
+        out.put_u64(s.generation);
+    }
+    out.freeze()
+}
+
+pub fn decode_repair_states(bytes: &[u8]) -> Result<Vec<storage::RangeState>, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "repair states" });
+    let n = r.u32()? as usize;
+    let n = r.count(n, 9)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let repaired = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(WireError { what: "repair states: a flag is 0 or 1" }),
+        };
+        out.push(storage::RangeState { repaired, generation: r.u64()? });
+    }
+    r.finish()?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -671,9 +745,29 @@ mod tests {
         assert_eq!(decode_stream_pull(&encode_stream_pull(&pull)).unwrap(), pull);
         let stats = crate::stream::StreamStats { files: 2, bytes: 3, fetched: 1, entries: 9 };
         assert_eq!(decode_stream_stats(&encode_stream_stats(&stats)).unwrap(), stats);
-        let repaired =
-            Repaired { table: req.table, repaired_at: 1_700_000_000, ranges: vec![(i64::MIN, -3), (i64::MAX, 4)] };
+        let repaired = Repaired {
+            table: req.table,
+            repaired_at: 1_700_000_000,
+            ranges: vec![(i64::MIN, -3), (i64::MAX, 4)],
+            generations: Vec::new(),
+        };
         assert_eq!(decode_repaired(&encode_repaired(&repaired)).unwrap(), repaired);
+        let with_generations = Repaired { generations: vec![7, u64::MAX], ..repaired.clone() };
+        assert_eq!(decode_repaired(&encode_repaired(&with_generations)).unwrap(), with_generations);
+        let mut short = encode_repaired(&Repaired { generations: vec![7], ..repaired.clone() }).to_vec();
+        assert!(decode_repaired(&short).is_err(), "one generation per range");
+        short.truncate(short.len() - 1);
+        assert!(decode_repaired(&short).is_err());
+        let state = RepairStateRequest { table: req.table, ranges: vec![(3, -3)] };
+        assert_eq!(decode_repair_state_request(&encode_repair_state_request(&state)).unwrap(), state);
+        let states = vec![
+            storage::RangeState { repaired: true, generation: 9 },
+            storage::RangeState { repaired: false, generation: 0 },
+        ];
+        assert_eq!(decode_repair_states(&encode_repair_states(&states)).unwrap(), states);
+        let mut bad_flag = encode_repair_states(&states).to_vec();
+        bad_flag[4] = 2;
+        assert!(decode_repair_states(&bad_flag).is_err());
         let none = Repaired { ranges: Vec::new(), ..repaired };
         assert_eq!(decode_repaired(&encode_repaired(&none)).unwrap(), none);
         let mut long = encode_repaired(&none).to_vec();
@@ -696,6 +790,8 @@ mod tests {
             let _ = decode_stream_chunk(&bytes);
             let _ = decode_stream_done(&bytes);
             let _ = decode_hashes_request(&bytes);
+            let _ = decode_repair_state_request(&bytes);
+            let _ = decode_repair_states(&bytes);
             let _ = decode_hashes(&bytes);
             let _ = decode_slice_hashes(&bytes);
             let _ = decode_stream_pull(&bytes);

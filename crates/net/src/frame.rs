@@ -97,13 +97,17 @@ pub enum Verb {
     /// them and answers what it holds that they lacked (`cluster::repair`).
     RepairPushReq = 0x4C,
     RepairPushRsp = 0x4D,
+    /// Incremental repair: is each of these ranges repaired on the replica,
+    /// at which write generation (`cluster::wire::RepairStateRequest`).
+    RepairStateReq = 0x4E,
+    RepairStateRsp = 0x4F,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 35] = [
+    pub const ALL: [Verb; 37] = [
         Verb::Handshake,
         Verb::Echo,
         Verb::EchoRsp,
@@ -138,6 +142,8 @@ impl Verb {
         Verb::RepairedRsp,
         Verb::RepairPushReq,
         Verb::RepairPushRsp,
+        Verb::RepairStateReq,
+        Verb::RepairStateRsp,
         Verb::Failure,
     ];
 
@@ -169,6 +175,7 @@ impl Verb {
                 | Verb::StreamPullRsp
                 | Verb::RepairedRsp
                 | Verb::RepairPushRsp
+                | Verb::RepairStateRsp
                 | Verb::Failure
         )
     }
@@ -193,6 +200,7 @@ impl Verb {
             Verb::StreamPullReq => Some(Verb::StreamPullRsp),
             Verb::RepairedReq => Some(Verb::RepairedRsp),
             Verb::RepairPushReq => Some(Verb::RepairPushRsp),
+            Verb::RepairStateReq => Some(Verb::RepairStateRsp),
             _ => None,
         }
     }

@@ -7,10 +7,11 @@
 //! `GET /v1/describecluster`, `GET /v1/getendpoints?keyspace=&table=&key=`,
 //! `GET /v1/hints`, `GET /v1/info`, `POST /v1/flush[?keyspace=&table=]`,
 //! `POST /v1/compact[?keyspace=&table=]`, `POST /v1/rebuild[?keyspace=&source_dc=]`
-//! (answers when the streams are done), `POST /v1/repair[?keyspace=&table=...&pr=true&preview=true]`
+//! (answers when the streams are done), `POST /v1/repair[?keyspace=&table=...&pr=true&preview=true&full=true&validate=true]`
 //! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `POST /v1/removenode?host_id=` (or `?action=status|force`),
 //! `POST /v1/decommission`
-//! (answers when the node has left), `GET /v1/netstats`, `GET /v1/repair_admin` (the repairs
+//! (answers when the node has left), `POST /v1/bootstrap/resume` (resumes a failed bootstrap;
+//! answers when the node joined), `GET /v1/netstats`, `GET /v1/repair_admin` (the repairs
 //! run on this node, by an operator or the `auto_repair` schedule).
 //!
 //! Invariants:
@@ -330,7 +331,8 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
 async fn route(request: &Request, state: &AdminState) -> Response {
     let path = request.path.trim_end_matches('/');
     let method = match path {
-        "/v1/flush" | "/v1/compact" | "/v1/rebuild" | "/v1/repair" | "/v1/cleanup" | "/v1/decommission"
+        "/v1/flush" | "/v1/compact" | "/v1/rebuild" | "/v1/repair" | "/v1/bootstrap/resume" | "/v1/cleanup"
+        | "/v1/decommission"
         | "/v1/removenode" => "POST",
         "/v1/status"
         | "/v1/ring"
@@ -356,6 +358,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/repair_admin" => Ok(state.lifecycle.repair_history()),
         "/v1/rebuild" => rebuild(request, state).await,
         "/v1/repair" => repair(request, state).await,
+        "/v1/bootstrap/resume" => state.lifecycle.resume_bootstrap().await.map_err(|e| Response::error(500, e)),
         "/v1/cleanup" => cleanup(request, state).await,
         "/v1/decommission" => state.lifecycle.decommission(&state.storage).await.map_err(|e| Response::error(500, e)),
         "/v1/removenode" => match (request.param("action"), request.param("host_id").map(str::parse::<Uuid>)) {
@@ -743,7 +746,19 @@ fn info(state: &AdminState) -> Json {
         "release_version": RELEASE_VERSION,
         "pid": std::process::id(),
         "now": unix_now(),
+        "bootstrap": bootstrap_state(state),
     })
+}
+
+/// Where this node's bootstrap stands: `{state, error}` (`IN_PROGRESS`,
+/// `FAILED` with the error, `COMPLETED`).
+fn bootstrap_state(state: &AdminState) -> Json {
+    let now = state.lifecycle.bootstrap_state();
+    let error = match &now {
+        crate::lifecycle::BootstrapState::Failed(e) => Some(e.clone()),
+        _ => None,
+    };
+    json!({ "state": now.name(), "error": error })
 }
 
 /// `POST /v1/flush` and `/v1/compact`: every table, one keyspace's, or one table.
@@ -834,16 +849,23 @@ async fn rebuild(request: &Request, state: &AdminState) -> Answer {
     state.lifecycle.rebuild(keyspace, source_dc).await.map_err(|e| Response::error(500, e))
 }
 
-/// `nodetool repair [KEYSPACE [TABLE...]] [-pr] [--preview]`: answers when done.
-/// Tables come as `table=a&table=b`; `pr` and `preview` as `true`.
+/// `nodetool repair [KEYSPACE [TABLE...]] [-pr] [--preview] [--full | --validate]`: answers when
+/// done. Tables come as `table=a&table=b`; `pr`, `preview`, `full` and `validate` as `true`.
 async fn repair(request: &Request, state: &AdminState) -> Answer {
+    use crate::lifecycle::RepairMode;
     let keyspace = request.param("keyspace");
     let tables: Vec<String> =
         request.query.iter().filter(|(k, v)| k == "table" && !v.is_empty()).map(|(_, v)| v.clone()).collect();
     let flag = |name: &str| request.param(name) == Some("true");
+    let mode = match (flag("full"), flag("validate")) {
+        (true, true) => return Err(Response::error(400, "--full and --validate cannot be combined")),
+        (true, false) => RepairMode::Full,
+        (false, true) => RepairMode::Validate,
+        (false, false) => RepairMode::Incremental,
+    };
     state
         .lifecycle
-        .repair(keyspace, &tables, flag("pr"), flag("preview"), crate::lifecycle::RepairTrigger::Operator)
+        .repair(keyspace, &tables, flag("pr"), flag("preview"), mode, crate::lifecycle::RepairTrigger::Operator)
         .await
         .map_err(|e| Response::error(500, e))
 }

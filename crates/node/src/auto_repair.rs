@@ -29,7 +29,7 @@ use cql_server::schema::{Schema, SchemaService};
 use storage::Storage;
 use types::schema::{KeyspaceDef, Replication, TableDef};
 
-use crate::lifecycle::{Lifecycle, RepairTrigger};
+use crate::lifecycle::{Lifecycle, RepairMode, RepairTrigger};
 
 /// Runs forever: one check every `check`.
 pub async fn run(
@@ -59,7 +59,10 @@ pub async fn run(
                     continue;
                 }
                 let tables = [table.name.clone()];
-                match lifecycle.repair(Some(&ks.name), &tables, true, false, RepairTrigger::Schedule).await {
+                match lifecycle
+                    .repair(Some(&ks.name), &tables, true, false, RepairMode::Incremental, RepairTrigger::Schedule)
+                    .await
+                {
                     Ok(report) => tracing::info!(
                         keyspace = %ks.name,
                         table = %table.name,

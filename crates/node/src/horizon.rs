@@ -5,7 +5,8 @@
 //! tombstone is purged only once every replica holds it. Also keeps the
 //! `clustered` mark: set once this node sees another node in its ring,
 //! cleared once every other node it knows of has left and it has been alone
-//! for `ALONE_FOR`.
+//! for `ALONE_FOR`. And gives storage the ring's tokens, which cut the
+//! ranges incremental repair keeps its state by (`Storage::set_ring`).
 //!
 //! Invariants:
 //! - Until the first pass every table's horizon is 0 (the node opens storage
@@ -41,6 +42,7 @@ pub async fn maintain(
     loop {
         tick.tick().await;
         let (storage, view, schema) = (Arc::clone(&storage), view.snapshot(), schema.snapshot());
+        repaired::cut_ring(&storage, &view);
         alone_since =
             match tokio::task::spawn_blocking(move || pass(&storage, &view, &schema, delay, alone_since)).await {
                 Ok(Ok(alone)) => alone,

@@ -250,6 +250,7 @@ impl Joined {
     pub async fn finish_bootstrap(&mut self, storage: &Storage) -> anyhow::Result<()> {
         storage.local_set(BOOTSTRAPPING, "")?;
         storage.local_set(REPLACING, "")?;
+        storage.local_set(crate::lifecycle::BOOTSTRAP_STREAMED, "")?;
         self.replacing = None;
         self.gossip.set_status(Status::Normal).await;
         self.bootstrap = false;

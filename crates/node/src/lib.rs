@@ -133,26 +133,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             Arc::clone(&joined.stream_registry),
             config.data_dir.join("streams").join("in"),
         ));
-        // A new node streams its ranges before it serves anyone (JOINING until then).
-        if joined.bootstrap {
-            tracing::info!("bootstrapping: streaming this node's ranges from the current replicas");
-            let done = lifecycle
-                .bootstrap(config.consistent_rangemovement, joined.replacing)
-                .await
-                .map_err(|e| anyhow::anyhow!("bootstrap failed (a restart resumes it): {e}"))?;
-            tracing::info!(bytes = %done.get("bytes").unwrap_or(&Json::Null), seconds = %done.get("seconds").unwrap_or(&Json::Null), "bootstrap done");
-            joined.finish_bootstrap(&storage).await?;
-        }
-
-        let listener =
-            tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for CQL on {addr}"))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let server_config = ServerConfig {
-            max_frame_bytes: config.max_frame_bytes,
-            stages: Stages::new(config.concurrent_reads, config.concurrent_writes),
-        };
-        let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx.clone()));
-
         // Admin API (`shoal tool`, `shoal cluster`) on listen_address:admin_port.
         let admin_addr = SocketAddr::new(config.listen_address, config.admin_port);
         let admin_listener = tokio::net::TcpListener::bind(admin_addr)
@@ -168,7 +149,50 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             snitch: format!("org.apache.cassandra.locator.{}", config.endpoint_snitch),
             started: std::time::Instant::now(),
         });
-        let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state, stop_rx));
+        let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state, stop_rx.clone()));
+        // A new node streams its ranges before it serves anyone (JOINING until then). A failed
+        // bootstrap leaves the node JOINING, its admin API up: `shoal tool bootstrap resume` (or a
+        // restart) resumes it; a SIGTERM meanwhile stops the node.
+        if joined.bootstrap {
+            lifecycle.set_bootstrap_state(lifecycle::BootstrapState::InProgress);
+            let report = loop {
+                tracing::info!("bootstrapping: streaming this node's ranges from the current replicas");
+                match lifecycle.bootstrap(config.consistent_rangemovement, joined.replacing).await {
+                    Ok(done) => break Some(done),
+                    Err(e) => {
+                        tracing::error!(
+                            "bootstrap failed: {e}. This node stays JOINING: `shoal tool bootstrap resume` (or a \
+                             restart) resumes it, without streaming again what it already received"
+                        );
+                        lifecycle.set_bootstrap_state(lifecycle::BootstrapState::Failed(e));
+                        tokio::select! {
+                            () = lifecycle.bootstrap_resumed() => continue,
+                            () = wait_for_signal() => break None,
+                        }
+                    }
+                }
+            };
+            let Some(done) = report else {
+                tracing::info!("shutting down while JOINING (the next start resumes the bootstrap)");
+                joined.gossip.shutdown().await;
+                let _ = stop_tx.send(true);
+                let _ = admin_task.await;
+                joined.transport.shutdown();
+                return anyhow::Ok(());
+            };
+            tracing::info!(bytes = %done.get("bytes").unwrap_or(&Json::Null), seconds = %done.get("seconds").unwrap_or(&Json::Null), "bootstrap done");
+            joined.finish_bootstrap(&storage).await?;
+            lifecycle.set_bootstrap_state(lifecycle::BootstrapState::Completed(Some(done)));
+        }
+
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for CQL on {addr}"))?;
+        let server_config = ServerConfig {
+            max_frame_bytes: config.max_frame_bytes,
+            stages: Stages::new(config.concurrent_reads, config.concurrent_writes),
+        };
+        let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx.clone()));
+
         // Storage's compression check (storage `tuning`): every 30 s, on a blocking thread.
         let tune_storage = Arc::clone(&storage);
         let tuner = tokio::spawn(async move {

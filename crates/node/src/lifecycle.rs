@@ -10,7 +10,9 @@
 //! `bootstrap` (a new node streams the ranges it will own) and
 //! `decommission` (the nodes taking over a leaving node's ranges pull them)
 //! and `removenode` (the same for a dead node, from its surviving replicas)
-//! use the same sessions.
+//! use the same sessions. Which ranges move from where to where is planned
+//! by `cluster::movement` (shared with the simulator); this module runs the
+//! plans.
 //!
 //! Invariants:
 //! - One data-moving operation at a time on a node; a second is refused
@@ -32,12 +34,11 @@ use std::time::Instant;
 
 use cluster::gossip::Gossip;
 use cluster::stream::{Receiver, StreamRegistry, StreamStats};
-use cluster::view::{host, uuid};
+use cluster::view::host;
 use cluster::wire;
 use cluster::{ClusterView, Coordinator};
 use cql_server::schema::{Schema, SchemaService};
 use net::{TcpTransport, Transport, Verb};
-use ring::topology::NodeInfo;
 use serde_json::{json, Value as Json};
 use types::schema::{KeyspaceDef, Replication};
 use uuid::Uuid;
@@ -56,6 +57,8 @@ pub const DECOMMISSIONED: &str = "decommissioned";
 const LEFT_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
 /// A pull may stream a whole range set: bounded generously.
 const PULL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+/// What one message costs on the wire beside its payload (frame header and trailer).
+const FRAME_BYTES: u64 = (net::frame::HEADER_LEN + net::frame::TRAILER_LEN) as u64;
 /// How long a replica may take to record a finished repair.
 const REPAIRED_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -74,6 +77,50 @@ pub struct Lifecycle {
     /// The last `REPAIR_HISTORY` repairs run on this node, oldest first
     /// (`repair_admin list`).
     repairs: Mutex<std::collections::VecDeque<Json>>,
+    /// Where this node's bootstrap stands (`bootstrap resume`).
+    bootstrap_state: tokio::sync::watch::Sender<BootstrapState>,
+}
+
+/// Where a node's bootstrap stands (nodetool's bootstrap states).
+#[derive(Clone, Debug, PartialEq)]
+pub enum BootstrapState {
+    /// Streaming (or waiting to).
+    InProgress,
+    /// Streaming failed: the node stays JOINING until `bootstrap resume` (or
+    /// a restart) resumes it.
+    Failed(String),
+    /// The node joined (or never had to bootstrap); the report of the
+    /// bootstrap that finished, if this process ran one.
+    Completed(Option<Json>),
+}
+
+impl BootstrapState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            BootstrapState::InProgress => "IN_PROGRESS",
+            BootstrapState::Failed(_) => "FAILED",
+            BootstrapState::Completed(_) => "COMPLETED",
+        }
+    }
+}
+
+/// Node-local key: the ranges of each table this node's bootstrap has
+/// streamed (`table:start:end` entries joined by `,`). A resumed bootstrap
+/// (`bootstrap resume`, or a restart) skips them; cleared once it joined.
+pub const BOOTSTRAP_STREAMED: &str = "bootstrap_streamed";
+
+/// A (table, range) a bootstrap streamed.
+type Streamed = std::collections::BTreeSet<(Uuid, i64, i64)>;
+
+fn parse_streamed(value: &str) -> Streamed {
+    value
+        .split(',')
+        .filter_map(|entry| {
+            let mut parts = entry.splitn(3, ':');
+            let table = parts.next()?.parse().ok()?;
+            Some((table, parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+        })
+        .collect()
 }
 
 /// What a repair started by the schedule runs as (other operations preempt it).
@@ -91,6 +138,45 @@ pub enum RepairTrigger {
     Operator,
     /// The automatic schedule (`auto_repair`).
     Schedule,
+}
+
+/// Which ranges a repair compares (`shoal tool repair`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepairMode {
+    /// The ranges some replica wrote since every replica last agreed
+    /// (`storage::Storage::repair_states`); the others are only recorded as
+    /// repaired again. The default.
+    Incremental,
+    /// Every range, each replica's table compacted first (`--full`).
+    Full,
+    /// Only the ranges every replica says are repaired, compared without
+    /// repairing anything (`--validate`): any difference there means
+    /// repaired data went out of sync, and a full repair is due.
+    Validate,
+}
+
+impl RepairMode {
+    fn name(self) -> &'static str {
+        match self {
+            RepairMode::Incremental => "incremental",
+            RepairMode::Full => "full",
+            RepairMode::Validate => "validate",
+        }
+    }
+}
+
+/// A range a repair covers: its bounds, its replicas, and each replica's
+/// state of it (`RepairStateRsp`).
+struct Candidate {
+    range: (i64, i64),
+    replicas: Vec<Uuid>,
+    states: Vec<storage::RangeState>,
+}
+
+impl Candidate {
+    fn repaired(&self) -> bool {
+        self.states.len() == self.replicas.len() && self.states.iter().all(|s| s.repaired)
+    }
 }
 
 /// An operation that streamed: its sessions, what moved, how long and how fast.
@@ -178,7 +264,75 @@ impl Lifecycle {
             running: Mutex::new(None),
             preempt: AtomicBool::new(false),
             repairs: Mutex::new(std::collections::VecDeque::new()),
+            bootstrap_state: tokio::sync::watch::Sender::new(BootstrapState::Completed(None)),
         }
+    }
+
+    /// Where this node's bootstrap stands.
+    pub fn bootstrap_state(&self) -> BootstrapState {
+        self.bootstrap_state.borrow().clone()
+    }
+
+    pub fn set_bootstrap_state(&self, state: BootstrapState) {
+        self.bootstrap_state.send_replace(state);
+    }
+
+    /// Waits until a failed bootstrap is asked to resume (`resume_bootstrap`).
+    pub async fn bootstrap_resumed(&self) {
+        let mut rx = self.bootstrap_state.subscribe();
+        let _ = rx.wait_for(|s| *s == BootstrapState::InProgress).await;
+    }
+
+    /// `bootstrap resume`: resumes a failed bootstrap (the ranges already
+    /// streamed are not streamed again) and answers once the node joined,
+    /// with the report of the resumed bootstrap, or its failure.
+    pub async fn resume_bootstrap(&self) -> Result<Json, String> {
+        let mut rx = self.bootstrap_state.subscribe();
+        let resumed = self.bootstrap_state.send_if_modified(|s| match s {
+            BootstrapState::Failed(_) => {
+                *s = BootstrapState::InProgress;
+                true
+            }
+            _ => false,
+        });
+        if !resumed {
+            return Err(match self.bootstrap_state() {
+                BootstrapState::InProgress => "Cannot resume bootstrap: it is in progress".to_string(),
+                _ => "Resuming bootstrap is requested, but the node is already bootstrapped.".to_string(),
+            });
+        }
+        rx.mark_unchanged();
+        let ended = rx
+            .wait_for(|s| !matches!(s, BootstrapState::InProgress))
+            .await
+            .map_err(|_| "the node is shutting down".to_string())?
+            .clone();
+        match ended {
+            BootstrapState::Completed(report) => Ok(report.unwrap_or(Json::Null)),
+            BootstrapState::Failed(e) => Err(e),
+            BootstrapState::InProgress => Err("bootstrap state lost".to_string()),
+        }
+    }
+
+    /// The (table, range)s this node's bootstrap streamed before.
+    fn streamed(&self) -> Streamed {
+        self.coordinator.storage.local_get(BOOTSTRAP_STREAMED).map(|v| parse_streamed(&v)).unwrap_or_default()
+    }
+
+    /// Adds `ranges` of `table` to what this node's bootstrap streamed.
+    async fn record_streamed(&self, table: Uuid, ranges: &[(i64, i64)]) -> Result<(), String> {
+        let storage = Arc::clone(&self.coordinator.storage);
+        let entries: Vec<String> = ranges.iter().map(|(s, e)| format!("{table}:{s}:{e}")).collect();
+        tokio::task::spawn_blocking(move || {
+            storage.local_update(BOOTSTRAP_STREAMED, |old| {
+                let mut all: Vec<&str> = old.into_iter().filter(|o| !o.is_empty()).collect();
+                all.extend(entries.iter().map(String::as_str));
+                all.join(",")
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("cannot record the ranges streamed: {e}"))
     }
 
     /// This node's side of the stream sessions it receives.
@@ -243,33 +397,9 @@ impl Lifecycle {
                 continue;
             }
             // The ranges this node replicates, by the replica to stream each from.
-            let mut by_source: BTreeMap<Uuid, Vec<(i64, i64)>> = BTreeMap::new();
-            for (range, _) in view.ring.ranges() {
-                let replicas = view.replicas(ks, range.end);
-                if !replicas.contains(&view.local) {
-                    continue;
-                }
-                let source = replicas
-                    .iter()
-                    .copied()
-                    .filter(|r| *r != view.local && view.is_alive(*r))
-                    .min_by_key(|r| view.dc_of(*r) != Some(prefer_dc.as_str()));
-                match source {
-                    Some(s) => by_source.entry(s).or_default().push((range.start, range.end)),
-                    None => unavailable.push(format!(
-                        "({}, {}] of {} (replicas {})",
-                        range.start,
-                        range.end,
-                        ks.name,
-                        replicas
-                            .iter()
-                            .map(|r| view.endpoint(*r).map_or_else(|| r.to_string(), |e| e.address().to_string()))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )),
-                }
-            }
-            self.stream_keyspace(&receiver, &view, ks, by_source, &mut sessions, &mut totals).await?;
+            let plan = cluster::movement::rebuild(&view, ks, &prefer_dc);
+            unavailable.extend(plan.unavailable);
+            self.stream_keyspace(&receiver, &view, ks, plan.by_source, None, &mut sessions, &mut totals).await?;
         }
         if !unavailable.is_empty() {
             return Err(format!(
@@ -318,37 +448,60 @@ impl Lifecycle {
 
     /// Streams each table of `ks` over `by_source` (source -> ranges), each
     /// session tried `SESSION_TRIES` times (resuming); adds what moved to
-    /// `sessions` and `totals`.
+    /// `sessions` and `totals`. With `streamed` (a bootstrap), skips the
+    /// (table, range)s in it and records each session's as it finishes;
+    /// returns how many it skipped.
+    #[allow(clippy::too_many_arguments, reason = "one call site per operation, each naming every part")]
     async fn stream_keyspace(
         &self,
         receiver: &Receiver<'_, TcpTransport>,
         view: &ClusterView,
         ks: &KeyspaceDef,
         by_source: BTreeMap<Uuid, Vec<(i64, i64)>>,
+        streamed: Option<&Streamed>,
         sessions: &mut Vec<Json>,
         totals: &mut StreamStats,
-    ) -> Result<(), String> {
+    ) -> Result<usize, String> {
         let me = view.local().ok_or("this node is not in its own view")?;
+        let mut skipped = 0;
         // One task per source, all at once (each source's tables one after the other): the
         // sources export and send while this node receives and ingests.
         let per_source = by_source.into_iter().filter_map(|(source, ranges)| {
             let peer = view.endpoint(source).map(|e| e.internode)?;
+            let todo: Vec<(&types::schema::TableDef, Vec<(i64, i64)>)> = ks
+                .tables
+                .values()
+                .map(|table| {
+                    let left: Vec<(i64, i64)> = ranges
+                        .iter()
+                        .copied()
+                        .filter(|(s, e)| !streamed.is_some_and(|done| done.contains(&(table.id, *s, *e))))
+                        .collect();
+                    skipped += ranges.len() - left.len();
+                    (table, left)
+                })
+                .filter(|(_, left)| !left.is_empty())
+                .collect();
             Some(async move {
                 let mut done = Vec::new();
-                for table in ks.tables.values() {
+                for (table, ranges) in todo {
                     let session = Uuid::new_v4();
-                    let pull = wire::StreamPull { session, table: table.id, source: peer, ranges: ranges.clone() };
+                    let pull = wire::StreamPull { session, table: table.id, source: peer, ranges };
                     let stats = self
                         .pull(receiver, me, &pull)
                         .await
                         .map_err(|e| format!("streaming {}.{} from {}: {e}", ks.name, table.name, peer.ip()))?;
+                    if streamed.is_some() {
+                        self.record_streamed(table.id, &pull.ranges).await?;
+                    }
                     done.push((table, pull, stats));
                 }
                 Ok::<_, String>(done)
             })
         });
+        let per_source: Vec<_> = per_source.collect();
         let mut failed = None;
-        for result in join_all(per_source.collect()).await {
+        for result in join_all(per_source).await {
             match result {
                 Ok(done) => {
                     for (table, pull, stats) in done {
@@ -359,7 +512,7 @@ impl Lifecycle {
                 Err(e) => failed = failed.or(Some(e)),
             }
         }
-        failed.map_or(Ok(()), Err)
+        failed.map_or(Ok(skipped), Err)
     }
 
     /// Bootstrap (a new node's join, `auto_bootstrap`): once the schema
@@ -368,7 +521,11 @@ impl Lifecycle {
     /// here too from then on), streams every range this node will replicate
     /// from the replica that loses it (`strict`: Cassandra's consistent range
     /// movement; that replica must be up) or, not strict, from any live
-    /// replica. The caller turns the node NORMAL after it returns Ok.
+    /// replica. The caller turns the node NORMAL after it returns Ok. The
+    /// (table, range)s a failed or interrupted bootstrap of this node
+    /// streamed are not streamed again (`BOOTSTRAP_STREAMED`): what the node
+    /// missed while it was down comes by hints (or the next repair), as every
+    /// down replica's writes do.
     pub async fn bootstrap(&self, strict: bool, replacing: Option<Uuid>) -> Result<Json, String> {
         let _running = self.begin("bootstrap").await?;
         let started = Instant::now();
@@ -398,6 +555,7 @@ impl Lifecycle {
             .collect();
         let mut sessions = Vec::new();
         let mut totals = StreamStats::default();
+        let mut skipped = 0;
         if !keyspaces.is_empty() {
             tokio::time::sleep(RING_DELAY).await;
             let view = self.coordinator.view.snapshot();
@@ -407,97 +565,50 @@ impl Lifecycle {
                      (one topology change at a time): restart this node when that one is done to resume"
                 ));
             }
-            let me = view.local().ok_or("bootstrap: this node is not in its own view")?;
-            let mut ring = view.ring.clone();
-            ring.add_node(NodeInfo::new(host(view.local), me.dc.clone(), me.rack.clone()), me.tokens.iter().copied())
-                .map_err(|e| format!("bootstrap: cannot place this node's tokens: {e}"))?;
+            // The rings the plans are decided on (the dead node's too, for a replacement).
+            let plan = cluster::movement::Bootstrap::new(&view, replacing)?;
             let receiver = self.receiver();
-            let address = |id: Uuid| view.endpoint(id).map_or_else(|| id.to_string(), |e| e.address().to_string());
-            // A replacement's ranges are the dead node's: their data is on the dead node's fellow
-            // replicas, the ring with the dead node in it says which.
-            let original = match replacing.and_then(|d| view.endpoint(d)) {
-                Some(dead) => {
-                    let mut with = view.ring.clone();
-                    with.add_node(
-                        NodeInfo::new(host(dead.host_id), dead.dc.clone(), dead.rack.clone()),
-                        dead.tokens.iter().copied(),
-                    )
-                    .map_err(|e| format!("bootstrap: cannot place the replaced node's tokens: {e}"))?;
-                    Some((dead.host_id, with))
-                }
-                None => None,
-            };
+            let streamed = self.streamed();
             for ks in keyspaces {
-                let strategy = cluster::view::strategy(&ks.replication);
-                let mut by_source: BTreeMap<Uuid, Vec<(i64, i64)>> = BTreeMap::new();
-                for (range, _) in ring.ranges() {
-                    let new: Vec<Uuid> = strategy.replicas(&ring, range.end).into_iter().map(uuid).collect();
-                    if !new.contains(&view.local) {
-                        continue;
-                    }
-                    if let Some((dead, with)) = &original {
-                        let fellows: Vec<Uuid> = strategy.replicas(with, range.end).into_iter().map(uuid).collect();
-                        let source = fellows
-                            .iter()
-                            .copied()
-                            .find(|r| r != dead && *r != view.local && view.is_alive(*r))
-                            .ok_or_else(|| {
-                                format!(
-                                    "Unable to find sufficient sources for streaming range ({}, {}] of {}",
-                                    range.start, range.end, ks.name
-                                )
-                            })?;
-                        by_source.entry(source).or_default().push((range.start, range.end));
-                        continue;
-                    }
-                    let old = view.replicas(ks, range.end);
-                    let losing: Vec<Uuid> = old.iter().copied().filter(|r| !new.contains(r)).collect();
-                    let source = if strict && !losing.is_empty() {
-                        losing.iter().copied().find(|r| view.is_alive(*r)).ok_or_else(|| {
-                            let down: Vec<String> = losing.iter().map(|r| format!("/{}", address(*r))).collect();
-                            format!(
-                                "A node required to move the data consistently is down: {}. To stream from \
-                                 another replica, which may not hold every write, set consistent_rangemovement: false",
-                                down.join(", ")
-                            )
-                        })?
-                    } else {
-                        old.iter().copied().find(|r| *r != view.local && view.is_alive(*r)).ok_or_else(|| {
-                            format!(
-                                "Unable to find sufficient sources for streaming range ({}, {}] of {}",
-                                range.start, range.end, ks.name
-                            )
-                        })?
-                    };
-                    by_source.entry(source).or_default().push((range.start, range.end));
-                }
-                self.stream_keyspace(&receiver, &view, ks, by_source, &mut sessions, &mut totals).await?;
+                let by_source = plan.sources(&view, ks, strict)?;
+                skipped += self
+                    .stream_keyspace(&receiver, &view, ks, by_source, Some(&streamed), &mut sessions, &mut totals)
+                    .await?;
             }
         }
-        Ok(stream_report("bootstrap", sessions, &totals, started))
+        let mut report = stream_report("bootstrap", sessions, &totals, started);
+        if let Some(fields) = report.as_object_mut() {
+            fields.insert("ranges_already_streamed".into(), json!(skipped));
+        }
+        Ok(report)
     }
 
     /// Repair (nodetool repair): for each range this node replicates (only
     /// those it is primary for with `primary_only`) of the user keyspaces (or
     /// `keyspace`, and of `tables` when given), the replicas compare hashes
-    /// (compacting the table first, as Cassandra's validation reads every
-    /// SSTable) of slices of the range, then of the partitions of differing
-    /// slices; this node pushes its version of each differing partition to
-    /// the replicas that differ, which merge it and answer what it lacked
-    /// (`cluster::repair::repair_range`). With `preview`, only reports what
-    /// differs. Every replica of a range must be up. The report counts the
-    /// bytes this node sent and received for it (`bytes_on_wire`).
+    /// of slices of the range, then of the partitions of differing slices;
+    /// this node pushes its version of each differing partition to the
+    /// replicas that differ, which merge it and answer what it lacked
+    /// (`cluster::repair::repair_range`). Incremental by default: every
+    /// replica first says which ranges it holds repaired (`RepairStateReq`),
+    /// and a range repaired on all of them is not compared (`RepairMode`).
+    /// With `preview`, only reports what differs. Every replica of a range
+    /// must be up. The report counts the bytes this node sent and received
+    /// for it (`bytes_on_wire`).
     ///
     /// The ranges of a table it finished (also those before a failure) are
     /// recorded as repaired at the repair's start, here and on their other
     /// replicas (`record_repaired`): the repaired horizon below which their
-    /// tombstones may be purged (`cluster::repaired`).
+    /// tombstones may be purged (`cluster::repaired`), and each replica's
+    /// write generation the repair saw, which marks the range repaired there
+    /// if nothing was written in it since.
     pub async fn repair(
         &self,
         keyspace: Option<&str>,
         tables: &[String],
         primary_only: bool,
         preview: bool,
+        mode: RepairMode,
         trigger: RepairTrigger,
     ) -> Result<Json, String> {
         let _running = self.begin(if trigger == RepairTrigger::Schedule { SCHEDULED_REPAIR } else { "repair" }).await?;
@@ -510,6 +621,7 @@ impl Lifecycle {
             "tables": tables,
             "primary_range_only": primary_only,
             "preview": preview,
+            "mode": mode.name(),
             "started_unix_s": unix(std::time::SystemTime::now()),
             "state": "running",
         });
@@ -520,15 +632,21 @@ impl Lifecycle {
             }
             history.push_back(entry);
         }
-        let result = self.repair_run(keyspace, tables, primary_only, preview, trigger).await;
+        let result = self.repair_run(keyspace, tables, primary_only, preview, mode, trigger).await;
         let mut history = self.repairs.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(run) = history.iter_mut().rev().find(|r| r["id"] == json!(id)) {
             match &result {
                 Ok(report) => {
                     run["state"] = json!("done");
-                    for field in
-                        ["partitions_compared", "partitions_differing", "bytes_repaired", "bytes_on_wire", "seconds"]
-                    {
+                    for field in [
+                        "ranges",
+                        "ranges_compared",
+                        "partitions_compared",
+                        "partitions_differing",
+                        "bytes_repaired",
+                        "bytes_on_wire",
+                        "seconds",
+                    ] {
                         run[field] = report[field].clone();
                     }
                 }
@@ -550,6 +668,7 @@ impl Lifecycle {
         tables: &[String],
         primary_only: bool,
         preview: bool,
+        mode: RepairMode,
         trigger: RepairTrigger,
     ) -> Result<Json, String> {
         let started = Instant::now();
@@ -571,8 +690,11 @@ impl Lifecycle {
         // Every tombstone deleted before this second is on some replica now,
         // so on every replica of a range once the range is repaired.
         let started_at = i64::from(now);
+        // Validation compares without repairing; nothing it sees is recorded.
+        let preview = preview || mode == RepairMode::Validate;
         let mut report = Vec::new();
         let mut total = cluster::repair::RangeRepair::default();
+        let (mut all_ranges, mut all_compared) = (0usize, 0usize);
         for ks in schema.keyspaces.values() {
             if Schema::is_system(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
                 continue;
@@ -586,18 +708,12 @@ impl Lifecycle {
                 }
                 let mut validated: Vec<Uuid> = Vec::new();
                 let mut t = cluster::repair::RangeRepair::default();
-                let mut ranges = 0;
-                // The ranges finished, with their replicas.
-                let mut done: Vec<((i64, i64), Vec<Uuid>)> = Vec::new();
                 let mut failed = None;
+                let mut candidates = Vec::new();
                 for (range, primary) in view.ring.ranges() {
                     let replicas = view.replicas(ks, range.end);
                     if !replicas.contains(&view.local) || replicas.len() < 2 {
                         continue;
-                    }
-                    if trigger == RepairTrigger::Schedule && self.preempt.load(Ordering::SeqCst) {
-                        failed = Some("stopped for another operation (it runs again at a later check)".to_string());
-                        break;
                     }
                     if primary_only && cluster::view::uuid(primary) != view.local {
                         continue;
@@ -607,26 +723,52 @@ impl Lifecycle {
                         failed = Some(format!("Endpoint not alive: /{addr}"));
                         break;
                     }
-                    ranges += 1;
-                    let task = cluster::repair::RangeTask {
-                        table: table.id,
-                        range: (range.start, range.end),
-                        replicas: &replicas,
-                        now,
-                        preview,
+                    candidates.push(Candidate { range: (range.start, range.end), replicas, states: Vec::new() });
+                }
+                if failed.is_none() {
+                    if let Err(e) = self.repair_states(&view, table.id, &mut candidates, &mut t.wire_bytes).await {
+                        failed = Some(format!("repair of {}.{} failed: {e}", ks.name, table.name));
+                    }
+                }
+                let (mut compared, mut out_of_sync) = (0usize, 0usize);
+                // The ranges finished, with their replicas' states.
+                let mut done: Vec<&Candidate> = Vec::new();
+                for candidate in candidates.iter().filter(|_| failed.is_none()) {
+                    if trigger == RepairTrigger::Schedule && self.preempt.load(Ordering::SeqCst) {
+                        failed = Some("stopped for another operation (it runs again at a later check)".to_string());
+                        break;
+                    }
+                    let compare = match mode {
+                        RepairMode::Incremental => !candidate.repaired(),
+                        RepairMode::Full => true,
+                        RepairMode::Validate => candidate.repaired(),
                     };
-                    match cluster::repair::repair_range(&self.coordinator, &view, &task, &mut validated).await {
-                        Ok(outcome) => t.add(&outcome),
-                        Err(e) => {
-                            failed = Some(format!(
-                                "repair of {}.{} failed in range ({}, {}]: {e}",
-                                ks.name, table.name, range.start, range.end
-                            ));
-                            break;
+                    if compare {
+                        compared += 1;
+                        let task = cluster::repair::RangeTask {
+                            table: table.id,
+                            range: candidate.range,
+                            replicas: &candidate.replicas,
+                            now,
+                            preview,
+                            compact: mode == RepairMode::Full,
+                        };
+                        match cluster::repair::repair_range(&self.coordinator, &view, &task, &mut validated).await {
+                            Ok(outcome) => {
+                                out_of_sync += usize::from(outcome.differing > 0);
+                                t.add(&outcome);
+                            }
+                            Err(e) => {
+                                failed = Some(format!(
+                                    "repair of {}.{} failed in range ({}, {}]: {e}",
+                                    ks.name, table.name, candidate.range.0, candidate.range.1
+                                ));
+                                break;
+                            }
                         }
                     }
                     if !preview {
-                        done.push(((range.start, range.end), replicas));
+                        done.push(candidate);
                     }
                 }
                 if !preview {
@@ -636,23 +778,38 @@ impl Lifecycle {
                     return Err(e);
                 }
                 total.add(&t);
-                report.push(json!({
+                all_ranges += candidates.len();
+                all_compared += compared;
+                let mut entry = json!({
                     "keyspace": ks.name,
                     "table": table.name,
-                    "ranges": ranges,
+                    "ranges": candidates.len(),
+                    "ranges_compared": compared,
+                    "ranges_skipped_repaired": if mode == RepairMode::Incremental { candidates.len() - compared } else { 0 },
                     "partitions_compared": t.compared,
                     "partitions_differing": t.differing,
                     "bytes_estimated": t.estimated_bytes,
                     "bytes_repaired": t.repaired_bytes,
                     "bytes_on_wire": t.wire_bytes,
-                }));
+                });
+                if let Some(fields) = entry.as_object_mut().filter(|_| mode == RepairMode::Validate) {
+                    fields.insert("ranges_out_of_sync".into(), json!(out_of_sync));
+                }
+                report.push(entry);
             }
         }
         Ok(json!({
-            "operation": if preview { "repair --preview" } else { "repair" },
+            "operation": match (mode, preview) {
+                (RepairMode::Validate, _) => "repair --validate",
+                (_, true) => "repair --preview",
+                _ => "repair",
+            },
+            "mode": mode.name(),
             "keyspace": keyspace,
             "primary_range_only": primary_only,
             "tables": report,
+            "ranges": all_ranges,
+            "ranges_compared": all_compared,
             "partitions_compared": total.compared,
             "partitions_differing": total.differing,
             "bytes_estimated": total.estimated_bytes,
@@ -663,25 +820,82 @@ impl Lifecycle {
         }))
     }
 
+    /// Asks every replica of `candidates` for its state of them (this node
+    /// answers itself): whether it holds each range repaired, and at which
+    /// write generation. Adds the bytes on the wire to `wire_bytes`.
+    async fn repair_states(
+        &self,
+        view: &ClusterView,
+        table: Uuid,
+        candidates: &mut [Candidate],
+        wire_bytes: &mut u64,
+    ) -> Result<(), String> {
+        let mut by_replica: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
+        for (i, c) in candidates.iter_mut().enumerate() {
+            c.states = vec![storage::RangeState { repaired: false, generation: 0 }; c.replicas.len()];
+            for r in &c.replicas {
+                by_replica.entry(*r).or_default().push(i);
+            }
+        }
+        for (replica, indices) in by_replica {
+            let ranges: Vec<(i64, i64)> = indices.iter().filter_map(|i| candidates.get(*i).map(|c| c.range)).collect();
+            let states = if replica == view.local {
+                cluster::repaired::cut_ring(&self.coordinator.storage, view);
+                self.coordinator.storage.repair_states(&table, &ranges)
+            } else {
+                let addr = view.endpoint(replica).map(|e| e.internode).ok_or("unknown replica")?;
+                let body = wire::encode_repair_state_request(&wire::RepairStateRequest { table, ranges });
+                *wire_bytes += body.len() as u64 + FRAME_BYTES;
+                let (_, answer) = self
+                    .coordinator
+                    .transport
+                    .send_request(addr, Verb::RepairStateReq, body, REPAIRED_TIMEOUT)
+                    .await
+                    .map_err(|e| format!("{}: {e}", addr.ip()))?;
+                *wire_bytes += answer.len() as u64 + FRAME_BYTES;
+                wire::decode_repair_states(&answer).map_err(|e| format!("{}: {e}", addr.ip()))?
+            };
+            if states.len() != indices.len() {
+                return Err(format!("replica {replica} answered {} states for {} ranges", states.len(), indices.len()));
+            }
+            for (i, state) in indices.into_iter().zip(states) {
+                let Some(c) = candidates.get_mut(i) else { continue };
+                if let Some(slot) = c.replicas.iter().position(|r| *r == replica).and_then(|p| c.states.get_mut(p)) {
+                    *slot = state;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Records that the repair that began at `at` finished `done` (ranges of
-    /// `table`, with their replicas): in this node's metadata, and on every
-    /// other replica of each range (`RepairedReq`). A replica that is not
-    /// told keeps an older time, which only keeps tombstones longer.
-    async fn record_repaired(&self, view: &ClusterView, table: Uuid, at: i64, done: &[((i64, i64), Vec<Uuid>)]) {
+    /// `table`, with their replicas and the write generation each reported):
+    /// in this node's metadata, and on every other replica of each range
+    /// (`RepairedReq`). A replica that is not told keeps an older time, which
+    /// only keeps tombstones longer, and its ranges unrepaired, which only
+    /// has the next repair compare them again.
+    async fn record_repaired(&self, view: &ClusterView, table: Uuid, at: i64, done: &[&Candidate]) {
         if done.is_empty() {
             return;
         }
-        let mut by_replica: BTreeMap<Uuid, Vec<(i64, i64)>> = BTreeMap::new();
-        for (range, replicas) in done {
-            for r in replicas {
-                by_replica.entry(*r).or_default().push(*range);
+        // Per replica: the ranges, and the generation it reported for each.
+        type Finished = (Vec<(i64, i64)>, Vec<u64>);
+        let mut by_replica: BTreeMap<Uuid, Finished> = BTreeMap::new();
+        for c in done {
+            for (r, state) in c.replicas.iter().zip(&c.states) {
+                let (ranges, generations) = by_replica.entry(*r).or_default();
+                ranges.push(c.range);
+                generations.push(state.generation);
             }
         }
-        for (replica, ranges) in by_replica {
+        for (replica, (ranges, generations)) in by_replica {
             let outcome = if replica == view.local {
                 let storage = Arc::clone(&self.coordinator.storage);
                 tokio::task::spawn_blocking(move || {
-                    cluster::repaired::record(&storage, &table, &ranges, at).map_err(|e| e.to_string())
+                    cluster::repaired::record(&storage, &table, &ranges, at).map_err(|e| e.to_string())?;
+                    let at: Vec<((i64, i64), u64)> = ranges.into_iter().zip(generations).collect();
+                    storage.set_repaired(&table, &at);
+                    Ok::<_, String>(())
                 })
                 .await
                 .map_err(|e| e.to_string())
@@ -689,7 +903,8 @@ impl Lifecycle {
             } else {
                 match view.endpoint(replica).map(|e| e.internode) {
                     Some(addr) => {
-                        let body = wire::encode_repaired(&wire::Repaired { table, repaired_at: at, ranges });
+                        let body =
+                            wire::encode_repaired(&wire::Repaired { table, repaired_at: at, ranges, generations });
                         self.coordinator
                             .transport
                             .send_request(addr, Verb::RepairedReq, body, REPAIRED_TIMEOUT)
@@ -785,16 +1000,8 @@ impl Lifecycle {
             .values()
             .filter(|ks| !Schema::is_system(&ks.name) && !matches!(ks.replication, Replication::Local))
             .collect();
-        let live_in_dc = view.ring.dc_node_count(&me.dc);
         for ks in &keyspaces {
-            let rf = cluster::view::strategy(&ks.replication).rf_in_dc(&me.dc) as usize;
-            if rf > 0 && live_in_dc.saturating_sub(1) < rf {
-                return Err(format!(
-                    "Not enough live nodes to maintain replication factor in keyspace {} (RF = {rf}, N = {live_in_dc}). \
-                     Lower the replication factor first.",
-                    ks.name
-                ));
-            }
+            cluster::movement::check_decommission(&view, ks, &me.dc)?;
         }
         self.gossip.set_status(cluster::Status::Leaving).await;
         tokio::time::sleep(RING_DELAY).await;
@@ -806,27 +1013,12 @@ impl Lifecycle {
                  and the node is NORMAL again (one topology change at a time)"
             ));
         }
-        let mut after = view.ring.clone();
-        after.remove_node(host(view.local));
         let mut sessions = Vec::new();
         let mut totals = StreamStats::default();
         let receiver = self.receiver();
         let result = async {
             for ks in &keyspaces {
-                let strategy = cluster::view::strategy(&ks.replication);
-                let mut by_target: BTreeMap<Uuid, Vec<(i64, i64)>> = BTreeMap::new();
-                for (range, _) in view.ring.ranges() {
-                    let old = view.replicas(ks, range.end);
-                    if !old.contains(&view.local) {
-                        continue;
-                    }
-                    for gaining in strategy.replicas(&after, range.end).into_iter().map(uuid) {
-                        if !old.contains(&gaining) {
-                            by_target.entry(gaining).or_default().push((range.start, range.end));
-                        }
-                    }
-                }
-                for (target, ranges) in by_target {
+                for (target, ranges) in cluster::movement::decommission(&view, ks, view.local) {
                     let endpoint = view.endpoint(target).ok_or("a new owner is not in the view")?;
                     if !endpoint.alive {
                         return Err(format!("Cannot hand ranges to {}: it is down", endpoint.address()));
@@ -954,8 +1146,6 @@ impl Lifecycle {
                  (one topology change at a time): run it again when that one is done"
             ));
         }
-        let mut after = view.ring.clone();
-        after.remove_node(host(host_id));
         let schema = self.schema.snapshot();
         let prefer = view.local_dc().to_string();
         let mut sessions = Vec::new();
@@ -965,32 +1155,8 @@ impl Lifecycle {
             if Schema::is_system(&ks.name) || matches!(ks.replication, Replication::Local) {
                 continue;
             }
-            let strategy = cluster::view::strategy(&ks.replication);
             // (gaining node, source) -> ranges.
-            let mut moves: BTreeMap<(Uuid, Uuid), Vec<(i64, i64)>> = BTreeMap::new();
-            for (range, _) in view.ring.ranges() {
-                let old = view.replicas(ks, range.end);
-                if !old.contains(&host_id) {
-                    continue;
-                }
-                for gaining in strategy.replicas(&after, range.end).into_iter().map(uuid) {
-                    if old.contains(&gaining) {
-                        continue;
-                    }
-                    let source = old
-                        .iter()
-                        .copied()
-                        .filter(|r| *r != host_id && view.is_alive(*r))
-                        .min_by_key(|r| view.dc_of(*r) != Some(prefer.as_str()))
-                        .ok_or_else(|| {
-                            format!(
-                                "Unable to find sufficient sources for streaming range ({}, {}] of {}",
-                                range.start, range.end, ks.name
-                            )
-                        })?;
-                    moves.entry((gaining, source)).or_default().push((range.start, range.end));
-                }
-            }
+            let moves = cluster::movement::removenode(&view, ks, host_id, &prefer)?;
             for ((gaining, source), ranges) in moves {
                 let (Some(to), Some(from)) = (view.endpoint(gaining), view.endpoint(source)) else { continue };
                 for table in ks.tables.values() {

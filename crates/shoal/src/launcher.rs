@@ -363,6 +363,9 @@ fn is_normal(state: &ClusterState, node: &NodeState, pid: u32) -> Result<(), Str
     if info["pid"].as_u64() != Some(u64::from(pid)) {
         return Err(format!("another process (pid {}) answers on {host}:{}", text_of(&info["pid"]), state.admin_port));
     }
+    if info["bootstrap"]["state"].as_str() == Some("FAILED") {
+        return Err(format!("{BOOTSTRAP_FAILED}{}", text_of(&info["bootstrap"]["error"])));
+    }
     let status = tool::get(&host, state.admin_port, "/v1/status")?;
     let local = status["local_host_id"].as_str().unwrap_or_default();
     let me = status_nodes(&status).into_iter().find(|n| n["host_id"].as_str() == Some(local));
@@ -373,7 +376,10 @@ fn is_normal(state: &ClusterState, node: &NodeState, pid: u32) -> Result<(), Str
     }
 }
 
-/// Waits until a just-started node is NORMAL; fails early if it exits.
+/// How `is_normal` starts its answer for a node whose bootstrap failed.
+const BOOTSTRAP_FAILED: &str = "failed to bootstrap: ";
+
+/// Waits until a just-started node is NORMAL; fails early if it exits or its bootstrap fails.
 fn wait_normal(state: &ClusterState, node: &NodeState, child: &mut Child, timeout: Duration) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     loop {
@@ -388,6 +394,13 @@ fn wait_normal(state: &ClusterState, node: &NodeState, child: &mut Child, timeou
         }
         let last = match is_normal(state, node, child.id()) {
             Ok(()) => return Ok(()),
+            Err(e) if e.starts_with(BOOTSTRAP_FAILED) => {
+                return Err(format!(
+                    "node {} ({}) {e}. It stays up, JOINING: `shoal tool -h {} -p {} bootstrap resume` resumes \
+                     it (so does `shoal cluster stop {}` then `start {}`)",
+                    node.index, node.address, node.address, state.admin_port, node.index, node.index
+                ))
+            }
             Err(e) => e,
         };
         if Instant::now() >= deadline {

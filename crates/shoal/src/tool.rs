@@ -104,6 +104,14 @@ enum ToolCommand {
         /// Report what differs without repairing it.
         #[arg(long)]
         preview: bool,
+        /// Compare every range, also those every replica holds repaired (by default a repair
+        /// is incremental: it skips them); each replica compacts the table first.
+        #[arg(long, conflicts_with = "validate")]
+        full: bool,
+        /// Compare only the ranges every replica holds repaired, repairing nothing: they should
+        /// agree; any that do not are reported out of sync (run a full repair).
+        #[arg(long)]
+        validate: bool,
     },
     /// The repairs run on this node, by an operator or the auto_repair schedule (oldest first).
     #[command(name = "repair_admin")]
@@ -117,6 +125,13 @@ enum ToolCommand {
     Cleanup { keyspace: Option<String>, tables: Vec<String> },
     /// Hand this node's ranges to the nodes that take them over, then leave the ring for good.
     Decommission,
+    /// `bootstrap resume`: resume this node's failed bootstrap (it stays JOINING after one);
+    /// the ranges it already received are not streamed again. Answers once the node joined.
+    Bootstrap {
+        /// What to do: `resume`.
+        #[arg(value_parser = ["resume"])]
+        action: String,
+    },
     /// Remove a node that is down for good: its ranges are re-replicated from the surviving
     /// replicas. `removenode status` shows removals in progress; `removenode force` completes
     /// them without their streams (repair afterwards).
@@ -302,14 +317,17 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Listpendinghints => ("GET", vec!["/v1/hints".to_string()], QUICK_TIMEOUT),
         ToolCommand::Netstats => ("GET", vec!["/v1/netstats".to_string()], QUICK_TIMEOUT),
         ToolCommand::RepairAdmin { .. } => ("GET", vec!["/v1/repair_admin".to_string()], QUICK_TIMEOUT),
-        ToolCommand::Repair { keyspace, tables, primary_range, preview } => {
+        ToolCommand::Repair { keyspace, tables, primary_range, preview, full, validate } => {
             let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
             params.extend(tables.iter().map(|t| ("table", Some(t.as_str()))));
             params.push(("pr", primary_range.then_some("true")));
             params.push(("preview", preview.then_some("true")));
+            params.push(("full", full.then_some("true")));
+            params.push(("validate", validate.then_some("true")));
             ("POST", vec![with_query("/v1/repair", &params)], MAINTENANCE_TIMEOUT)
         }
         ToolCommand::Decommission => ("POST", vec!["/v1/decommission".to_string()], MAINTENANCE_TIMEOUT),
+        ToolCommand::Bootstrap { .. } => ("POST", vec!["/v1/bootstrap/resume".to_string()], MAINTENANCE_TIMEOUT),
         ToolCommand::Removenode { host_id } => match host_id.as_str() {
             "status" | "force" => (
                 "POST",
@@ -360,7 +378,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Info { tokens } => format_info(answer, *tokens),
         ToolCommand::Listpendinghints => format_hints(answer),
         ToolCommand::Netstats => format_netstats(answer),
-        ToolCommand::Rebuild { .. } => format_rebuild(answer),
+        ToolCommand::Rebuild { .. } | ToolCommand::Bootstrap { .. } => format_rebuild(answer),
         ToolCommand::Repair { .. } => format_repair(answer),
         ToolCommand::RepairAdmin { .. } => format_repair_admin(answer),
         ToolCommand::Removenode { host_id } if host_id == "status" => format_removal_status(answer),
@@ -604,12 +622,14 @@ fn format_netstats(n: &Json) -> String {
 
 /// repair: per table, what was compared, what differed and what was written back.
 fn format_repair(r: &Json) -> String {
-    let mut rows =
-        vec![["Table", "Ranges", "Partitions", "Differing", "Estimated", "Repaired"].map(String::from).to_vec()];
+    let mut rows = vec![["Table", "Ranges", "Compared", "Partitions", "Differing", "Estimated", "Repaired"]
+        .map(String::from)
+        .to_vec()];
     for t in r["tables"].as_array().cloned().unwrap_or_default() {
         rows.push(vec![
             format!("{}.{}", text(&t["keyspace"]), text(&t["table"])),
             text(&t["ranges"]),
+            text(&t["ranges_compared"]),
             text(&t["partitions_compared"]),
             text(&t["partitions_differing"]),
             human_bytes(t["bytes_estimated"].as_u64().unwrap_or(0)),
@@ -618,9 +638,18 @@ fn format_repair(r: &Json) -> String {
     }
     let mut out = table(&rows);
     out.push_str(&format!(
-        "{} done in {:.1} s: {} of {} partitions differed, {} written back, {} on the wire\n",
+        "{} ({}) done in {:.1} s: {} of {} ranges compared ({}), \
+         {} of {} partitions differed, {} written back, {} on the wire\n",
         text(&r["operation"]),
+        text(&r["mode"]),
         r["seconds"].as_f64().unwrap_or(0.0),
+        text(&r["ranges_compared"]),
+        text(&r["ranges"]),
+        match r["mode"].as_str() {
+            Some("validate") => "those repaired on every replica: any difference is repaired data out of sync",
+            Some("full") => "all of them",
+            _ => "the others are repaired on every replica",
+        },
         text(&r["partitions_differing"]),
         text(&r["partitions_compared"]),
         human_bytes(r["bytes_repaired"].as_u64().unwrap_or(0)),
@@ -677,8 +706,12 @@ fn format_rebuild(r: &Json) -> String {
             human_bytes(s["bytes"].as_u64().unwrap_or(0))
         ));
     }
+    if let Some(skipped) = r["ranges_already_streamed"].as_u64().filter(|n| *n > 0) {
+        out.push_str(&format!("{skipped} table ranges received before were not streamed again\n"));
+    }
     out.push_str(&format!(
-        "rebuild done: {} in {:.1} s ({:.1} MB/s)\n",
+        "{} done: {} in {:.1} s ({:.1} MB/s)\n",
+        r["operation"].as_str().unwrap_or("rebuild"),
         human_bytes(r["bytes"].as_u64().unwrap_or(0)),
         r["seconds"].as_f64().unwrap_or(0.0),
         r["mb_per_s"].as_f64().unwrap_or(0.0)

@@ -134,6 +134,8 @@ pub struct Storage {
     pub(crate) group: Arc<GroupCommit>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) syncer: Mutex<Option<JoinHandle<()>>>,
+    /// Which ranges of each table hold writes no repair compared (`unrepaired`).
+    pub(crate) unrepaired: crate::unrepaired::Unrepaired,
 }
 
 impl Storage {
@@ -143,6 +145,7 @@ impl Storage {
         std::fs::create_dir_all(&config.data_dir)?;
         let db_path = config.data_dir.join("db");
         let manifest = read_manifest(&config.data_dir)?;
+        let unrepaired = crate::unrepaired::Unrepaired::load(&config.data_dir)?;
         let cache = Cache::new_lru_cache(config.cache_bytes);
         let gc_registry = filter::GcRegistry::default();
         let purge_markers = Arc::new(AtomicBool::new(false));
@@ -276,6 +279,7 @@ impl Storage {
             group: Arc::new(GroupCommit::default()),
             stop: Arc::new(AtomicBool::new(false)),
             syncer: Mutex::new(None),
+            unrepaired,
         };
         storage.start_syncer();
         let thread = std::thread::Builder::new().name("memtable-flush".into()).spawn(move || flusher.run());
@@ -532,6 +536,7 @@ impl Storage {
         manifest.truncated.insert(*table, self.log.next_seq());
         write_manifest(&self.config.data_dir, &manifest)?;
         write_lock(&self.tables).insert(*table, store);
+        self.unrepaired.forget(table);
         self.db.drop_cf(&old.cf_name)?;
         self.gc_registry.remove(&old.cf_name);
         Ok(())
@@ -657,7 +662,9 @@ impl Storage {
     pub fn shutdown(&self) -> Result<(), StorageError> {
         self.stop_threads();
         self.log.sync()?;
-        self.flush(None)
+        self.flush(None)?;
+        self.unrepaired.save(&self.config.data_dir)?;
+        Ok(())
     }
 
     fn stop_threads(&self) {

@@ -25,7 +25,9 @@
 //! repair (`raw`): `read_raw`, `merge_raw`, `resolve_raw`, `repair_diff`,
 //! `apply_raw`. Topology changes and repair move whole token ranges as
 //! sorted files (`stream`): `export_ranges`, `ingest_streamed`; repair
-//! compares replicas by per-partition hashes (`validate`: `partition_hashes`).
+//! compares replicas by per-partition hashes (`validate`: `partition_hashes`),
+//! and skips the ranges no write reached since every replica last agreed
+//! (`unrepaired`: `set_ring`, `repair_states`, `set_repaired`).
 //!
 //! Invariants:
 //! - The manifest (`schema.json`) names every column family in use; it is
@@ -53,6 +55,7 @@ mod raw;
 mod read;
 mod stream;
 mod tuning;
+mod unrepaired;
 mod validate;
 mod varint;
 mod write;
@@ -62,6 +65,7 @@ pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 pub use stream::StreamedFile;
+pub use unrepaired::RangeState;
 pub use validate::{bucket_count, bucket_of, bucket_range, fold_buckets, PartitionHash};
 pub use write::WriteBatch;
 

@@ -336,6 +336,17 @@ impl Storage {
     /// section storage knows and every value must decode as a cell; otherwise
     /// nothing is written.
     pub fn apply_raw(&self, table: &Uuid, cells: &[(Vec<u8>, Vec<u8>)]) -> Result<(), StorageError> {
+        self.write_raw(table, cells, true)
+    }
+
+    /// `apply_raw` for repair's merges: they bring a replica to what every
+    /// replica of the range holds, so they leave the range's repair state
+    /// as it is (`unrepaired`).
+    pub fn apply_repair(&self, table: &Uuid, cells: &[(Vec<u8>, Vec<u8>)]) -> Result<(), StorageError> {
+        self.write_raw(table, cells, false)
+    }
+
+    fn write_raw(&self, table: &Uuid, cells: &[(Vec<u8>, Vec<u8>)], mark: bool) -> Result<(), StorageError> {
         self.check_poisoned()?;
         let store = self.table(table)?;
         for (key, value) in cells {
@@ -376,7 +387,7 @@ impl Storage {
             }
             ops.push((row.to_vec(), packer.finish().to_vec()));
         }
-        self.write(ops.iter().map(|(k, v)| (*table, k.as_slice(), v.as_slice())), store.durable)
+        self.write(ops.iter().map(|(k, v)| (*table, k.as_slice(), v.as_slice())), store.durable, mark)
     }
 }
 

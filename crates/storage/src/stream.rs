@@ -216,6 +216,7 @@ impl Storage {
         for (lower, upper) in &gaps {
             self.db.delete_range_cf(&cf, lower, upper)?;
         }
+        self.unrepaired.forget(table);
         for (lower, upper) in &gaps {
             self.db.compact_range_cf(&cf, Some(lower), Some(upper));
         }
@@ -248,6 +249,7 @@ impl Storage {
         ingest.set_move_files(true);
         let paths: Vec<&Path> = files.iter().map(|f| f.path.as_path()).collect();
         self.db.ingest_external_file_cf_opts(&cf, &ingest, paths)?;
+        self.unrepaired.forget(table);
         for f in files {
             // Moved files are linked into the database; the name here is spare.
             let _ = std::fs::remove_file(&f.path);

@@ -87,7 +87,7 @@ impl Storage {
                 (table, &g.arena[k0 as usize..k1 as usize], &g.arena[k1 as usize..v1 as usize])
             })
         });
-        self.write(ops, durable)
+        self.write(ops, durable, true)
     }
 
     /// Encodes `mutations` into `into` for a later [`Storage::commit`], all
@@ -143,12 +143,14 @@ impl Storage {
     /// write goes through here.
     ///
     /// Order (see `memtable`'s invariants): reserve a log seq, merge into
-    /// the memtables, append the log record, sync. An unknown table fails
-    /// the write before anything is made.
+    /// the memtables, append the log record, sync, then (with `mark`) count
+    /// the writes in their ranges' generations (`unrepaired`). An unknown
+    /// table fails the write before anything is made.
     pub(crate) fn write<'a>(
         &self,
         ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])> + Clone,
         durable: bool,
+        mark: bool,
     ) -> Result<(), StorageError> {
         self.check_poisoned()?;
         // The tables of the runs of consecutive operands of one table.
@@ -174,7 +176,7 @@ impl Storage {
             let bytes: usize = ops.clone().map(|(_, k, v)| 16 + 2 * 10 + k.len() + v.len()).sum();
             let mut buf = Vec::with_capacity(commitlog::RECORD_HEADER + bytes);
             buf.resize(commitlog::RECORD_HEADER, 0);
-            flush::encode_record(ops, &mut buf);
+            flush::encode_record(ops.clone(), &mut buf);
             let appended = self.log.append_framed(seq, &mut buf);
             if let Err(e) = appended {
                 poison(&self.poisoned, &format!("cannot append to the commit log: {e}"));
@@ -189,6 +191,13 @@ impl Storage {
                 }
                 CommitlogSync::Group { .. } => self.group.wait_synced(&self.poisoned, &self.stop, &self.log)?,
                 CommitlogSync::Periodic { .. } => {}
+            }
+        }
+        if mark {
+            let mut rest = ops;
+            for (store, n) in &runs {
+                let tokens = rest.by_ref().take(*n).filter_map(|(_, k, _)| k.first_chunk::<8>().copied());
+                self.unrepaired.mark(&store.def.id, tokens.map(keys::token_from_bytes));
             }
         }
         for (store, _) in &runs {

@@ -20,6 +20,7 @@
 #![deny(clippy::indexing_slicing)]
 #![cfg_attr(test, allow(clippy::indexing_slicing))]
 
+pub mod bulk;
 pub mod coordinator;
 pub mod gossip;
 pub mod movement;

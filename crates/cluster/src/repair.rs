@@ -256,7 +256,7 @@ pub async fn repair_range<T: Transport + Clone>(
 async fn local_hashes(storage: &Arc<Storage>, task: &RangeTask<'_>, compact_first: bool) -> Result<Hashes, String> {
     let storage = Arc::clone(storage);
     let (table, range, now) = (task.table, task.range, task.now);
-    tokio::task::spawn_blocking(move || {
+    crate::bulk::run(move || {
         if compact_first {
             storage.compact(Some(&table)).map_err(|e| e.to_string())?;
         }

@@ -17,6 +17,10 @@
 //! Throttled by the sender: `stream_throughput_outbound` bytes per second
 //! over all its sessions (0 = unthrottled), as Cassandra's setting.
 //!
+//! The disk and CPU work of a session (the export, chunk reads and writes,
+//! the ingest) runs on the low-priority bulk threads (`crate::bulk`), never
+//! on the runtime's workers, so requests are served first.
+//!
 //! Invariants:
 //! - Nothing is ingested unless every file of the session arrived whole and
 //!   matches its CRC-32C (storage checks before it ingests anything).
@@ -47,6 +51,8 @@ pub const SESSION_TTL: Duration = Duration::from_secs(3600);
 /// How long the receiver waits for the sender to export (large ranges take a while).
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(600);
 const CHUNK_TIMEOUT: Duration = Duration::from_secs(60);
+/// A receiver syncs a file it writes every this many bytes.
+const SYNC_BYTES: u64 = 16 << 20;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -373,7 +379,7 @@ impl<T: Transport> Receiver<'_, T> {
             registry.update(session, |s| s.files_done += 1);
         }
         let (store, to_ingest) = (Arc::clone(storage), files.clone());
-        let ingested = tokio::task::spawn_blocking(move || store.ingest_streamed(&table, &to_ingest))
+        let ingested = crate::bulk::run(move || store.ingest_streamed(&table, &to_ingest))
             .await
             .map_err(|e| format!("ingest task failed: {e}"))?;
         if let Err(e) = ingested {
@@ -403,19 +409,35 @@ impl<T: Transport> Receiver<'_, T> {
         path: &Path,
     ) -> Result<u64, String> {
         let (transport, registry) = (self.transport, self.registry);
-        let io = |e: std::io::Error| format!("{}: {e}", path.display());
-        let file =
-            std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path).map_err(io)?;
-        let mut offset = file.metadata().map_err(io)?.len();
-        if offset > info.bytes {
-            file.set_len(0).map_err(io)?;
-            offset = 0;
-        }
+        let name = path.display().to_string();
+        let io = move |e: std::io::Error| format!("{name}: {e}");
+        let opened = {
+            let (path, io) = (path.to_path_buf(), io.clone());
+            let bytes = info.bytes;
+            crate::bulk::run(move || {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .map_err(&io)?;
+                let mut held = file.metadata().map_err(&io)?.len();
+                if held > bytes {
+                    file.set_len(0).map_err(&io)?;
+                    held = 0;
+                }
+                Ok::<_, String>((Arc::new(file), held))
+            })
+            .await??
+        };
+        let (file, mut offset) = opened;
         registry.update(session, |s| {
             s.bytes_done += offset;
             s.bytes_skipped += offset;
         });
         let mut fetched = 0;
+        let mut unsynced = 0u64;
         while offset < info.bytes {
             let want = (info.bytes - offset).min(u64::from(CHUNK_BYTES)) as u32;
             let request = wire::encode_stream_chunk(session, index, offset, want);
@@ -426,12 +448,28 @@ impl<T: Transport> Receiver<'_, T> {
             if data.is_empty() || data.len() as u64 > u64::from(want) {
                 return Err(format!("{peer} sent {} bytes for a chunk of {want}", data.len()));
             }
-            file.write_all_at(&data, offset).map_err(io)?;
-            offset += data.len() as u64;
-            fetched += data.len() as u64;
-            registry.update(session, |s| s.bytes_done += data.len() as u64);
+            let n = data.len() as u64;
+            unsynced += n;
+            // Written out every SYNC_BYTES, so a stream never leaves gigabytes dirty in the page
+            // cache (the kernel would throttle every write of the process, client writes included).
+            let sync = unsynced >= SYNC_BYTES;
+            if sync {
+                unsynced = 0;
+            }
+            let (f, io) = (Arc::clone(&file), io.clone());
+            crate::bulk::run(move || {
+                f.write_all_at(&data, offset).map_err(&io)?;
+                if sync {
+                    f.sync_data().map_err(&io)?;
+                }
+                Ok::<_, String>(())
+            })
+            .await??;
+            offset += n;
+            fetched += n;
+            registry.update(session, |s| s.bytes_done += n);
         }
-        file.sync_data().map_err(io)?;
+        crate::bulk::run(move || file.sync_data().map_err(io)).await??;
         Ok(fetched)
     }
 }
@@ -457,7 +495,7 @@ pub async fn serve(
     match verb {
         Verb::StreamReq => {
             let req = wire::decode_stream_request(&payload).map_err(|e| e.to_string())?;
-            let files = tokio::task::spawn_blocking(move || source.prepare(from, req.session, req.table, &req.ranges))
+            let files = crate::bulk::run(move || source.prepare(from, req.session, req.table, &req.ranges))
                 .await
                 .map_err(|e| format!("stream export task failed: {e}"))??;
             Ok((Verb::StreamRsp, wire::encode_stream_files(&files)))
@@ -465,7 +503,7 @@ pub async fn serve(
         Verb::StreamChunkReq => {
             let (session, file, offset, len) = wire::decode_stream_chunk(&payload).map_err(|e| e.to_string())?;
             let reader = Arc::clone(&source);
-            let data = tokio::task::spawn_blocking(move || reader.chunk(session, file, offset, len))
+            let data = crate::bulk::run(move || reader.chunk(session, file, offset, len))
                 .await
                 .map_err(|e| format!("stream read task failed: {e}"))??;
             let delay = source.delay_for(data.len() as u64);

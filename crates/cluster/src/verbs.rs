@@ -80,11 +80,13 @@ pub async fn serve<T: Transport + Clone>(
                 }
                 let (storage, schema) = (Arc::clone(storage), Arc::clone(&schema));
                 let blocking = (storage.writes_block() && msg.verb == Verb::RepairReq)
-                    || matches!(
-                        msg.verb,
-                        Verb::TruncateReq | Verb::HashesReq | Verb::RepairedReq | Verb::RepairPushReq
-                    );
-                if blocking {
+                    || matches!(msg.verb, Verb::TruncateReq | Verb::RepairedReq | Verb::RepairPushReq);
+                if msg.verb == Verb::HashesReq {
+                    // Repair's validation reads whole ranges: bulk work, behind requests.
+                    tokio::spawn(async move {
+                        let _ = crate::bulk::run(move || handle(&storage, &*schema, msg)).await;
+                    });
+                } else if blocking {
                     tokio::task::spawn_blocking(move || handle(&storage, &*schema, msg));
                 } else {
                     tokio::spawn(async move { handle(&storage, &*schema, msg) });

@@ -331,7 +331,12 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
 async fn route(request: &Request, state: &AdminState) -> Response {
     let path = request.path.trim_end_matches('/');
     let method = match path {
-        "/v1/flush" | "/v1/compact" | "/v1/rebuild" | "/v1/repair" | "/v1/bootstrap/resume" | "/v1/cleanup"
+        "/v1/flush"
+        | "/v1/compact"
+        | "/v1/rebuild"
+        | "/v1/repair"
+        | "/v1/bootstrap/resume"
+        | "/v1/cleanup"
         | "/v1/decommission"
         | "/v1/removenode" => "POST",
         "/v1/status"

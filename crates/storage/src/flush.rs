@@ -331,6 +331,10 @@ pub(crate) fn writer_options() -> Options {
     block.set_bloom_filter(10.0, false);
     opts.set_block_based_table_factory(&block);
     opts.set_compression_type(DBCompressionType::None);
+    // Write the file out as it grows (sync_file_range every MiB) rather than leave it all dirty in
+    // the page cache: gigabytes of flushed or exported files dirtied at once make the kernel
+    // throttle every write of the process, the commit log's included.
+    opts.set_bytes_per_sync(1 << 20);
     opts
 }
 

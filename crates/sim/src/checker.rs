@@ -16,17 +16,29 @@
 //!    another one ended returns, for every row both cover, a version at
 //!    least as new (the blocking read repair invariant).
 //! 4. `liveness`: after healing, QUORUM writes and reads and the ALL reads
-//!    succeed, hints drain, the failure detectors see everyone up.
+//!    succeed, hints drain, the failure detectors see everyone up, and the
+//!    topology change in progress finishes.
+//! 5. `quorum-durability`: each row's latest acknowledged write is held by
+//!    a quorum of the replicas its partition has (consistent range movement
+//!    keeps the copies a quorum write made, whatever the order of streams
+//!    and hints): checked during lifecycle runs (`lifecycle`), and after
+//!    hint replay, before any repair, on the final ring of a lifecycle run
+//!    with faults (where not every replica need hold it yet).
 //!
 //! Plus `written-values`: every version read (through a coordinator or
 //! locally) is exactly what the write with that timestamp wrote, to that
 //! row; and `harness`: a task panicked or the run could not finish.
 //!
+//! The read checks (3) leave out reads covered by an `Exemption`: reads of
+//! the partitions a node killed for good replicated, from its death until
+//! the repair after its removal or replacement (the only copy of a write
+//! may have died with it until then, in Cassandra as here).
+//!
 //! Invariant: a check never passes vacuously on missing input: a row that an
 //! acknowledged write touched and that a source lacks is a violation, not a
 //! skip.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -40,6 +52,7 @@ pub enum Property {
     ReadYourWrites,
     MonotonicReads,
     Liveness,
+    QuorumDurability,
     WrittenValues,
     Harness,
 }
@@ -52,6 +65,7 @@ impl Property {
             Property::ReadYourWrites => "read-your-writes (3)",
             Property::MonotonicReads => "monotonic-reads (3b)",
             Property::Liveness => "liveness (4)",
+            Property::QuorumDurability => "quorum-durability (5)",
             Property::WrittenValues => "written-values",
             Property::Harness => "harness",
         }
@@ -85,6 +99,27 @@ pub struct Snapshot {
     pub source: String,
     pub pk: i32,
     pub rows: Rows,
+}
+
+/// Reads the read checks leave out: of partitions `pks`, started at logical
+/// time `from` or later and before `until` (still open: None).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exemption {
+    pub pks: BTreeSet<i32>,
+    pub from: u64,
+    pub until: Option<u64>,
+    /// For messages.
+    pub why: String,
+}
+
+impl Exemption {
+    pub fn covers(&self, r: &ReadRecord) -> bool {
+        self.pks.contains(&r.pk) && r.start >= self.from && self.until.is_none_or(|u| r.start < u)
+    }
+}
+
+fn exempt(exemptions: &[Exemption], r: &ReadRecord) -> bool {
+    exemptions.iter().any(|e| e.covers(r))
 }
 
 /// Where and when an operation ran: `via nN [start..end, ops #a..#b]`.
@@ -140,6 +175,46 @@ pub fn check_no_lost_writes(history: &History, snapshots: &[Snapshot]) -> Result
     Ok(())
 }
 
+/// Property 5 over `snapshots` (one per final replica of each partition):
+/// each row's latest acknowledged write is held by at least `quorum` of its
+/// partition's snapshots. Partitions under an open exemption are left out.
+pub fn check_quorum_durable(
+    history: &History,
+    snapshots: &[Snapshot],
+    quorum: usize,
+    exemptions: &[Exemption],
+) -> Result<(), Violation> {
+    let latest = latest_acked(history);
+    let mut by_pk: BTreeMap<i32, Vec<&Snapshot>> = BTreeMap::new();
+    for s in snapshots {
+        by_pk.entry(s.pk).or_default().push(s);
+    }
+    for ((pk, _), w) in &latest {
+        if exemptions.iter().any(|e| e.until.is_none() && e.pks.contains(pk)) {
+            continue;
+        }
+        let replicas = by_pk.get(pk).map(Vec::as_slice).unwrap_or_default();
+        let holding = replicas.iter().filter(|s| s.rows.get(&w.c).is_some_and(|v| v.ts >= w.ts)).count();
+        if holding < quorum {
+            let lacking: Vec<&str> = replicas
+                .iter()
+                .filter(|s| s.rows.get(&w.c).is_none_or(|v| v.ts < w.ts))
+                .map(|s| s.source.as_str())
+                .collect();
+            return Err(Violation::new(
+                Property::QuorumDurability,
+                format!(
+                    "{} is on {holding} of {} replicas, fewer than {quorum}: lacking on {}",
+                    describe(w),
+                    replicas.len(),
+                    lacking.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `written-values` over client reads and snapshots: every version read was
 /// written, with that value, to that row.
 pub fn check_written_values(history: &History, snapshots: &[Snapshot]) -> Result<(), Violation> {
@@ -183,8 +258,8 @@ pub fn check_written_values(history: &History, snapshots: &[Snapshot]) -> Result
 }
 
 /// Property 3: successful reads see every write to their partition that was
-/// acknowledged before they started.
-pub fn check_read_your_writes(history: &History) -> Result<(), Violation> {
+/// acknowledged before they started (reads `exemptions` cover left out).
+pub fn check_read_your_writes(history: &History, exemptions: &[Exemption]) -> Result<(), Violation> {
     // Acknowledged writes per partition, by acknowledgement order.
     let mut acked: BTreeMap<i32, Vec<&WriteRecord>> = BTreeMap::new();
     for w in history.writes.iter().filter(|w| w.acked()) {
@@ -193,7 +268,7 @@ pub fn check_read_your_writes(history: &History) -> Result<(), Violation> {
     for writes in acked.values_mut() {
         writes.sort_by_key(|w| w.end);
     }
-    for r in &history.reads {
+    for r in history.reads.iter().filter(|r| !exempt(exemptions, r)) {
         let Ok(rows) = &r.result else { continue };
         let Some(writes) = acked.get(&r.pk) else { continue };
         let before = writes.partition_point(|w| w.end < r.start);
@@ -230,8 +305,9 @@ pub fn check_read_your_writes(history: &History) -> Result<(), Violation> {
 /// Property 3b: a successful QUORUM read that started after another one of
 /// the same partition ended returns, for every row both cover, a version at
 /// least as new (blocking read repair makes what one quorum read returned
-/// durable on a quorum before it answers).
-pub fn check_monotonic_reads(history: &History) -> Result<(), Violation> {
+/// durable on a quorum before it answers). A read `exemptions` cover is
+/// not checked (it still binds the reads after it).
+pub fn check_monotonic_reads(history: &History, exemptions: &[Exemption]) -> Result<(), Violation> {
     let mut by_pk: BTreeMap<i32, Vec<&ReadRecord>> = BTreeMap::new();
     for r in history.reads.iter().filter(|r| r.result.is_ok()) {
         by_pk.entry(r.pk).or_default().push(r);
@@ -254,6 +330,9 @@ pub fn check_monotonic_reads(history: &History) -> Result<(), Violation> {
                 }
             }
             let Ok(rows) = &r.result else { continue };
+            if exempt(exemptions, r) {
+                continue;
+            }
             for (c, (ts, earlier)) in &newest {
                 if !r.shape.covers(rows, *c) {
                     continue;
@@ -359,16 +438,16 @@ mod tests {
         let t1 = write(&mut h, 1, 0, true);
         read(&mut h, 1, ReadShape::default(), Rows::from([(0, version(t1, 1, 0))]));
         let t2 = write(&mut h, 1, 0, true);
-        assert!(check_read_your_writes(&h).is_ok());
+        assert!(check_read_your_writes(&h, &[]).is_ok());
         read(&mut h, 1, ReadShape::default(), Rows::from([(0, version(t1, 1, 0))]));
-        let v = check_read_your_writes(&h).unwrap_err();
+        let v = check_read_your_writes(&h, &[]).unwrap_err();
         assert_eq!(v.property, Property::ReadYourWrites);
         assert!(v.detail.contains(&format!("ts={t2}")), "{v}");
         // A failed write is not owed to anyone.
         let mut h = History::default();
         write(&mut h, 1, 0, false);
         read(&mut h, 1, ReadShape::default(), Rows::new());
-        assert!(check_read_your_writes(&h).is_ok());
+        assert!(check_read_your_writes(&h, &[]).is_ok());
     }
 
     #[test]
@@ -378,17 +457,17 @@ mod tests {
         let t2 = write(&mut h, 1, 2, true);
         let first = ReadShape { limit: Some(1), ..ReadShape::default() };
         read(&mut h, 1, first, Rows::from([(0, version(t0, 1, 0))]));
-        assert!(check_read_your_writes(&h).is_ok(), "row 2 lies past LIMIT 1");
+        assert!(check_read_your_writes(&h, &[]).is_ok(), "row 2 lies past LIMIT 1");
         let last = ReadShape { limit: Some(1), reversed: true, ..ReadShape::default() };
         read(&mut h, 1, last, Rows::from([(0, version(t0, 1, 0))]));
-        let v = check_read_your_writes(&h).unwrap_err();
+        let v = check_read_your_writes(&h, &[]).unwrap_err();
         assert!(v.detail.contains(&format!("ts={t2}")), "DESC LIMIT 1 must return row 2: {v}");
         let mut h = History::default();
         write(&mut h, 1, 0, true);
         let t2 = write(&mut h, 1, 2, true);
         let slice = ReadShape { range: Some((1, 2)), ..ReadShape::default() };
         read(&mut h, 1, slice, Rows::from([(2, version(t2, 1, 2))]));
-        assert!(check_read_your_writes(&h).is_ok() && check_written_values(&h, &[]).is_ok());
+        assert!(check_read_your_writes(&h, &[]).is_ok() && check_written_values(&h, &[]).is_ok());
         read(&mut h, 1, slice, Rows::from([(0, version(t2 - 1, 1, 0)), (2, version(t2, 1, 2))]));
         assert_eq!(
             check_written_values(&h, &[]).unwrap_err().property,
@@ -422,12 +501,60 @@ mod tests {
         let t2 = write(&mut h, 3, 0, false);
         read(&mut h, 3, ReadShape::default(), Rows::from([(0, version(t2, 3, 0))]));
         read(&mut h, 3, ReadShape::default(), Rows::from([(0, version(t2, 3, 0))]));
-        assert!(check_monotonic_reads(&h).is_ok());
-        assert!(check_read_your_writes(&h).is_ok(), "failed writes are owed to no one");
+        assert!(check_monotonic_reads(&h, &[]).is_ok());
+        assert!(check_read_your_writes(&h, &[]).is_ok(), "failed writes are owed to no one");
         read(&mut h, 3, ReadShape { range: Some((1, 2)), ..ReadShape::default() }, Rows::new());
-        assert!(check_monotonic_reads(&h).is_ok(), "row 0 is outside that read");
+        assert!(check_monotonic_reads(&h, &[]).is_ok(), "row 0 is outside that read");
         read(&mut h, 3, ReadShape::default(), Rows::from([(0, version(t1, 3, 0))]));
-        assert_eq!(check_monotonic_reads(&h).unwrap_err().property, Property::MonotonicReads);
+        assert_eq!(check_monotonic_reads(&h, &[]).unwrap_err().property, Property::MonotonicReads);
+    }
+
+    #[test]
+    fn exempt_reads_are_left_out_and_only_those() {
+        let mut h = History::default();
+        let t1 = write(&mut h, 4, 0, true);
+        let from = h.tick();
+        read(&mut h, 4, ReadShape::default(), Rows::new());
+        read(&mut h, 5, ReadShape::default(), Rows::new());
+        let until = h.tick();
+        let e = Exemption { pks: BTreeSet::from([4]), from, until: Some(until), why: "n1 died".into() };
+        // The read of pk 4 in the window is left out; the write to pk 5 is not owed to anyone.
+        assert!(check_read_your_writes(&h, std::slice::from_ref(&e)).is_ok());
+        assert_eq!(check_read_your_writes(&h, &[]).unwrap_err().property, Property::ReadYourWrites);
+        // After the window, reads owe the write again.
+        read(&mut h, 4, ReadShape::default(), Rows::new());
+        let v = check_read_your_writes(&h, std::slice::from_ref(&e)).unwrap_err();
+        assert!(v.detail.contains(&format!("ts={t1}")), "{v}");
+        // Monotonic reads likewise.
+        let mut h = History::default();
+        let t = write(&mut h, 4, 0, false);
+        read(&mut h, 4, ReadShape::default(), Rows::from([(0, version(t, 4, 0))]));
+        let from = h.tick();
+        read(&mut h, 4, ReadShape::default(), Rows::new());
+        let open = Exemption { pks: BTreeSet::from([4]), from, until: None, why: "n1 died".into() };
+        assert!(check_monotonic_reads(&h, std::slice::from_ref(&open)).is_ok());
+        assert_eq!(check_monotonic_reads(&h, &[]).unwrap_err().property, Property::MonotonicReads);
+    }
+
+    #[test]
+    fn a_write_on_fewer_than_a_quorum_of_replicas_is_caught() {
+        let mut h = History::default();
+        let t = write(&mut h, 6, 0, true);
+        let snap = |source: &str, rows: Rows| Snapshot { source: source.into(), pk: 6, rows };
+        let has = || Rows::from([(0, version(t, 6, 0))]);
+        let two = [snap("n0", has()), snap("n1", has()), snap("n2", Rows::new())];
+        assert!(check_quorum_durable(&h, &two, 2, &[]).is_ok());
+        let one = [snap("n0", has()), snap("n1", Rows::new()), snap("n2", Rows::new())];
+        let v = check_quorum_durable(&h, &one, 2, &[]).unwrap_err();
+        assert_eq!(v.property, Property::QuorumDurability);
+        assert!(v.detail.contains("on 1 of 3 replicas") && v.detail.contains("lacking on n1, n2"), "{v}");
+        // Under an open exemption the partition is not judged; a closed one does not excuse it.
+        let mut e = Exemption { pks: BTreeSet::from([6]), from: 0, until: None, why: "n3 died".into() };
+        assert!(check_quorum_durable(&h, &one, 2, std::slice::from_ref(&e)).is_ok());
+        e.until = Some(1);
+        assert!(check_quorum_durable(&h, &one, 2, std::slice::from_ref(&e)).is_err());
+        // No snapshot at all for a written partition is not a pass.
+        assert!(check_quorum_durable(&h, &[], 2, &[]).is_err());
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //!   when full (`Overloaded` / `Failure(Overloaded)`).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -122,7 +122,9 @@ struct MemState {
     stats: MemStats,
 }
 
-type PendingMap = HashMap<u64, oneshot::Sender<Result<Response, NetError>>>;
+/// By request id: a crashed node's pending requests fail in the order they were sent (a
+/// `HashMap` would fail them in an order that differs between runs, and a seed would not replay).
+type PendingMap = BTreeMap<u64, oneshot::Sender<Result<Response, NetError>>>;
 
 struct MemNode {
     /// Distinguishes a restarted node from its previous life: replies and
@@ -197,7 +199,7 @@ impl MemNetwork {
         let (tx, rx) = mpsc::channel(state.config.inbound_queue_max);
         let generation = state.next_generation;
         state.next_generation += 1;
-        state.nodes.insert(addr, MemNode { generation, inbound: tx, pending: HashMap::new(), next_request_id: 1 });
+        state.nodes.insert(addr, MemNode { generation, inbound: tx, pending: BTreeMap::new(), next_request_id: 1 });
         (MemTransport { shared: Arc::clone(&self.shared), addr }, rx)
     }
 

@@ -108,6 +108,35 @@ pub struct RangeTask<'a> {
     pub compact: bool,
 }
 
+/// A range a repair covers, `(start, end]`, with its replicas.
+pub type ReplicatedRange = ((i64, i64), Vec<Uuid>);
+
+/// The ranges of `ks` a repair run on the view's local node covers, in ring
+/// order, with their replicas: every range it replicates that has another
+/// replica (only those it is primary for with `primary_only`). Every replica
+/// of them must be up: the first one the view has down is the error.
+pub fn ranges_to_repair(
+    view: &ClusterView,
+    ks: &types::schema::KeyspaceDef,
+    primary_only: bool,
+) -> Result<Vec<ReplicatedRange>, Uuid> {
+    let mut out = Vec::new();
+    for (range, primary) in view.ring.ranges() {
+        let replicas = view.replicas(ks, range.end);
+        if !replicas.contains(&view.local) || replicas.len() < 2 {
+            continue;
+        }
+        if primary_only && crate::view::uuid(primary) != view.local {
+            continue;
+        }
+        if let Some(dead) = replicas.iter().find(|r| !view.is_alive(**r)) {
+            return Err(*dead);
+        }
+        out.push(((range.start, range.end), replicas));
+    }
+    Ok(out)
+}
+
 /// Partition hashes by (token, key): (hash, bytes).
 type Hashes = BTreeMap<(i64, Vec<u8>), (u64, u64)>;
 

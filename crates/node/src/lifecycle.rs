@@ -710,20 +710,16 @@ impl Lifecycle {
                 let mut t = cluster::repair::RangeRepair::default();
                 let mut failed = None;
                 let mut candidates = Vec::new();
-                for (range, primary) in view.ring.ranges() {
-                    let replicas = view.replicas(ks, range.end);
-                    if !replicas.contains(&view.local) || replicas.len() < 2 {
-                        continue;
-                    }
-                    if primary_only && cluster::view::uuid(primary) != view.local {
-                        continue;
-                    }
-                    if let Some(dead) = replicas.iter().find(|r| !view.is_alive(**r)) {
-                        let addr = view.endpoint(*dead).map_or_else(|| dead.to_string(), |e| e.internode.to_string());
+                match cluster::repair::ranges_to_repair(&view, ks, primary_only) {
+                    Ok(ranges) => candidates.extend(ranges.into_iter().map(|(range, replicas)| Candidate {
+                        range,
+                        replicas,
+                        states: Vec::new(),
+                    })),
+                    Err(dead) => {
+                        let addr = view.endpoint(dead).map_or_else(|| dead.to_string(), |e| e.internode.to_string());
                         failed = Some(format!("Endpoint not alive: /{addr}"));
-                        break;
                     }
-                    candidates.push(Candidate { range: (range.start, range.end), replicas, states: Vec::new() });
                 }
                 if failed.is_none() {
                     if let Err(e) = self.repair_states(&view, table.id, &mut candidates, &mut t.wire_bytes).await {

@@ -24,10 +24,9 @@
 //!   (`observe_liveness`). Views therefore disagree between nodes, as gossip
 //!   views do.
 //!
-//! Nodes talk through `SimTransport`, `MemTransport` plus the process: when
-//! a node is killed, every request it is waiting on fails at once, in the
-//! order the requests began (the network alone would fail them in the
-//! order of a hash map, which differs from run to run).
+//! Nodes talk through `MemTransport`: when a node is killed
+//! (`MemNetwork::remove_node`), every request it is waiting on fails at
+//! once, in the order the requests were sent.
 //!
 //! Invariants:
 //! - Everything runs on the caller's current-thread runtime with paused
@@ -49,11 +48,10 @@ use bytes::Bytes;
 use cluster::stream::{Receiver, StreamRegistry, StreamSource};
 use cluster::verbs::{self, SchemaSync};
 use cluster::{ClusterView, Coordinator, CoordinatorConfig, Endpoint, Status, ViewHandle};
-use net::{Inbound, MemNetwork, MemTransport, NetError, Response, Transport, Verb};
+use net::{Inbound, MemNetwork, MemTransport, Transport, Verb};
 use rand::rngs::StdRng;
 use rand::Rng;
 use storage::{CommitlogSync, Storage, StorageConfig};
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use types::schema::KeyspaceDef;
 use uuid::Uuid;
@@ -75,52 +73,6 @@ pub fn coordinator_config() -> CoordinatorConfig {
         read_timeout: Duration::from_millis(500),
         hinted_handoff_enabled: true,
         max_hint_window: Duration::from_secs(3 * 3600),
-    }
-}
-
-/// A node's transport: the in-memory network's, and the process that uses
-/// it. When the process dies (`kill`), the requests it is waiting on fail
-/// with `Shutdown`, woken in the order they were sent, before the network
-/// drops them.
-#[derive(Clone, Debug)]
-pub struct SimTransport {
-    inner: MemTransport,
-    died: Arc<Notify>,
-}
-
-impl SimTransport {
-    /// Fails every request in flight (call before `MemNetwork::remove_node`).
-    fn kill(&self) {
-        self.died.notify_waiters();
-    }
-}
-
-impl Transport for SimTransport {
-    fn local_addr(&self) -> SocketAddr {
-        self.inner.local_addr()
-    }
-
-    fn send_request(
-        &self,
-        peer: SocketAddr,
-        verb: Verb,
-        payload: Bytes,
-        timeout: Duration,
-    ) -> impl std::future::Future<Output = Result<Response, NetError>> + Send + 'static {
-        // Registered now, so a death after this call but before the first poll still counts.
-        let died = Arc::clone(&self.died).notified_owned();
-        let response = self.inner.send_request(peer, verb, payload, timeout);
-        async move {
-            tokio::select! {
-                biased;
-                r = response => r,
-                () = died => Err(NetError::Shutdown),
-            }
-        }
-    }
-
-    fn send_one_way(&self, peer: SocketAddr, verb: Verb, payload: Bytes) -> Result<(), NetError> {
-        self.inner.send_one_way(peer, verb, payload)
     }
 }
 
@@ -156,7 +108,7 @@ pub struct SimNode {
     pub host_id: Uuid,
     pub addr: SocketAddr,
     pub view: Arc<ViewHandle>,
-    pub coordinator: Arc<Coordinator<SimTransport>>,
+    pub coordinator: Arc<Coordinator<MemTransport>>,
     pub storage: Arc<Storage>,
     pub hints: Arc<hints::HintStore>,
     pub registry: Arc<StreamRegistry>,
@@ -183,7 +135,7 @@ impl SimNode {
     }
 
     /// This node's side of stream sessions it receives (bootstrap, rebuild).
-    pub fn receiver(&self) -> Receiver<'_, SimTransport> {
+    pub fn receiver(&self) -> Receiver<'_, MemTransport> {
         Receiver {
             transport: &self.coordinator.transport,
             storage: &self.storage,
@@ -403,7 +355,6 @@ impl SimCluster {
             (m.version, Arc::clone(&m.endpoints))
         };
         let (transport, inbound) = self.net.add_node(addr);
-        let transport = SimTransport { inner: transport, died: Arc::new(Notify::new()) };
         let storage = Arc::new(storage);
         let hints = Arc::new(hints);
         let view = Arc::new(ViewHandle::new(ClusterView::build(CLUSTER_NAME, host_id, (*endpoints).clone(), 0)));
@@ -475,7 +426,6 @@ impl SimCluster {
             task.abort();
         }
         drop(life);
-        node.coordinator.transport.kill();
         self.net.remove_node(node.addr);
     }
 

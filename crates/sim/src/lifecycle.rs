@@ -863,28 +863,22 @@ async fn replace(shared: &Arc<Shared>) -> Result<(), Violation> {
 }
 
 /// Repairs every range `node` replicates (only those it is primary for with
-/// `primary_only`), each with `repair_range`, as `nodetool repair` does;
-/// fails at the first range with a replica down or that does not finish.
+/// `primary_only`; `repair::ranges_to_repair`, as the server chooses them),
+/// each with `repair_range`, as `nodetool repair` does; fails before it
+/// starts if a replica is down, and at the first range that does not finish.
 pub(crate) async fn repair_node(shared: &Shared, node: &SimNode, primary_only: bool) -> Result<RangeRepair, String> {
     let view = node.view.snapshot();
     let ks = &shared.cluster.keyspace;
     let mut validated = Vec::new();
     let mut total = RangeRepair::default();
-    for (range, primary) in view.ring.ranges() {
-        let replicas = view.replicas(ks, range.end);
-        if !replicas.contains(&view.local) || replicas.len() < 2 {
-            continue;
-        }
-        if primary_only && cluster::view::uuid(primary) != view.local {
-            continue;
-        }
-        if let Some(dead) = replicas.iter().find(|r| !view.is_alive(**r)) {
-            let name = view.endpoint(*dead).map_or_else(|| dead.to_string(), |e| name_of(e.internode));
-            return Err(format!("Endpoint not alive: {name}"));
-        }
+    let ranges = repair::ranges_to_repair(&view, ks, primary_only).map_err(|dead| {
+        let name = view.endpoint(dead).map_or_else(|| dead.to_string(), |e| name_of(e.internode));
+        format!("Endpoint not alive: {name}")
+    })?;
+    for ((start, end), replicas) in ranges {
         let task = RangeTask {
             table: table::table_id(),
-            range: (range.start, range.end),
+            range: (start, end),
             replicas: &replicas,
             now: table::READ_NOW_SECS,
             preview: false,
@@ -895,8 +889,8 @@ pub(crate) async fn repair_node(shared: &Shared, node: &SimNode, primary_only: b
             repair::repair_range(&node.coordinator, &view, &task, &mut validated),
         )
         .await
-        .map_err(|_| format!("range ({}, {}] unfinished after {RANGE_REPAIR_TIMEOUT:?}", range.start, range.end))?
-        .map_err(|e| format!("range ({}, {}]: {e}", range.start, range.end))?;
+        .map_err(|_| format!("range ({start}, {end}] unfinished after {RANGE_REPAIR_TIMEOUT:?}"))?
+        .map_err(|e| format!("range ({start}, {end}]: {e}"))?;
         total.add(&outcome);
     }
     if node.state() != State::Running {

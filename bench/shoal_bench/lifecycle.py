@@ -2,7 +2,7 @@
 
     bench/lifecycle [--gb-per-node 5] [--system shoal|cassandra|both] [--smoke] [--json OUT] [--dir DIR] [--keep]
                     [--cassandra-gb-per-node 1] [--cassandra-load-minutes 15] [--dd-mib 2048]
-                    [--rate 2000] [--baseline-s 20] [--no-same-size]
+                    [--rate 2000] [--baseline-s 20] [--no-same-size] [--shoal-config 'KEY: VALUE']...
 
 For each system, on one local cluster (Shoal: `shoal cluster` on 127.0.0.1..; Cassandra:
 bench/cassandra-cluster.sh), in this order:
@@ -400,10 +400,11 @@ def strip_ansi(text):
 class ShoalSystem:
     name, label = "shoal", "Shoal"
 
-    def __init__(self, work):
+    def __init__(self, work, extra=()):
         self.out, self.dir = work, os.path.join(work, "cluster")
         self.native_port, self.admin_port, self.storage_port = free_port(), free_port(), free_port()
         self.started = False
+        self.extra = list(extra)  # --shoal-config lines, added to every node's shoal.yaml
 
     def tool(self, index, *args, timeout=600, check=True):
         out, _, _ = run_cmd([SHOAL_BIN, "tool", "-h", f"127.0.0.{index}", "-p", str(self.admin_port)] + list(args) +
@@ -431,6 +432,8 @@ class ShoalSystem:
             # No scheduled repair: the repair phase measures an operator's repair of the whole
             # divergence (auto_repair would reconcile part of it first, on its own clock).
             f.write(f"storage_port: {self.storage_port}\nhinted_handoff_enabled: false\nauto_repair: false\n")
+            for line in self.extra:
+                f.write(line + "\n")
         self.started = True
         out, wall = self.cluster("up", "--nodes", "3", "--num-tokens", "16", "--cluster-name", "lifecycle",
                                  "--native-port", str(self.native_port), "--admin-port", str(self.admin_port),
@@ -1039,6 +1042,8 @@ def parse(argv):
     p.add_argument("--dd-mib", type=int, default=None, help="dd's size (default 2048; 256 with --smoke)")
     p.add_argument("--rate", type=int, default=2000, help="the latency workload's fixed rate, ops/s (default 2000)")
     p.add_argument("--baseline-s", type=int, default=None, help="the baseline's length (default 20; 10 with --smoke)")
+    p.add_argument("--shoal-config", action="append", default=[], metavar="'KEY: VALUE'",
+                   help="a line added to every Shoal node's shoal.yaml (repeatable), e.g. 'stream_throughput_outbound: 50MiB/s'")
     p.add_argument("--join-timeout", type=int, default=3600, help="seconds a join may take (default 3600)")
     a = p.parse_args(argv)
     a.gb_per_node = a.gb_per_node or (0.05 if a.smoke else 5.0)
@@ -1086,7 +1091,7 @@ def main(argv=None):
     results, live, code = [], [], 0
     try:
         if a.system in ("shoal", "both"):
-            sysm = ShoalSystem(os.path.join(work, "shoal"))
+            sysm = ShoalSystem(os.path.join(work, "shoal"), a.shoal_config)
             live.append(sysm)
             results.append(bench.run_system(sysm, None))
         if want_cass:
@@ -1097,7 +1102,7 @@ def main(argv=None):
             results.append(cres)
             rows = cres.get("load", {}).get("rows")
             if a.system == "both" and not a.no_same_size and rows:
-                sysm = ShoalSystem(os.path.join(work, "shoal-same-size"))
+                sysm = ShoalSystem(os.path.join(work, "shoal-same-size"), a.shoal_config)
                 live.append(sysm)
                 res = bench.run_system(sysm, rows)
                 res["note"] = "on Cassandra's data set"

@@ -97,6 +97,8 @@ def test_rebuild_streams_what_a_replica_missed(tmp_path):
 
         received = [x for x in c.tool("netstats", node=3)["sessions"] if x["direction"] == "receiving"]
         assert received and all(x["state"] == "done" and x["bytes_done"] == x["bytes_total"] for x in received), received
+        # The files' bytes came over bulk connections (raw bytes off the runtime), not chunk requests.
+        assert all(x["via"] == "bulk" for x in received if x["bytes_total"]), received
         sent = c.tool("netstats", node=1)["sessions"] + c.tool("netstats", node=2)["sessions"]
         assert {x["session"] for x in received} == {x["session"] for x in sent if x["direction"] == "sending"}
         assert all(x["state"] == "done" for x in sent), sent

@@ -54,6 +54,50 @@ fn pool() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
     .as_ref()
 }
 
+/// Runs `job` on a thread of its own at the bulk threads' priority, for bulk
+/// work that holds a thread for long (a stream connection), so it does not
+/// take one of the pool's few. Returns at once; false if the thread could
+/// not start (the job is dropped).
+pub fn spawn_thread(name: &str, job: impl FnOnce() + Send + 'static) -> bool {
+    let spawned = std::thread::Builder::new().name(name.to_string()).spawn(move || {
+        lower_priority();
+        job();
+    });
+    if let Err(e) = &spawned {
+        tracing::warn!("cannot start a {name} thread: {e}");
+    }
+    spawned.is_ok()
+}
+
+/// `spawn_thread`, waited for (without blocking the runtime). On a
+/// current-thread runtime (tests, the simulator) the job runs on tokio's
+/// blocking pool instead, as `run`'s do. Fails if the job panicked or its
+/// thread could not start.
+pub async fn run_on_thread<R, F>(name: &str, job: F) -> Result<R, String>
+where
+    R: Send + 'static,
+    F: FnOnce() -> R + Send + 'static,
+{
+    let current_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+    if current_thread {
+        return tokio::task::spawn_blocking(job).await.map_err(|e| format!("bulk task failed: {e}"));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let started = spawn_thread(name, move || {
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        let _ = tx.send(out);
+    });
+    if !started {
+        return Err(format!("cannot start a {name} thread"));
+    }
+    match rx.await {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(_)) => Err(format!("{name} thread panicked")),
+        Err(_) => Err(format!("{name} thread ended without an answer")),
+    }
+}
+
 /// Lowers the calling thread's CPU priority to `BULK_NICE` (Linux: the nice
 /// value is per thread).
 fn lower_priority() {

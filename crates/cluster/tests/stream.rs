@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cluster::stream::{self, StreamRegistry, StreamSource};
-use net::{MemNetwork, MemTransport};
+use net::{MemNetwork, MemTransport, TcpConfig, TcpTransport, Transport};
 use storage::{CommitlogSync, PartitionRead, Storage, StorageConfig};
 use types::mutation::{CellWrite, Liveness, Mutation, RowWrite};
 use types::schema::{ClusteringOrder, ColumnDef, ColumnKind, KeyspaceDef, Replication, TableDef, TableOptions};
@@ -119,19 +119,19 @@ fn has(s: &Storage, k: i32) -> bool {
     s.read_partition(&read).unwrap().is_some()
 }
 
-struct Pair {
+struct Pair<T = MemTransport> {
     _dirs: Vec<tempfile::TempDir>,
     source: Arc<Storage>,
     receiver: Arc<Storage>,
     streams: Arc<StreamSource>,
-    transport: MemTransport,
+    transport: T,
     peer: SocketAddr,
     spool: std::path::PathBuf,
     registry: StreamRegistry,
 }
 
-impl Pair {
-    fn receiver(&self) -> stream::Receiver<'_, MemTransport> {
+impl<T: net::Transport> Pair<T> {
+    fn receiver(&self) -> stream::Receiver<'_, T> {
         stream::Receiver {
             transport: &self.transport,
             storage: &self.receiver,
@@ -143,16 +143,40 @@ impl Pair {
 
 /// A source holding keys 0..n (memtable and flushed files both), serving the stream verbs; an empty receiver.
 fn pair(n: i32, throughput: u64) -> Pair {
+    let net = MemNetwork::new(7);
+    let peer: SocketAddr = "10.0.0.1:7000".parse().unwrap();
+    let (_source_transport, inbound) = net.add_node(peer);
+    let (transport, _receiver_inbound) = net.add_node("10.0.0.2:7000".parse().unwrap());
+    pair_on(n, throughput, transport, peer, inbound)
+}
+
+/// `pair` over real TCP on 127.0.0.1: the file data travels on bulk connections (`net::tcp`).
+async fn tcp_pair(n: i32, throughput: u64) -> Pair<TcpTransport> {
+    let config = || TcpConfig::new("127.0.0.1:0".parse().unwrap());
+    let (source_transport, inbound) = TcpTransport::bind(config()).await.unwrap();
+    let (transport, _receiver_inbound) = TcpTransport::bind(config()).await.unwrap();
+    let peer = source_transport.local_addr();
+    let p = pair_on(n, throughput, transport, peer, inbound);
+    let serving = Arc::clone(&p.streams);
+    source_transport.serve_bulk(Arc::new(move |conn, from| Arc::clone(&serving).serve_bulk(conn, from)));
+    // The source's transport lives as long as the test's runtime.
+    std::mem::forget(source_transport);
+    p
+}
+
+fn pair_on<T>(
+    n: i32,
+    throughput: u64,
+    transport: T,
+    peer: SocketAddr,
+    mut inbound: tokio::sync::mpsc::Receiver<net::Inbound>,
+) -> Pair<T> {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let source = storage(dirs[0].path());
     write(&source, 0..n / 2);
     source.flush(None).unwrap();
     write(&source, n / 2..n);
     let receiver = storage(dirs[1].path());
-    let net = MemNetwork::new(7);
-    let peer: SocketAddr = "10.0.0.1:7000".parse().unwrap();
-    let (_source_transport, mut inbound) = net.add_node(peer);
-    let (transport, _receiver_inbound) = net.add_node("10.0.0.2:7000".parse().unwrap());
     let streams = Arc::new(StreamSource::new(
         Arc::clone(&source),
         dirs[2].path().join("out"),
@@ -179,7 +203,20 @@ fn pair(n: i32, throughput: u64) -> Pair {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_range_arrives_whole_and_only_that_range() {
-    let p = pair(3000, 0);
+    let registry = range_arrives_whole(pair(3000, 0)).await;
+    assert_eq!(registry.list()[0].via, "requests", "the in-memory network has no bulk connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_arrives_whole_over_tcp_bulk_connections() {
+    let p = tcp_pair(3000, 0).await;
+    assert!(p.transport.bulk_connector().is_some());
+    let registry = range_arrives_whole(p).await;
+    assert_eq!(registry.list()[0].via, "bulk", "the file data came on a bulk connection");
+}
+
+/// Returns the receiver's registry.
+async fn range_arrives_whole<T: Transport>(p: Pair<T>) -> StreamRegistry {
     // The keys whose tokens are negative.
     let range = (i64::MIN, -1);
     let session = Uuid::new_v4();
@@ -196,11 +233,20 @@ async fn a_range_arrives_whole_and_only_that_range() {
     let sent = p.streams.registry.list();
     assert_eq!((sent[0].session, sent[0].state.as_str(), sent[0].bytes_done), (session, "done", stats.bytes));
     assert!(!p.spool.join(session.to_string()).exists());
+    p.registry
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_session_resumes_and_a_damaged_file_is_fetched_again() {
-    let p = pair(3000, 0);
+    resumes_and_refetches(pair(3000, 0)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_session_resumes_over_tcp_bulk_connections() {
+    resumes_and_refetches(tcp_pair(3000, 0).await).await;
+}
+
+async fn resumes_and_refetches<T: Transport>(p: Pair<T>) {
     let session = Uuid::new_v4();
     let whole = (0, 0);
     // The source exports for the session; the receiver already holds the first half of file 0 (an
@@ -238,9 +284,17 @@ async fn a_retried_session_resumes_and_a_damaged_file_is_fetched_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sender_holds_to_its_throughput() {
-    // 8 MB/s; about 12 MB of data in 4 MiB chunks: every chunk, the first too, waits until its
-    // bytes are paid for at that rate.
-    let p = pair(12_000, 8_000_000);
+    holds_throughput(pair(12_000, 8_000_000)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sender_holds_to_its_throughput_over_tcp_bulk_connections() {
+    holds_throughput(tcp_pair(12_000, 8_000_000).await).await;
+}
+
+/// 8 MB/s; about 12 MB of data in 4 MiB chunks (1 MiB pieces on a bulk connection): every chunk,
+/// the first too, waits until its bytes are paid for at that rate.
+async fn holds_throughput<T: Transport>(p: Pair<T>) {
     let started = Instant::now();
     let stats = p.receiver().fetch(p.peer, Uuid::new_v4(), TABLE, &[(0, 0)]).await.unwrap();
     let elapsed = started.elapsed().as_secs_f64();

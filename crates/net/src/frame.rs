@@ -52,6 +52,9 @@ pub const PAYLOAD_BYTES_MAX_DEFAULT: u32 = 16 * 1024 * 1024;
 pub enum Verb {
     /// First frame on every connection: the sender's listen address.
     Handshake = 0x00,
+    /// The first frame of a bulk connection (`tcp`'s module docs): the same
+    /// payload as `Handshake`, one-way; the connection then carries raw bytes.
+    BulkHandshake = 0x03,
     Echo = 0x01,
     EchoRsp = 0x02,
     MutationReq = 0x10,
@@ -107,8 +110,9 @@ pub enum Verb {
 }
 
 impl Verb {
-    pub const ALL: [Verb; 37] = [
+    pub const ALL: [Verb; 38] = [
         Verb::Handshake,
+        Verb::BulkHandshake,
         Verb::Echo,
         Verb::EchoRsp,
         Verb::MutationReq,
@@ -153,6 +157,11 @@ impl Verb {
 
     pub fn from_code(code: u8) -> Option<Verb> {
         Verb::ALL.into_iter().find(|v| v.code() == code)
+    }
+
+    /// The first frame of a connection: `Handshake` or `BulkHandshake`.
+    pub fn is_handshake(self) -> bool {
+        matches!(self, Verb::Handshake | Verb::BulkHandshake)
     }
 
     /// True for verbs that travel in response frames (`IS_RESPONSE` set).
@@ -430,7 +439,7 @@ impl FrameDecoder {
             // A response is never one-way and always flagged as a response.
             !flags.is_response() || flags.is_one_way()
         } else {
-            flags.is_response() || (verb == Verb::Handshake && !flags.is_one_way())
+            flags.is_response() || (verb.is_handshake() && !flags.is_one_way())
         };
         if contradiction {
             return Err(FrameError::FlagsContradictVerb { verb, bits: header.flags_bits });
@@ -454,7 +463,7 @@ mod tests {
             let payload = Bytes::from((0..i * 7).map(|b| b as u8).collect::<Vec<u8>>());
             let frame = if verb.is_response() {
                 Frame::response(verb, i as u64 * 1_000_003, payload)
-            } else if verb == Verb::Handshake {
+            } else if verb.is_handshake() {
                 Frame::one_way(verb, payload)
             } else if i % 2 == 0 {
                 Frame::request(verb, u64::MAX - i as u64, payload)

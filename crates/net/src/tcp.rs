@@ -10,6 +10,18 @@
 //!   whatever is queued into one `write_all` (TCP_NODELAY is set, so batching
 //!   is ours), while a reader matches response frames to pending requests.
 //!
+//! Bulk connections: a node that moves a lot of bytes (streaming's file
+//! data) opens a connection of its own for them (`BulkConnector`, blocking),
+//! whose first frame is `BulkHandshake` instead of `Handshake`. The accept
+//! side hands such a connection, as a blocking socket, to the handler the
+//! node registered (`serve_bulk`); it writes one byte (`BULK_READY`) once it
+//! serves, and from then on the two sides speak their own protocol in raw
+//! bytes. Those bytes are copied, checksummed and sent by the handler's and
+//! the opener's threads (low-priority ones), not by the runtime's workers,
+//! so a stream at disk speed does not delay the requests beside it (on
+//! loopback even the receiving side's kernel work runs in the sending
+//! thread). A node with no handler closes bulk connections at once.
+//!
 //! Invariants:
 //! - Responses travel on the connection their request came in on, so a
 //!   request's fate is tied to one connection: when it closes, every request
@@ -31,7 +43,7 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -50,6 +62,15 @@ use crate::transport::{
 
 /// Read buffer growth step.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// What serves the bulk connections peers open to this node: it gets the
+/// connection as a blocking socket and the peer's listen address, and must
+/// not block the caller (a runtime worker): it starts a thread of its own.
+pub type BulkHandler = Arc<dyn Fn(std::net::TcpStream, SocketAddr) + Send + Sync>;
+
+/// The byte a bulk connection's handler writes before anything else, so the
+/// opener knows the connection is served (and never sends a byte too early).
+pub const BULK_READY: u8 = 0xB1;
 
 /// Limits and timers of a `TcpTransport`. `TcpConfig::new` gives the defaults.
 #[derive(Clone, Debug)]
@@ -133,6 +154,8 @@ struct Inner {
     next_request_id: AtomicU64,
     shutdown: watch::Sender<bool>,
     runtime: tokio::runtime::Handle,
+    bulk: Arc<OnceLock<BulkHandler>>,
+    bulk_idle: Arc<BulkPool>,
 }
 
 impl Drop for Inner {
@@ -157,7 +180,8 @@ impl TcpTransport {
         let (inbound_tx, inbound_rx) = mpsc::channel(config.inbound_queue_max);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let config = Arc::new(config);
-        tokio::spawn(accept_loop(listener, inbound_tx, Arc::clone(&config), shutdown_rx));
+        let bulk = Arc::new(OnceLock::new());
+        tokio::spawn(accept_loop(listener, inbound_tx, Arc::clone(&config), shutdown_rx, Arc::clone(&bulk)));
         let inner = Inner {
             local_addr,
             config,
@@ -165,6 +189,8 @@ impl TcpTransport {
             next_request_id: AtomicU64::new(1),
             shutdown,
             runtime: tokio::runtime::Handle::current(),
+            bulk,
+            bulk_idle: Arc::default(),
         };
         tracing::info!(%local_addr, "internode transport listening");
         Ok((TcpTransport { inner: Arc::new(inner) }, inbound_rx))
@@ -174,6 +200,12 @@ impl TcpTransport {
     /// request. Later sends fail with `Shutdown`.
     pub fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);
+    }
+
+    /// Serves the bulk connections peers open to this node with `handler`
+    /// (the first handler set stays).
+    pub fn serve_bulk(&self, handler: BulkHandler) {
+        let _ = self.inner.bulk.set(handler);
     }
 
     fn is_shut_down(&self) -> bool {
@@ -256,6 +288,14 @@ impl Transport for TcpTransport {
         let deadline = Instant::now() + timeout;
         let queued = self.queue_request(peer, verb, payload);
         await_response(peer, timeout, deadline, queued)
+    }
+
+    fn bulk_connector(&self) -> Option<BulkConnector> {
+        Some(BulkConnector {
+            local: self.inner.local_addr,
+            timeout: self.inner.config.connect_timeout,
+            idle: Arc::clone(&self.inner.bulk_idle),
+        })
     }
 
     fn send_one_way(&self, addr: SocketAddr, verb: Verb, payload: Bytes) -> Result<(), NetError> {
@@ -416,6 +456,88 @@ impl TcpReply {
     }
 }
 
+/// How long a bulk connection given back may wait for its next use (the
+/// serving side waits longer before it closes an idle one).
+pub const BULK_IDLE: Duration = Duration::from_secs(20);
+/// Idle bulk connections kept per peer.
+const BULK_IDLE_PER_PEER: usize = 4;
+
+type BulkPool = Mutex<HashMap<SocketAddr, Vec<(std::net::TcpStream, std::time::Instant)>>>;
+
+/// Opens bulk connections from this node (`Transport::bulk_connector`), and
+/// keeps the ones given back for reuse (at most `BULK_IDLE`), so a node
+/// pulling many files from a peer does not open a connection per file.
+#[derive(Clone)]
+pub struct BulkConnector {
+    local: SocketAddr,
+    timeout: Duration,
+    idle: Arc<BulkPool>,
+}
+
+impl fmt::Debug for BulkConnector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BulkConnector").field("local", &self.local).finish()
+    }
+}
+
+impl BulkConnector {
+    /// A connection to `peer`: an idle one given back (`reused` true; the
+    /// peer may have closed it meanwhile, so a caller retries a failure
+    /// before its first answer on a fresh one), else a new one: connects,
+    /// sends `BulkHandshake` and waits for `BULK_READY` (each step at most
+    /// the transport's connect timeout). Blocking.
+    pub fn connect(&self, peer: SocketAddr) -> io::Result<(std::net::TcpStream, bool)> {
+        let reused = {
+            let mut idle = lock(&self.idle);
+            let conns = idle.entry(peer).or_default();
+            conns.retain(|(_, since)| since.elapsed() < BULK_IDLE);
+            conns.pop()
+        };
+        match reused {
+            Some((conn, _)) => Ok((conn, true)),
+            None => open_bulk(self.local, peer, self.timeout).map(|conn| (conn, false)),
+        }
+    }
+
+    /// Gives back a connection to `peer` that stands between two exchanges
+    /// of its protocol, for the next `connect`.
+    pub fn give_back(&self, peer: SocketAddr, conn: std::net::TcpStream) {
+        let mut idle = lock(&self.idle);
+        let conns = idle.entry(peer).or_default();
+        conns.retain(|(_, since)| since.elapsed() < BULK_IDLE);
+        if conns.len() < BULK_IDLE_PER_PEER {
+            conns.push((conn, std::time::Instant::now()));
+        }
+    }
+}
+
+/// Opens a bulk connection from `local` (our listen address) to `peer`.
+fn open_bulk(local: SocketAddr, peer: SocketAddr, timeout: Duration) -> io::Result<std::net::TcpStream> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&peer, timeout)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let mut hello = BytesMut::new();
+    Frame::one_way(Verb::BulkHandshake, encode_handshake(local)).encode(&mut hello);
+    stream.write_all(&hello)?;
+    let mut ready = [0u8; 1];
+    stream.read_exact(&mut ready).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            io::Error::new(io::ErrorKind::ConnectionRefused, format!("{peer} does not serve bulk connections"))
+        } else {
+            e
+        }
+    })?;
+    if ready != [BULK_READY] {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{peer} answered a bulk handshake with {ready:?}"),
+        ));
+    }
+    Ok(stream)
+}
+
 /// Why a connection ended (for logs).
 enum ConnectionEnd {
     Eof,
@@ -424,6 +546,8 @@ enum ConnectionEnd {
     Protocol(&'static str),
     QueueClosed,
     Shutdown,
+    /// A bulk connection, given to the node's handler.
+    HandedOff,
 }
 
 impl fmt::Display for ConnectionEnd {
@@ -435,6 +559,7 @@ impl fmt::Display for ConnectionEnd {
             ConnectionEnd::Protocol(what) => write!(f, "protocol violation: {what}"),
             ConnectionEnd::QueueClosed => write!(f, "queue closed"),
             ConnectionEnd::Shutdown => write!(f, "shutdown"),
+            ConnectionEnd::HandedOff => write!(f, "handed to the bulk handler"),
         }
     }
 }
@@ -633,6 +758,7 @@ async fn accept_loop(
     inbound: mpsc::Sender<Inbound>,
     config: Arc<TcpConfig>,
     mut shutdown: watch::Receiver<bool>,
+    bulk: Arc<OnceLock<BulkHandler>>,
 ) {
     let permits = Arc::new(Semaphore::new(config.inbound_connections_max));
     loop {
@@ -640,7 +766,7 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => match Arc::clone(&permits).try_acquire_owned() {
                     Ok(permit) => {
-                        tokio::spawn(serve_inbound(stream, remote, inbound.clone(), Arc::clone(&config), shutdown.clone(), permit));
+                        tokio::spawn(serve_inbound(stream, remote, inbound.clone(), Arc::clone(&config), shutdown.clone(), permit, Arc::clone(&bulk)));
                     }
                     Err(_) => tracing::warn!(%remote, limit = config.inbound_connections_max, "too many inbound internode connections; closing"),
                 },
@@ -662,8 +788,9 @@ async fn serve_inbound(
     config: Arc<TcpConfig>,
     mut shutdown: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
+    bulk: Arc<OnceLock<BulkHandler>>,
 ) {
-    let end = serve_inbound_inner(stream, remote, inbound, &config, &mut shutdown).await;
+    let end = serve_inbound_inner(stream, remote, inbound, &config, &mut shutdown, &bulk).await;
     if end.is_peer_fault() {
         tracing::warn!(%remote, reason = %end, "closing inbound internode connection");
     } else {
@@ -677,6 +804,7 @@ async fn serve_inbound_inner(
     inbound: mpsc::Sender<Inbound>,
     config: &TcpConfig,
     shutdown: &mut watch::Receiver<bool>,
+    bulk: &OnceLock<BulkHandler>,
 ) -> ConnectionEnd {
     if let Err(e) = stream.set_nodelay(true) {
         return ConnectionEnd::Io(e);
@@ -701,12 +829,31 @@ async fn serve_inbound_inner(
         },
         _ = shutdown_signal(shutdown) => return ConnectionEnd::Shutdown,
     };
-    if first.verb != Verb::Handshake {
+    if !first.verb.is_handshake() {
         return ConnectionEnd::Protocol("the first frame is not a handshake");
     }
     let Ok(from) = decode_handshake(&first.payload) else {
         return ConnectionEnd::Protocol("undecodable handshake");
     };
+    if first.verb == Verb::BulkHandshake {
+        let Some(handler) = bulk.get() else {
+            return ConnectionEnd::Protocol("a bulk connection to a node that serves none");
+        };
+        if !buf.is_empty() {
+            return ConnectionEnd::Protocol("bytes after a bulk handshake before it was answered");
+        }
+        let stream = match reader.reunite(writer).map(TcpStream::into_std) {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return ConnectionEnd::Io(e),
+            Err(_) => return ConnectionEnd::Protocol("the connection's halves do not match"),
+        };
+        if let Err(e) = stream.set_nonblocking(false) {
+            return ConnectionEnd::Io(e);
+        }
+        tracing::debug!(%remote, %from, "inbound bulk connection");
+        handler(stream, from);
+        return ConnectionEnd::HandedOff;
+    }
     tracing::debug!(%remote, %from, "inbound internode connection open");
     let (outbox, mut rx) = outbox(config.queue_frames_max, config.queue_bytes_max);
     let requests = read_requests(reader, decoder, buf, from, &inbound, outbox, config.payload_bytes_max);
@@ -750,7 +897,7 @@ async fn read_requests(
             if frame.flags.is_response() {
                 return ConnectionEnd::Protocol("a response arrived on an inbound connection");
             }
-            if frame.verb == Verb::Handshake {
+            if frame.verb.is_handshake() {
                 return ConnectionEnd::Protocol("a second handshake");
             }
             let responder = if frame.flags.is_one_way() {

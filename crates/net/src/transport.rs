@@ -81,6 +81,15 @@ pub trait Transport: Send + Sync + 'static {
     /// Queues a message that expects no response. `Ok` means queued, not
     /// delivered.
     fn send_one_way(&self, peer: SocketAddr, verb: Verb, payload: Bytes) -> Result<(), NetError>;
+
+    /// What opens bulk connections to peers (`tcp`'s module docs): blocking
+    /// sockets for raw bytes, read and written by the caller's thread, never
+    /// by the runtime's workers. `None` when this transport has no such
+    /// connections (the in-memory network); callers then move their bytes in
+    /// request verbs.
+    fn bulk_connector(&self) -> Option<crate::tcp::BulkConnector> {
+        None
+    }
 }
 
 /// Checks a request verb (shared by the implementations).
@@ -112,7 +121,7 @@ pub(crate) fn check_request_verb(verb: Verb) -> Result<(), NetError> {
 
 /// Checks a one-way verb: any non-response verb except the handshake.
 pub(crate) fn check_one_way_verb(verb: Verb) -> Result<(), NetError> {
-    if verb.is_response() || verb == Verb::Handshake {
+    if verb.is_response() || verb.is_handshake() {
         return Err(NetError::NotARequest { verb });
     }
     Ok(())

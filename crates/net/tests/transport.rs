@@ -514,3 +514,56 @@ fn mem_same_seed_same_history() {
     let (other_outcomes, other_stats) = lossy_run(43);
     assert_ne!((other_outcomes, other_stats.trace_hash), (outcomes, stats.trace_hash));
 }
+
+/// A bulk connection: the handler gets a blocking socket and the opener's
+/// listen address, raw bytes flow both ways after `BULK_READY`; a node with
+/// no handler refuses bulk connections, and requests on the normal
+/// connections go on meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_bulk_connection_carries_raw_bytes_off_the_runtime() {
+    use std::io::{Read, Write};
+    let (a, _ha) = tcp_node(config()).await;
+    let (b, _hb) = tcp_node(config()).await;
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    b.serve_bulk(std::sync::Arc::new(move |mut conn: std::net::TcpStream, from: SocketAddr| {
+        let seen_tx = seen_tx.clone();
+        std::thread::spawn(move || {
+            conn.write_all(&[net::BULK_READY]).unwrap();
+            let mut got = vec![0u8; 3 << 20];
+            conn.read_exact(&mut got).unwrap();
+            let sum: u64 = got.iter().map(|&x| u64::from(x)).sum();
+            conn.write_all(&sum.to_be_bytes()).unwrap();
+            seen_tx.send(from).unwrap();
+        });
+    }));
+    let connector = a.bulk_connector().expect("the TCP transport opens bulk connections");
+    let peer = b.local_addr();
+    let sent: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+    let expected: u64 = sent.iter().map(|&x| u64::from(x)).sum();
+    let answer = tokio::task::spawn_blocking(move || {
+        let (mut conn, reused) = connector.connect(peer).unwrap();
+        assert!(!reused, "a first connection is a new one");
+        conn.write_all(&sent).unwrap();
+        let mut sum = [0u8; 8];
+        conn.read_exact(&mut sum).unwrap();
+        // Given back, it is the next one taken.
+        let local = conn.local_addr().unwrap();
+        connector.give_back(peer, conn);
+        let (again, reused) = connector.connect(peer).unwrap();
+        assert!(reused && again.local_addr().unwrap() == local, "an idle connection is reused");
+        u64::from_be_bytes(sum)
+    });
+    // A request beside it on the normal connection.
+    let echo = a.send_request(peer, Verb::Echo, Bytes::from_static(b"hi"), SHORT).await.unwrap();
+    assert_eq!(&echo.1[..], b"hi");
+    assert_eq!(answer.await.unwrap(), expected);
+    assert_eq!(seen_rx.recv_timeout(SHORT).unwrap(), a.local_addr(), "the handler learns the opener's listen address");
+
+    // `a` registered no handler: its bulk connections are refused, its requests still served.
+    let connector = b.bulk_connector().unwrap();
+    let a_addr = a.local_addr();
+    let refused = tokio::task::spawn_blocking(move || connector.connect(a_addr)).await.unwrap();
+    assert!(refused.is_err(), "a node with no bulk handler closes bulk connections");
+    let echo = b.send_request(a_addr, Verb::Echo, Bytes::from_static(b"ok"), SHORT).await.unwrap();
+    assert_eq!(&echo.1[..], b"ok");
+}

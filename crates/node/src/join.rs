@@ -196,6 +196,9 @@ pub async fn join(
         config.stream_throughput_bytes,
         Arc::clone(&stream_registry),
     ));
+    // Streamed file data travels on bulk connections, served by bulk threads.
+    let source = Arc::clone(&streams);
+    transport.serve_bulk(Arc::new(move |conn, from| Arc::clone(&source).serve_bulk(conn, from)));
     Ok(Joined {
         view,
         coordinator,

@@ -5,7 +5,9 @@
 //! (INSERT/UPDATE/DELETE/BATCH), `ddl`, `describe`, over the `schema` service
 //! and the virtual `system` tables, and reaches user data only through the
 //! `data::DataPlane` (the cluster's, implemented in `node`). `bind` evaluates
-//! terms; `prepare` describes bind markers.
+//! terms; `prepare` describes bind markers; `auth` holds the authenticator,
+//! the roles and the role statements (the login exchange itself is
+//! `server`'s).
 //!
 //! Invariants:
 //! - Only `server` knows about connections; only `cql-protocol` knows bytes
@@ -13,6 +15,7 @@
 //! - Every error that reaches a client is a `QueryError` with Cassandra's
 //!   error code and wording.
 
+pub mod auth;
 pub mod bind;
 pub mod clock;
 pub mod common;

@@ -22,6 +22,7 @@ use types::mutation::Mutation;
 use types::schema::KeyspaceDef;
 use types::{Consistency, WriteType};
 
+use crate::auth::{Auth, Authenticator};
 use crate::bind::BindCtx;
 use crate::clock::Clock;
 use crate::data::{DataPlane, WriteGroup};
@@ -50,6 +51,8 @@ pub struct Processor {
     /// Where reads and writes go (this node alone, or the cluster).
     pub data: Arc<dyn DataPlane>,
     pub batch_limits: BatchLimits,
+    /// The authenticator in force and the roles.
+    pub auth: Arc<Auth>,
 }
 
 /// The size checks of a batch, with cassandra.yaml's names and defaults.
@@ -86,6 +89,7 @@ impl Processor {
     ) -> Processor {
         let seed = u64::from_be_bytes(node.host_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
         let (events, _) = tokio::sync::broadcast::channel(1024);
+        let auth = Arc::new(Auth::new(Arc::clone(&storage), Authenticator::AllowAll));
         Processor {
             schema,
             storage,
@@ -95,7 +99,14 @@ impl Processor {
             events,
             data,
             batch_limits: BatchLimits::default(),
+            auth,
         }
+    }
+
+    /// Uses `authenticator` (the roles are those kept in the processor's storage).
+    pub fn with_authenticator(mut self, authenticator: Authenticator) -> Processor {
+        self.auth = Arc::new(Auth::new(Arc::clone(&self.storage), authenticator));
+        self
     }
 
     pub fn with_batch_limits(mut self, limits: BatchLimits) -> Processor {
@@ -103,13 +114,16 @@ impl Processor {
         self
     }
 
-    /// QUERY: parse and run a statement with the session's keyspace. Its
+    /// QUERY: parse and run a statement with the session's keyspace, for the
+    /// role `login` is logged in as (None: anonymous). Its
     /// writes join `group` (the caller answers after committing it and
     /// awaiting what it deferred); client warnings (Cassandra's `ClientWarn`)
     /// are added to `warnings`.
+    #[allow(clippy::too_many_arguments)]
     pub fn query(
         &self,
         session: &mut Option<String>,
+        login: Option<&str>,
         text: &str,
         params: &QueryParams,
         group: &mut WriteGroup,
@@ -117,7 +131,7 @@ impl Processor {
     ) -> Result<ResultBody, QueryError> {
         let statement = cql::parse(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         let values = self.positional(&statement, session.as_deref(), &params.values)?;
-        self.run(&statement, session, &values, params, group, warnings)
+        self.run(&statement, session, login, &values, params, group, warnings)
     }
 
     /// PREPARE: parse, check against the schema, cache, and describe the bind
@@ -175,9 +189,11 @@ impl Processor {
     }
 
     /// EXECUTE of a prepared statement.
+    #[allow(clippy::too_many_arguments)]
     pub fn execute(
         &self,
         session: &mut Option<String>,
+        login: Option<&str>,
         id: &Bytes,
         params: &QueryParams,
         group: &mut WriteGroup,
@@ -192,7 +208,7 @@ impl Processor {
         }
         let mut keyspace = entry.keyspace.clone().or_else(|| session.clone());
         let values = self.positional(&entry.statement, keyspace.as_deref(), &params.values)?;
-        let result = self.run(&entry.statement, &mut keyspace, &values, params, group, warnings)?;
+        let result = self.run(&entry.statement, &mut keyspace, login, &values, params, group, warnings)?;
         if let ResultBody::SetKeyspace(k) = &result {
             *session = Some(k.clone());
         }
@@ -385,10 +401,12 @@ impl Processor {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         statement: &Statement,
         session: &mut Option<String>,
+        login: Option<&str>,
         values: &[BoundValue],
         params: &QueryParams,
         group: &mut WriteGroup,
@@ -400,6 +418,14 @@ impl Processor {
         match statement {
             Statement::Select(s) => {
                 validate_read_consistency(params.consistency)?;
+                let keyspace = s.table.keyspace.as_deref().or(session.as_deref());
+                if keyspace == Some("system_auth") && !self.auth.may_read_auth_tables(login) {
+                    return Err(QueryError::Unauthorized(format!(
+                        "User {} has no SELECT permission on <table system_auth.{}> or any of its parents",
+                        login.unwrap_or("anonymous"),
+                        s.table.name
+                    )));
+                }
                 let page = Page {
                     consistency: params.consistency,
                     page_size: params.page_size.and_then(|p| usize::try_from(p).ok()),
@@ -464,6 +490,11 @@ impl Processor {
                 Ok(ResultBody::Void)
             }
             Statement::Describe(d) => crate::describe::execute(&schema, session.as_deref(), d, &self.node),
+            Statement::CreateRole(_)
+            | Statement::AlterRole(_)
+            | Statement::DropRole { .. }
+            | Statement::ListRoles { .. }
+            | Statement::ListUsers => crate::auth::off_the_workers(|| self.auth.execute(statement, login)),
             Statement::Unsupported { kind } => {
                 Err(QueryError::Invalid(format!("{kind} is not supported by Shoal yet")))
             }

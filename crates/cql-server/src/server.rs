@@ -15,6 +15,12 @@
 //! which yields once before it drains its queue, so answers finished
 //! together go out in one send.
 //!
+//! With `PasswordAuthenticator`, STARTUP is answered with AUTHENTICATE and
+//! the connection accepts only AUTH_RESPONSE until a login succeeds
+//! (AUTH_SUCCESS); a failed login answers an AUTHENTICATION error and keeps
+//! the connection open for another try. The role logged in goes with every
+//! request of the connection (`Processor::query`).
+//!
 //! Invariants:
 //! - Bad bytes on one connection never affect another: a frame error answers
 //!   on that connection (ProtocolError, or Invalid for an oversized frame) and
@@ -40,6 +46,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use crate::auth::{decode_plain, PASSWORD_AUTHENTICATOR};
 use crate::data::{self, WriteGroup};
 use crate::error::QueryError;
 use crate::processor::Processor;
@@ -119,6 +126,8 @@ pub async fn serve(
 struct Conn {
     processor: Arc<Processor>,
     keyspace: Mutex<Option<String>>,
+    /// The role this connection logged in as (None: anonymous, or not yet).
+    login: Mutex<Option<String>>,
     compression: Mutex<Option<Compression>>,
     tx: mpsc::Sender<Bytes>,
     /// The socket's write half, shared by the writer task and `send_now`.
@@ -203,6 +212,7 @@ async fn connection(
     let conn = Arc::new(Conn {
         processor,
         keyspace: Mutex::new(None),
+        login: Mutex::new(None),
         compression: Mutex::new(None),
         tx,
         socket: shared,
@@ -210,6 +220,8 @@ async fn connection(
     });
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut started = false;
+    // After AUTHENTICATE and until AUTH_SUCCESS only AUTH_RESPONSE is accepted.
+    let mut authenticating = false;
     let mut ready: Vec<(FrameHeader, Request)> = Vec::new();
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut skip: usize = 0;
@@ -255,6 +267,11 @@ async fn connection(
                 conn.send(header.stream, Response::Error(ErrorBody::new(ErrorKind::ProtocolError, msg)), false).await;
                 continue;
             }
+            if authenticating && header.opcode != Opcode::AuthResponse {
+                let msg = format!("Unexpected message {}, expecting SASL_RESPONSE", header.opcode.name());
+                conn.send(header.stream, Response::Error(ErrorBody::new(ErrorKind::ProtocolError, msg)), true).await;
+                continue;
+            }
             let request = match decode_request_frame(&header, body, conn.compression()) {
                 Ok(r) => r.request,
                 Err(e) => {
@@ -266,8 +283,14 @@ async fn connection(
                 Request::Startup(options) => {
                     match options.check() {
                         Ok(compression) => {
-                            // READY goes out uncompressed; compression starts after it.
-                            conn.send(header.stream, Response::Ready, false).await;
+                            // READY (or AUTHENTICATE) goes out uncompressed; compression starts after it.
+                            if conn.processor.auth.authenticator.requires_login() {
+                                let class = PASSWORD_AUTHENTICATOR.to_string();
+                                conn.send(header.stream, Response::Authenticate(class), false).await;
+                                authenticating = true;
+                            } else {
+                                conn.send(header.stream, Response::Ready, false).await;
+                            }
                             *conn.compression.lock().unwrap_or_else(|p| p.into_inner()) = compression;
                             started = true;
                         }
@@ -284,6 +307,28 @@ async fn connection(
                     }
                     spawn_event_forwarder(Arc::clone(&conn), wanted);
                     conn.send(header.stream, Response::Ready, true).await;
+                }
+                Request::AuthResponse(token) if conn.processor.auth.authenticator.requires_login() => {
+                    // bcrypt is slow on purpose: off the runtime's workers. The
+                    // connection reads nothing else meanwhile (nothing else may run
+                    // before the login anyway).
+                    let auth = Arc::clone(&conn.processor.auth);
+                    let outcome =
+                        tokio::task::spawn_blocking(move || decode_plain(&token).and_then(|c| auth.login(&c))).await;
+                    let response = match outcome {
+                        Ok(Ok(role)) => {
+                            *conn.login.lock().unwrap_or_else(|p| p.into_inner()) = Some(role);
+                            authenticating = false;
+                            Response::AuthSuccess(None)
+                        }
+                        // The connection stays open, still authenticating: the client may retry.
+                        Ok(Err(message)) => Response::Error(ErrorBody::new(ErrorKind::AuthenticationError, message)),
+                        Err(e) => Response::Error(ErrorBody::new(
+                            ErrorKind::AuthenticationError,
+                            format!("Unable to perform authentication: {e}"),
+                        )),
+                    };
+                    conn.send(header.stream, response, true).await;
                 }
                 Request::AuthResponse(_) => {
                     let body = ErrorBody::new(
@@ -570,10 +615,11 @@ fn answer(answers: Vec<Answer>, committed: Result<(), QueryError>) -> Vec<Reply>
 fn run_one(conn: &Conn, request: &Request, group: &mut WriteGroup) -> (Response, Vec<String>) {
     let processor = &conn.processor;
     let keyspace = conn.keyspace.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let login = conn.login.lock().unwrap_or_else(|p| p.into_inner()).clone();
     // A bug must cost one request, not the connection: answer ServerError.
     let mut warnings = Vec::new();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        execute(processor, keyspace, request, group, &mut warnings)
+        execute(processor, keyspace, login.as_deref(), request, group, &mut warnings)
     }));
     let (result, keyspace) = match outcome {
         Ok(r) => r,
@@ -602,15 +648,16 @@ fn run_one(conn: &Conn, request: &Request, group: &mut WriteGroup) -> (Response,
 fn execute(
     processor: &Processor,
     keyspace: Option<String>,
+    login: Option<&str>,
     request: &Request,
     group: &mut WriteGroup,
     warnings: &mut Vec<String>,
 ) -> (Result<ResultBody, QueryError>, Option<String>) {
     let mut ks = keyspace;
     let result = match request {
-        Request::Query { query, params } => processor.query(&mut ks, query, params, group, warnings),
+        Request::Query { query, params } => processor.query(&mut ks, login, query, params, group, warnings),
         Request::Prepare { query } => processor.prepare(ks.as_deref(), query),
-        Request::Execute { id, params } => processor.execute(&mut ks, id, params, group, warnings),
+        Request::Execute { id, params } => processor.execute(&mut ks, login, id, params, group, warnings),
         Request::Batch(batch) => processor.batch(ks.as_deref(), batch, group, warnings),
         _ => Err(QueryError::Protocol("unexpected request".into())),
     };

@@ -355,14 +355,31 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
             types: BTreeMap::new(),
         },
     ];
-    // Present in every Cassandra cluster; empty here (no auth, tracing or
+    // Present in every Cassandra cluster; `system_auth` has `roles` (its rows
+    // are the node's roles, `auth`), the others are empty (no tracing or
     // distributed system tables yet) but listed so tools see the usual set.
     for (name, rf) in [("system_auth", 1), ("system_distributed", 3), ("system_traces", 2)] {
+        let mut tables = BTreeMap::new();
+        if name == "system_auth" {
+            let roles = table_def(
+                name,
+                "roles",
+                &[("role", text())],
+                &[],
+                &[
+                    ("can_login", CqlType::Boolean),
+                    ("is_superuser", CqlType::Boolean),
+                    ("member_of", set_text()),
+                    ("salted_hash", text()),
+                ],
+            );
+            tables.insert("roles".to_string(), roles);
+        }
         out.push(KeyspaceDef {
             name: name.into(),
             replication: Replication::Simple { replication_factor: rf },
             durable_writes: true,
-            tables: BTreeMap::new(),
+            tables,
             types: BTreeMap::new(),
         });
     }
@@ -556,8 +573,13 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
     }
 }
 
+/// Whether reads of `keyspace` are answered from generated rows (here, or
+/// for `system_auth.roles` from the node's role store, `auth`), not storage.
 pub fn is_virtual(keyspace: &str) -> bool {
-    keyspace == "system" || keyspace == "system_schema" || keyspace == "system_virtual_schema"
+    keyspace == "system"
+        || keyspace == "system_schema"
+        || keyspace == "system_virtual_schema"
+        || keyspace == "system_auth"
 }
 
 fn virtual_keyspaces(schema: &Schema) -> impl Iterator<Item = &std::sync::Arc<KeyspaceDef>> {

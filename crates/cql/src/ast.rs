@@ -47,6 +47,16 @@ pub enum Statement {
     DropType { name: QualifiedName, if_exists: bool },
     /// `DESCRIBE …` / `DESC …` (server-side describe).
     Describe(Describe),
+    /// `CREATE ROLE …` / `CREATE USER …`
+    CreateRole(CreateRole),
+    /// `ALTER ROLE …` / `ALTER USER …`
+    AlterRole(AlterRole),
+    /// `DROP ROLE [IF EXISTS] r` / `DROP USER [IF EXISTS] u`
+    DropRole { name: String, if_exists: bool },
+    /// `LIST ROLES [OF r] [NORECURSIVE]`
+    ListRoles { of: Option<String>, recursive: bool },
+    /// `LIST USERS`
+    ListUsers,
     /// A statement Cassandra knows but Shoal does not execute (indexes,
     /// views, functions, roles, permissions, triggers). `kind` names it in
     /// upper case, e.g. `CREATE INDEX`; the rest of the text is skipped.
@@ -686,6 +696,53 @@ pub struct AlterKeyspace {
     pub options: Vec<(String, OptionValue)>,
 }
 
+/// `CREATE ROLE [IF NOT EXISTS] r [WITH …]`, or `CREATE USER` (then
+/// `LOGIN` is always true and `SUPERUSER` defaults to false).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateRole {
+    /// The role: an unquoted role name lower-cased, a quoted one or a user
+    /// name as written.
+    pub name: String,
+    /// `IF NOT EXISTS`
+    pub if_not_exists: bool,
+    /// The options given.
+    pub options: RoleOptions,
+}
+
+/// `ALTER ROLE [IF EXISTS] r WITH …` or `ALTER USER`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterRole {
+    /// The role.
+    pub name: String,
+    /// `IF EXISTS`
+    pub if_exists: bool,
+    /// The options given.
+    pub options: RoleOptions,
+}
+
+/// The options of CREATE/ALTER ROLE/USER; `None` where not given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoleOptions {
+    /// `PASSWORD = '…'` (never logged).
+    pub password: Option<String>,
+    /// `HASHED PASSWORD = '…'`: a bcrypt hash stored as given.
+    pub hashed_password: Option<String>,
+    /// `LOGIN = true|false`
+    pub login: Option<bool>,
+    /// `SUPERUSER = true|false` (`SUPERUSER` / `NOSUPERUSER` for a user).
+    pub superuser: Option<bool>,
+    /// Options Cassandra knows that Shoal's role manager does not support
+    /// (`OPTIONS`, `ACCESS TO …`, `ACCESS FROM …`), by Cassandra's option name.
+    pub unsupported: Vec<String>,
+}
+
+impl RoleOptions {
+    /// Whether no option was given.
+    pub fn is_empty(&self) -> bool {
+        self == &RoleOptions::default()
+    }
+}
+
 /// `CREATE TABLE [IF NOT EXISTS] [ks.]t (…) [WITH …]`
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateTable {
@@ -1016,6 +1073,11 @@ impl Statement {
             | Statement::AlterType(_)
             | Statement::DropType { .. }
             | Statement::Describe(_)
+            | Statement::CreateRole(_)
+            | Statement::AlterRole(_)
+            | Statement::DropRole { .. }
+            | Statement::ListRoles { .. }
+            | Statement::ListUsers
             | Statement::Unsupported { .. } => {}
         }
     }

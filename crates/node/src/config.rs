@@ -94,6 +94,10 @@ pub struct ConfigFile {
     pub auto_repair: Option<bool>,
     /// How often the schedule looks for tables due (default 60s).
     pub auto_repair_check_interval: Option<Dur>,
+    /// `AllowAllAuthenticator` (the default: no login) or
+    /// `PasswordAuthenticator`, short or fully qualified
+    /// (`org.apache.cassandra.auth.PasswordAuthenticator`).
+    pub authenticator: Option<String>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -183,6 +187,8 @@ pub struct NodeConfig {
     pub tombstone_gc_propagation_delay: Duration,
     /// The automatic repair schedule (`auto_repair`), checking this often; None when off.
     pub auto_repair: Option<Duration>,
+    /// Who may connect: anyone (`AllowAllAuthenticator`) or roles with a password.
+    pub authenticator: cql_server::auth::Authenticator,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -302,7 +308,16 @@ impl ConfigFile {
         if concurrent_writes == 0 || concurrent_reads == 0 {
             return Err(ConfigError("concurrent_writes and concurrent_reads must be at least 1".into()));
         }
+        let authenticator = match self.authenticator.as_deref() {
+            None => cql_server::auth::Authenticator::AllowAll,
+            Some(name) => cql_server::auth::Authenticator::parse(name).ok_or_else(|| {
+                ConfigError(format!(
+                    "authenticator {name} is not supported; use AllowAllAuthenticator or PasswordAuthenticator"
+                ))
+            })?,
+        };
         Ok(NodeConfig {
+            authenticator,
             cluster_name,
             num_tokens,
             data_dir,
@@ -584,5 +599,22 @@ mod tests {
         assert_eq!((c.phi_convict_threshold, c.allocation_rf, c.max_hints_bytes_per_host), (12.0, 2, 64 << 20));
         let err = ConfigFile::parse("phi_convict_threshold: 1\n").unwrap().build(Overrides::default()).unwrap_err();
         assert!(err.to_string().contains("phi_convict_threshold"), "{err}");
+    }
+
+    #[test]
+    fn authenticator_short_or_qualified_names() {
+        use cql_server::auth::Authenticator;
+        let c = ConfigFile::parse("").unwrap().build(Overrides::default()).unwrap();
+        assert_eq!(c.authenticator, Authenticator::AllowAll);
+        for name in ["PasswordAuthenticator", "org.apache.cassandra.auth.PasswordAuthenticator"] {
+            let c =
+                ConfigFile::parse(&format!("authenticator: {name}\n")).unwrap().build(Overrides::default()).unwrap();
+            assert_eq!(c.authenticator, Authenticator::Password);
+        }
+        let c =
+            ConfigFile::parse("authenticator: AllowAllAuthenticator\n").unwrap().build(Overrides::default()).unwrap();
+        assert_eq!(c.authenticator, Authenticator::AllowAll);
+        let err = ConfigFile::parse("authenticator: Ldap\n").unwrap().build(Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("authenticator Ldap is not supported"), "{err}");
     }
 }

@@ -115,8 +115,11 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             Arc::new(plane::ClusterPlane { coordinator: Arc::clone(&joined.coordinator), schema_changed: schema_tx });
         let processor = Arc::new(
             Processor::new(Arc::clone(&schema), Arc::clone(&storage), node, data_plane)
-                .with_batch_limits(config.batch_limits),
+                .with_batch_limits(config.batch_limits)
+                .with_authenticator(config.authenticator),
         );
+        // PasswordAuthenticator: the default superuser on a node with no role.
+        processor.auth.setup().map_err(|e| anyhow::anyhow!("cannot set up the roles: {e}"))?;
         let (load_schema, load_storage) = (Arc::clone(&schema), Arc::clone(&storage));
         let load = Arc::new(move || admin::local_load(&load_schema.snapshot(), &load_storage));
         joined.spawn_tasks(

@@ -39,8 +39,7 @@ impl Parser<'_> {
                 Some("aggregate") if self.is_kw_at(1, "replace") => "CREATE AGGREGATE",
                 _ => return Err(self.no_viable()),
             },
-            Some("role") => "CREATE ROLE",
-            Some("user") => "CREATE USER",
+            Some("role" | "user") => return self.create_role(),
             Some("trigger") => "CREATE TRIGGER",
             _ => return Err(self.no_viable()),
         };
@@ -68,8 +67,7 @@ impl Parser<'_> {
                 return Ok(Statement::AlterType(self.alter_type()?));
             }
             Some("materialized") => "ALTER MATERIALIZED VIEW",
-            Some("role") => "ALTER ROLE",
-            Some("user") => "ALTER USER",
+            Some("role" | "user") => return self.alter_role(),
             _ => return Err(self.no_viable()),
         };
         Ok(self.unsupported(kind))
@@ -101,8 +99,7 @@ impl Parser<'_> {
             Some("materialized") => "DROP MATERIALIZED VIEW",
             Some("function") => "DROP FUNCTION",
             Some("aggregate") => "DROP AGGREGATE",
-            Some("role") => "DROP ROLE",
-            Some("user") => "DROP USER",
+            Some("role" | "user") => return self.drop_role(),
             Some("trigger") => "DROP TRIGGER",
             Some("identity") => "DROP IDENTITY",
             _ => return Err(self.no_viable()),

@@ -10,6 +10,7 @@
 mod ddl;
 mod describe;
 mod dml;
+mod roles;
 mod select;
 mod terms;
 
@@ -193,11 +194,13 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `LIST ROLES | USERS | SUPERUSERS | <permissions>`: all unsupported.
+    /// `LIST ROLES | USERS` (`roles`); `LIST SUPERUSERS | <permissions>`: unsupported.
     fn list_statement(&mut self) -> Result<Statement, ParseError> {
         let kind = match self.word_at(1) {
-            Some("roles") => "LIST ROLES",
-            Some("users") => "LIST USERS",
+            Some("roles" | "users") => {
+                self.bump();
+                return self.list_roles();
+            }
             Some("superusers") => "LIST SUPERUSERS",
             Some(
                 "all" | "create" | "alter" | "drop" | "select" | "modify" | "authorize" | "describe" | "execute"

@@ -359,6 +359,19 @@ def test_query_before_startup(bad_node):
         expect_error_or_close(s, "QUERY before STARTUP", codes=[PROTOCOL_ERROR])
 
 
+def test_second_startup_is_refused_and_the_connection_goes_on(bad_node):
+    """As Cassandra: a started connection refuses another STARTUP with a protocol error, and still serves."""
+    with connect(bad_node) as s:
+        handshake(s)
+        s.sendall(frame(OP_STARTUP, string_map({"CQL_VERSION": "3.0.0"}), stream=4))
+        kind, header, body = read_frame(s)
+        assert kind == "frame" and header[2] == 4 and header[3] == OP_ERROR, f"second STARTUP: {kind} {header}"
+        assert parse_error(body) == (PROTOCOL_ERROR, "Unexpected message STARTUP, the connection is already initialized")
+        s.sendall(frame(OP_QUERY, query_body("SELECT key FROM system.local"), stream=5))
+        kind, header, _ = read_frame(s)
+        assert kind == "frame" and header[2] == 5 and header[3] != OP_ERROR, f"a query after it: {kind} {header}"
+
+
 def test_startup_with_garbage_body(bad_node):
     with connect(bad_node) as s:
         s.sendall(frame(OP_STARTUP, b"\xff\xff\x00\x01", stream=1))

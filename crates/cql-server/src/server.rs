@@ -280,6 +280,12 @@ async fn connection(
                 }
             };
             match request {
+                Request::Startup(_) if started => {
+                    // As Cassandra: a connection is started once.
+                    let msg = "Unexpected message STARTUP, the connection is already initialized".to_string();
+                    conn.send(header.stream, Response::Error(ErrorBody::new(ErrorKind::ProtocolError, msg)), true)
+                        .await;
+                }
                 Request::Startup(options) => {
                     match options.check() {
                         Ok(compression) => {

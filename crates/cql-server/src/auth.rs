@@ -67,6 +67,11 @@ impl Authenticator {
     }
 }
 
+/// The role a session logged in as; Unauthorized for an anonymous session.
+fn logged_in(login: Option<&str>) -> Result<&str, QueryError> {
+    login.ok_or_else(|| QueryError::Unauthorized(ANONYMOUS.into()))
+}
+
 /// The credentials of a SASL PLAIN token.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Credentials {
@@ -320,6 +325,16 @@ impl Auth {
         }
     }
 
+    /// The logged-in role of `login` if it is a superuser; Unauthorized
+    /// otherwise (anonymous, or without superuser status).
+    fn superuser<'a>(&self, login: Option<&'a str>) -> Result<&'a str, QueryError> {
+        let user = logged_in(login)?;
+        if !self.is_super(user) {
+            return Err(Auth::insufficient(user));
+        }
+        Ok(user)
+    }
+
     fn insufficient(user: &str) -> QueryError {
         QueryError::Unauthorized(format!(
             "User {user} does not have sufficient privileges to perform the requested operation"
@@ -337,10 +352,7 @@ impl Auth {
         if name.is_empty() {
             return Err(QueryError::invalid("Role name can't be an empty string"));
         }
-        let user = login.ok_or_else(|| QueryError::Unauthorized(ANONYMOUS.into()))?;
-        if !self.is_super(user) {
-            return Err(Auth::insufficient(user));
-        }
+        self.superuser(login)?;
         if self.role(name).is_some() {
             return if if_not_exists {
                 Ok(ResultBody::Void)
@@ -379,7 +391,7 @@ impl Auth {
             return Err(QueryError::invalid("ALTER [ROLE|USER] can't be empty"));
         }
         self.validate_options(options)?;
-        let user = login.ok_or_else(|| QueryError::Unauthorized(ANONYMOUS.into()))?;
+        let user = logged_in(login)?;
         if self.role(name).is_none() {
             return if if_exists {
                 Ok(ResultBody::Void)
@@ -431,10 +443,7 @@ impl Auth {
     }
 
     fn drop_role(&self, name: &str, if_exists: bool, login: Option<&str>) -> Result<ResultBody, QueryError> {
-        let user = login.ok_or_else(|| QueryError::Unauthorized(ANONYMOUS.into()))?;
-        if !self.is_super(user) {
-            return Err(Auth::insufficient(user));
-        }
+        let user = self.superuser(login)?;
         if self.role(name).is_none() {
             return if if_exists {
                 Ok(ResultBody::Void)
@@ -481,7 +490,7 @@ impl Auth {
     }
 
     fn list_roles(&self, of: Option<&str>, recursive: bool, login: Option<&str>) -> Result<ResultBody, QueryError> {
-        let user = login.ok_or_else(|| QueryError::Unauthorized(ANONYMOUS.into()))?;
+        let user = logged_in(login)?;
         let roles = self.visible(user, of, recursive)?;
         if roles.is_empty() {
             return Ok(ResultBody::Void);
@@ -510,7 +519,7 @@ impl Auth {
     }
 
     fn list_users(&self, login: Option<&str>) -> Result<ResultBody, QueryError> {
-        let user = login.ok_or_else(|| QueryError::Unauthorized(ANONYMOUS.into()))?;
+        let user = logged_in(login)?;
         let roles: Vec<Role> = self.visible(user, None, false)?.into_iter().filter(|r| r.can_login).collect();
         if roles.is_empty() {
             return Ok(ResultBody::Void);

@@ -259,34 +259,32 @@ impl StreamSource {
 
     /// Up to `len` bytes of file `file` of `session` from `offset`. Blocking.
     pub fn chunk(&self, session: Uuid, file: u32, offset: u64, len: u32) -> Result<Vec<u8>, String> {
-        let (path, n) = self.file_range(session, file, offset, u64::from(len.min(CHUNK_BYTES)))?;
+        let (path, n, last) = self.file_range(session, file, offset, u64::from(len.min(CHUNK_BYTES)))?;
         let mut buf = vec![0u8; n as usize];
         std::fs::File::open(&path)
             .and_then(|h| h.read_exact_at(&mut buf, offset))
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        self.sent(session, file, n, offset + n);
+        self.sent(session, n, last);
         Ok(buf)
     }
 
-    /// The path of file `file` of `session` and how many of `len` bytes from
-    /// `offset` it holds (fewer at its end).
-    fn file_range(&self, session: Uuid, file: u32, offset: u64, len: u64) -> Result<(PathBuf, u64), String> {
+    /// The path of file `file` of `session`, how many of `len` bytes from
+    /// `offset` it holds (fewer at its end), and whether they reach its end.
+    fn file_range(&self, session: Uuid, file: u32, offset: u64, len: u64) -> Result<(PathBuf, u64, bool), String> {
         let s = lock(&self.sessions).get(&session).cloned().ok_or_else(|| format!("no stream session {session}"))?;
         let f = s.files.get(file as usize).ok_or_else(|| format!("stream session {session} has no file {file}"))?;
         if offset > f.bytes {
             return Err(format!("offset {offset} is past the end of file {file} ({} bytes)", f.bytes));
         }
-        Ok((f.path.clone(), (f.bytes - offset).min(len)))
+        let n = (f.bytes - offset).min(len);
+        Ok((f.path.clone(), n, offset + n == f.bytes))
     }
 
-    /// Counts `n` bytes of `file` sent, up to `end` (the file is done when
-    /// `end` is its length).
-    fn sent(&self, session: Uuid, file: u32, n: u64, end: u64) {
-        let bytes = lock(&self.sessions).get(&session).and_then(|s| s.files.get(file as usize).map(|f| f.bytes));
-        let done = bytes == Some(end);
+    /// Counts `n` bytes of a file of `session` sent; `last`: they reached its end.
+    fn sent(&self, session: Uuid, n: u64, last: bool) {
         self.registry.update(session, |st| {
             st.bytes_done += n;
-            if done {
+            if last {
                 st.files_done += 1;
             }
         });
@@ -321,12 +319,12 @@ impl StreamSource {
                 Err(e) => return Err(e),
             }
             let (session, file, offset, len) = bulk_wire::decode_request(&req);
-            let opened = self.file_range(session, file, offset, len).and_then(|(path, n)| {
+            let opened = self.file_range(session, file, offset, len).and_then(|(path, n, last)| {
                 let mut h = std::fs::File::open(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
                 h.seek(std::io::SeekFrom::Start(offset)).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                Ok((h, n))
+                Ok((h, n, last))
             });
-            let (h, n) = match opened {
+            let (h, n, last) = match opened {
                 Ok(opened) => opened,
                 Err(e) => {
                     conn.write_all(&bulk_wire::encode_error(&e))?;
@@ -349,7 +347,7 @@ impl StreamSource {
                 }
                 left -= piece;
             }
-            self.sent(session, file, n, offset + n);
+            self.sent(session, n, last);
         }
     }
 

@@ -48,7 +48,8 @@ class ShoalCluster:
     """
 
     def __init__(self, workdir, nodes=3, dcs=1, racks=1, num_tokens=None, cluster_name=CLUSTER_NAME,
-                 native_port=None, admin_port=None, config=None, extra_args=(), bin_path=None, start=True):
+                 native_port=None, admin_port=None, config=None, extra_args=(), bin_path=None, start=True,
+                 launcher_args=()):
         self.workdir = Path(workdir)
         self.nodes = nodes
         self.dcs = dcs
@@ -59,6 +60,8 @@ class ShoalCluster:
         self.admin_port = admin_port or free_port()
         self.bin_path = bin_path or SHOAL_BIN
         self.extra_args = list(extra_args)
+        # `shoal cluster up` options (e.g. --auth, --tls).
+        self.launcher_args = [str(a) for a in launcher_args]
         self.contact_points = []
         self.up_output = ""
         # Every node reads this YAML; its own internode port by default, so a
@@ -102,6 +105,7 @@ class ShoalCluster:
                 "--native-port", self.native_port, "--admin-port", self.admin_port]
         if self.num_tokens is not None:
             args += ["--num-tokens", self.num_tokens]
+        args += self.launcher_args
         if self.extra_args:
             args += ["--", *self.extra_args]
         try:

@@ -15,6 +15,7 @@ Environment:
 
 import ctypes
 import itertools
+import json
 import os
 import re
 import signal
@@ -262,6 +263,8 @@ class ExternalNode:
 
 
 def _yaml_scalar(v):
+    if isinstance(v, (dict, list)):
+        return json.dumps(v)  # a YAML flow collection
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):

@@ -7,6 +7,7 @@ import os
 import socket
 import struct
 import subprocess
+import time
 
 import pytest
 from cassandra import AuthenticationFailed, InvalidRequest, Unauthorized
@@ -17,7 +18,7 @@ from shoal_harness import EXTERNAL, ShoalNode, connect_cluster
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own node with PasswordAuthenticator")
 
-AUTH_CONFIG = {"authenticator": "PasswordAuthenticator"}
+AUTH_CONFIG = {"authenticator": "PasswordAuthenticator", "authorizer": "CassandraAuthorizer"}
 
 
 @pytest.fixture(scope="module")
@@ -271,3 +272,42 @@ def test_allow_all_refuses_role_statements_as_cassandra(session):
         session.execute("LIST ROLES")
     with pytest.raises(InvalidRequest, match="org.apache.cassandra.auth.CassandraRoleManager doesn't support PASSWORD"):
         session.execute("CREATE ROLE r WITH PASSWORD = 'x' AND LOGIN = true")
+
+
+def test_repeated_failed_logins_from_one_address_are_slowed(tmp_path_factory):
+    """After 5 failures from an address its attempts wait 0.1 s, doubling per failure (Shoal
+    only: Cassandra has no such guard); other addresses are not slowed."""
+    node = ShoalNode(tmp_path_factory.mktemp("throttle"), config=AUTH_CONFIG)
+    node.start()
+    try:
+        wrong = b"\x00cassandra\x00wrong"
+        with socket.create_connection((node.host, node.port), timeout=30) as s:
+            s.sendall(_frame(0x01, _string_map({"CQL_VERSION": "3.0.0"})))
+            assert _read_frame(s)[1] == 0x03
+            took = []
+            for i in range(8):
+                started = time.monotonic()
+                s.sendall(_frame(0x0F, struct.pack(">i", len(wrong)) + wrong, stream=10 + i))
+                _, _, body = _read_frame(s)
+                took.append(time.monotonic() - started)
+                assert _error(body) == (0x0100, "Provided username cassandra and/or password are incorrect")
+        # The 6th, 7th and 8th attempts waited 0.1, 0.2 and 0.4 s before their check.
+        assert sum(took[5:]) >= 0.6, took
+        assert "5 failed logins from 127.0.0.1: its further attempts are slowed down" in node.log_tail(200000)
+        # Another address logs in at once.
+        other = socket.socket()
+        try:
+            other.settimeout(10)
+            other.bind(("127.0.0.2", 0))
+            other.connect((node.host, node.port))
+            other.sendall(_frame(0x01, _string_map({"CQL_VERSION": "3.0.0"})))
+            assert _read_frame(other)[1] == 0x03
+            right = b"\x00cassandra\x00cassandra"
+            started = time.monotonic()
+            other.sendall(_frame(0x0F, struct.pack(">i", len(right)) + right, stream=1))
+            assert _read_frame(other)[1] == 0x10
+            assert time.monotonic() - started < 0.5
+        finally:
+            other.close()
+    finally:
+        node.stop()

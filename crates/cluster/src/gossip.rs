@@ -20,6 +20,9 @@
 //!   the cluster name, and messages with another id are dropped.
 //! - The view is rebuilt from chitchat state alone, on a timer; events are
 //!   the differences between consecutive views.
+//! - With an admission predicate (`GossipConfig::admit`: internode
+//!   encryption), a peer enters the view only once admitted; chitchat state
+//!   alone (unauthenticated UDP) never puts a node in the ring.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -78,6 +81,21 @@ pub struct GossipConfig {
     pub phi_convict_threshold: f64,
     /// How often the view is rebuilt from gossip state.
     pub refresh: Duration,
+    /// Which peers (by internode address) may enter the view; None: all.
+    /// With internode encryption, only those that proved the cluster's
+    /// certificate (`net::TcpTransport::is_verified`), so a process without
+    /// it never joins the ring however it gossips.
+    pub admit: Option<Admission>,
+}
+
+/// The predicate of `GossipConfig::admit`.
+#[derive(Clone)]
+pub struct Admission(pub Arc<dyn Fn(SocketAddr) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Admission")
+    }
 }
 
 impl GossipConfig {
@@ -90,6 +108,7 @@ impl GossipConfig {
             interval: Duration::from_millis(200),
             phi_convict_threshold: 8.0,
             refresh: Duration::from_millis(100),
+            admit: None,
         }
     }
 }
@@ -116,6 +135,7 @@ pub struct Gossip {
     local: LocalState,
     cluster_name: String,
     generation: u64,
+    admit: Option<Admission>,
 }
 
 impl Gossip {
@@ -160,7 +180,13 @@ impl Gossip {
             initial.push(("tokens".to_string(), join_tokens(tokens)));
         }
         let handle = spawn_chitchat(chitchat_config, initial, &UdpTransport).await?;
-        Ok(Gossip { handle, local, cluster_name: config.cluster_name.clone(), generation: config.generation })
+        Ok(Gossip {
+            handle,
+            local,
+            cluster_name: config.cluster_name.clone(),
+            generation: config.generation,
+            admit: config.admit.clone(),
+        })
     }
 
     /// Sets one of this node's application states.
@@ -215,6 +241,9 @@ impl Gossip {
             }
         }
         let mut endpoints: BTreeMap<Uuid, Endpoint> = endpoints.into_iter().map(|(k, (_, e))| (k, e)).collect();
+        if let Some(admit) = &self.admit {
+            endpoints.retain(|id, e| *id == self.local.host_id || (admit.0)(e.internode));
+        }
         // removenode: a node that is down and named by a live node as being removed is LEAVING (its
         // ranges' new owners get writes), then LEFT once named as removed.
         for (marks, status) in [(&removing, Status::Leaving), (&removed, Status::Left)] {

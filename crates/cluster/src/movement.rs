@@ -128,6 +128,33 @@ impl Bootstrap {
         ks: &KeyspaceDef,
         strict: bool,
     ) -> Result<BTreeMap<Uuid, Ranges>, String> {
+        self.plan_sources(view, ks, strict, false).map(|(by_source, _)| by_source)
+    }
+
+    /// Like `sources`, not strict, but a range no live replica other than
+    /// this node holds is left out and named in the second list instead of
+    /// failing the plan (a replicated system keyspace at RF 1: its only copy
+    /// was on a dead node, or there is none to move).
+    pub fn sources_lenient(&self, view: &ClusterView, ks: &KeyspaceDef) -> (BTreeMap<Uuid, Ranges>, Vec<String>) {
+        self.plan_sources(view, ks, false, true).unwrap_or_else(|e| (BTreeMap::new(), vec![e]))
+    }
+
+    fn plan_sources(
+        &self,
+        view: &ClusterView,
+        ks: &KeyspaceDef,
+        strict: bool,
+        lenient: bool,
+    ) -> Result<(BTreeMap<Uuid, Ranges>, Vec<String>), String> {
+        let mut skipped = Vec::new();
+        let mut missing = |unable: String| -> Result<(), String> {
+            if lenient {
+                skipped.push(unable);
+                Ok(())
+            } else {
+                Err(unable)
+            }
+        };
         let strategy = strategy(&ks.replication);
         let address = |id: Uuid| view.endpoint(id).map_or_else(|| id.to_string(), |e| e.address().to_string());
         let unable = |start: i64, end: i64| {
@@ -141,12 +168,10 @@ impl Bootstrap {
             }
             if let Some((dead, with)) = &self.original {
                 let fellows: Vec<Uuid> = strategy.replicas(with, range.end).into_iter().map(uuid).collect();
-                let source = fellows
-                    .iter()
-                    .copied()
-                    .find(|r| r != dead && *r != view.local && view.is_alive(*r))
-                    .ok_or_else(|| unable(range.start, range.end))?;
-                by_source.entry(source).or_default().push((range.start, range.end));
+                match fellows.iter().copied().find(|r| r != dead && *r != view.local && view.is_alive(*r)) {
+                    Some(source) => by_source.entry(source).or_default().push((range.start, range.end)),
+                    None => missing(unable(range.start, range.end))?,
+                }
                 continue;
             }
             let old = view.replicas(ks, range.end);
@@ -161,14 +186,17 @@ impl Bootstrap {
                     )
                 })?
             } else {
-                old.iter()
-                    .copied()
-                    .find(|r| *r != view.local && view.is_alive(*r))
-                    .ok_or_else(|| unable(range.start, range.end))?
+                match old.iter().copied().find(|r| *r != view.local && view.is_alive(*r)) {
+                    Some(source) => source,
+                    None => {
+                        missing(unable(range.start, range.end))?;
+                        continue;
+                    }
+                }
             };
             by_source.entry(source).or_default().push((range.start, range.end));
         }
-        Ok(by_source)
+        Ok((by_source, skipped))
     }
 }
 

@@ -1,32 +1,37 @@
 //! Password authentication and roles (Cassandra's `PasswordAuthenticator`
 //! and `CassandraRoleManager`): the SASL PLAIN token, bcrypt hashes, the
-//! role store (`system_auth.roles`), the default superuser, and the role
-//! statements (`CREATE/ALTER/DROP ROLE|USER`, `LIST ROLES|USERS`).
+//! roles kept in the `system_auth` tables, the default superuser, the role
+//! statements (`CREATE/ALTER/DROP ROLE|USER`, `GRANT/REVOKE` role,
+//! `LIST ROLES|USERS`), and the caches in front of the tables. Permissions
+//! are `permissions.rs`'s.
 //!
 //! Invariants:
 //! - Passwords are kept only as bcrypt hashes (`$2a$`, cost 10, as jBCrypt
 //!   writes them); a password is never logged nor kept after hashing.
-//! - Roles are node-local in this slice: the store is one record of the data
-//!   directory's manifest (written atomically), so roles survive restarts but
-//!   are NOT replicated; each node of a cluster holds its own roles and its
-//!   own default superuser (ARCHITECTURE.md, "Authentication").
-//! - Role changes are serialized (`write` lock) and persisted before they are
-//!   visible; a failed write leaves the visible roles unchanged.
-//! - Only superusers create, drop or alter other roles (as Cassandra with
-//!   `CassandraAuthorizer` and no grants); any role may change its own
-//!   password. With `AllowAllAuthenticator` every session is anonymous and
-//!   every role statement is refused, with Cassandra's messages.
+//! - Roles live in `system_auth.roles` and `system_auth.role_members`, a
+//!   replicated keyspace (RF 1 by default, alterable), read and written
+//!   through the data plane as the system ([`AuthTables`]) at
+//!   `LOCAL_QUORUM` / `QUORUM` (`QUORUM` for the default superuser), so
+//!   every node sees every role.
+//! - What a node read is cached for `roles_validity`; a change made through
+//!   this node drops the entries it touched at once, other nodes see it
+//!   when their entries expire (Cassandra's caches behave the same).
+//! - Only roles with the needed permission (superusers: all) create, alter,
+//!   drop or grant roles; any role may change its own password. With
+//!   `AllowAllAuthenticator` every session is anonymous and every role
+//!   statement is refused, with Cassandra's messages.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use cql::ast::{RoleOptions, Statement};
+use bytes::Bytes;
+use cql::ast::{Permission, RoleOptions, Statement};
 use cql_protocol::{ColumnSpec, ResultBody, RowsMetadata, RowsWriter};
-use storage::Storage;
-use types::schema::TableDef;
-use types::{CqlType, Value};
+use types::{Consistency, CqlType, Value};
 
 use crate::error::QueryError;
+use crate::permissions::{AuthResource, Authorizer, Grants};
 
 /// The class name sent in AUTHENTICATE (what drivers expect from Cassandra).
 pub const PASSWORD_AUTHENTICATOR: &str = "org.apache.cassandra.auth.PasswordAuthenticator";
@@ -36,10 +41,14 @@ pub const ROLE_MANAGER: &str = "org.apache.cassandra.auth.CassandraRoleManager";
 pub const DEFAULT_SUPERUSER: &str = "cassandra";
 /// bcrypt's cost (log2 rounds), Cassandra's default.
 pub const BCRYPT_COST: u32 = 10;
-/// The node-local metadata key holding the roles (JSON).
-const ROLES_KEY: &str = "system_auth.roles";
+/// Where the previous Shoal kept roles per node (now ignored, warned about).
+const LEGACY_ROLES_KEY: &str = "system_auth.roles";
+/// Cassandra's default `roles_validity` / `permissions_validity`.
+pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(2);
 
-const ANONYMOUS: &str = "You have to be logged in and not anonymous to perform this request";
+pub(crate) const ANONYMOUS: &str = "You have to be logged in and not anonymous to perform this request";
+
+const ROLE_COLUMNS: &str = "role, can_login, is_superuser, member_of, salted_hash";
 
 /// cassandra.yaml's `authenticator`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,8 +76,18 @@ impl Authenticator {
     }
 }
 
+/// How auth reaches its tables: statements on `system_auth` run as the
+/// system (no permission checks), through the data plane. The processor
+/// implements it.
+pub trait AuthTables {
+    /// Runs a SELECT and returns every row's cells (null: `None`).
+    fn select(&self, cql: &str, values: &[Value], cl: Consistency) -> Result<Vec<Vec<Option<Bytes>>>, QueryError>;
+    /// Applies INSERT/UPDATE/DELETE statements together at `cl`.
+    fn modify(&self, statements: &[(&str, Vec<Value>)], cl: Consistency) -> Result<(), QueryError>;
+}
+
 /// The role a session logged in as; Unauthorized for an anonymous session.
-fn logged_in(login: Option<&str>) -> Result<&str, QueryError> {
+pub(crate) fn logged_in(login: Option<&str>) -> Result<&str, QueryError> {
     login.ok_or_else(|| QueryError::Unauthorized(ANONYMOUS.into()))
 }
 
@@ -132,102 +151,325 @@ pub fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
     }
 }
 
+/// Failed logins tolerated from one address before its attempts are slowed.
+pub const FREE_FAILURES: u32 = 5;
+/// The wait before an attempt after the first slowed failure; it doubles
+/// with each further failure, up to `MAX_LOGIN_DELAY`.
+pub const FIRST_LOGIN_DELAY: Duration = Duration::from_millis(100);
+pub const MAX_LOGIN_DELAY: Duration = Duration::from_secs(2);
+/// An address whose last failure is this old starts afresh.
+const FORGET_FAILURES: Duration = Duration::from_secs(60);
+/// Addresses remembered at most (the oldest are forgotten first).
+const MAX_ADDRESSES: usize = 10_000;
+
+/// Slows down repeated failed logins from one address (Cassandra has no
+/// such guard): after `FREE_FAILURES` failures, every attempt from that
+/// address waits, `FIRST_LOGIN_DELAY` doubling per failure up to
+/// `MAX_LOGIN_DELAY`, counted from its last failure. A success does not
+/// reset it (an attacker behind the same address as a real user would
+/// otherwise be reset by that user); a minute without failures does.
+#[derive(Default)]
+pub struct LoginThrottle {
+    failures: Mutex<HashMap<std::net::IpAddr, (u32, Instant)>>,
+}
+
+impl LoginThrottle {
+    fn delay(failures: u32) -> Duration {
+        match failures.checked_sub(FREE_FAILURES) {
+            None => Duration::ZERO,
+            Some(over) => FIRST_LOGIN_DELAY.saturating_mul(1u32 << over.min(16)).min(MAX_LOGIN_DELAY),
+        }
+    }
+
+    /// How long an attempt from `ip` must wait before it is checked.
+    pub fn wait(&self, ip: std::net::IpAddr) -> Duration {
+        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        match failures.get(&ip) {
+            Some((n, last)) if last.elapsed() < FORGET_FAILURES => {
+                LoginThrottle::delay(*n).saturating_sub(last.elapsed())
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Counts a failed login from `ip`; returns its count of failures.
+    pub fn failed(&self, ip: std::net::IpAddr) -> u32 {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if failures.len() >= MAX_ADDRESSES {
+            failures.retain(|_, (_, last)| last.elapsed() < FORGET_FAILURES);
+            if failures.len() >= MAX_ADDRESSES {
+                if let Some(oldest) = failures.iter().min_by_key(|(_, (_, last))| *last).map(|(ip, _)| *ip) {
+                    failures.remove(&oldest);
+                }
+            }
+        }
+        let entry = failures.entry(ip).or_insert((0, Instant::now()));
+        if entry.1.elapsed() >= FORGET_FAILURES {
+            entry.0 = 0;
+        }
+        entry.0 += 1;
+        entry.1 = Instant::now();
+        entry.0
+    }
+}
+
 /// A row of `system_auth.roles`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Role {
     pub role: String,
     pub is_superuser: bool,
     pub can_login: bool,
-    #[serde(default)]
     pub member_of: BTreeSet<String>,
-    #[serde(default)]
     pub salted_hash: Option<String>,
 }
 
-/// The roles and the authenticator in force.
-pub struct Auth {
-    pub authenticator: Authenticator,
-    storage: Arc<Storage>,
-    roles: RwLock<BTreeMap<String, Role>>,
-    /// Serializes role changes (read, change, persist, publish).
-    write: Mutex<()>,
+impl Role {
+    /// A row of `SELECT role, can_login, is_superuser, member_of, salted_hash`.
+    fn from_row(row: &[Option<Bytes>]) -> Option<Role> {
+        Some(Role {
+            role: cell_text(row.first()?)?,
+            can_login: cell_bool(row.get(1)?),
+            is_superuser: cell_bool(row.get(2)?),
+            member_of: cell_text_set(row.get(3)?),
+            salted_hash: row.get(4).and_then(cell_text),
+        })
+    }
 }
 
+pub(crate) fn cell_text(cell: &Option<Bytes>) -> Option<String> {
+    cell.as_ref().map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+fn cell_bool(cell: &Option<Bytes>) -> bool {
+    matches!(cell.as_ref().map(|b| Value::deserialize(&CqlType::Boolean, b)), Some(Ok(Value::Boolean(true))))
+}
+
+pub(crate) fn cell_text_set(cell: &Option<Bytes>) -> BTreeSet<String> {
+    let ty = CqlType::Set { elem: Box::new(CqlType::Text), frozen: false };
+    match cell.as_ref().map(|b| Value::deserialize(&ty, b)) {
+        Some(Ok(Value::Set(items))) => items
+            .into_iter()
+            .filter_map(|v| match v {
+                Value::Text(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+pub(crate) fn text_set(items: impl IntoIterator<Item = String>) -> Value {
+    Value::Set(items.into_iter().map(Value::Text).collect())
+}
+
+/// cassandra.yaml's auth settings, as the node read them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuthConfig {
+    pub authenticator: Authenticator,
+    pub authorizer: Authorizer,
+    /// `roles_validity`: how long a role read from the tables is trusted.
+    pub roles_validity: Duration,
+    /// `permissions_validity`: how long a role's permissions are trusted.
+    pub permissions_validity: Duration,
+}
+
+impl Default for AuthConfig {
+    fn default() -> AuthConfig {
+        AuthConfig {
+            authenticator: Authenticator::AllowAll,
+            authorizer: Authorizer::AllowAll,
+            roles_validity: DEFAULT_VALIDITY,
+            permissions_validity: DEFAULT_VALIDITY,
+        }
+    }
+}
+
+/// An entry of a cache: what was read and when.
+struct Cached<T> {
+    at: Instant,
+    value: T,
+}
+
+#[derive(Default)]
+struct Caches {
+    roles: HashMap<String, Cached<Option<Role>>>,
+    grants: HashMap<String, Cached<std::sync::Arc<Grants>>>,
+}
+
+/// The auth settings in force and the caches over `system_auth`.
+pub struct Auth {
+    pub authenticator: Authenticator,
+    pub authorizer: Authorizer,
+    /// Slows repeated failed logins per client address.
+    pub throttle: LoginThrottle,
+    config: AuthConfig,
+    caches: Mutex<Caches>,
+}
+
+/// The consistency of reads of `role`'s rows (Cassandra 5: QUORUM for the
+/// default superuser, `auth_read_consistency_level` otherwise).
+fn read_cl(role: &str) -> Consistency {
+    if role == DEFAULT_SUPERUSER {
+        Consistency::Quorum
+    } else {
+        Consistency::LocalQuorum
+    }
+}
+
+/// The consistency of auth writes.
+pub(crate) const WRITE_CL: Consistency = Consistency::Quorum;
+
 impl Auth {
-    /// Loads the roles kept in `storage` (none on a fresh node).
-    pub fn new(storage: Arc<Storage>, authenticator: Authenticator) -> Auth {
-        let roles = match storage.local_get(ROLES_KEY) {
-            Some(text) => serde_json::from_str::<Vec<Role>>(&text).unwrap_or_else(|e| {
-                tracing::error!("cannot read the roles kept in this data directory ({e}); starting with none");
-                Vec::new()
-            }),
-            None => Vec::new(),
-        };
+    pub fn new(config: AuthConfig) -> Auth {
         Auth {
-            authenticator,
-            storage,
-            roles: RwLock::new(roles.into_iter().map(|r| (r.role.clone(), r)).collect()),
-            write: Mutex::new(()),
+            authenticator: config.authenticator,
+            authorizer: config.authorizer,
+            throttle: LoginThrottle::default(),
+            config,
+            caches: Mutex::new(Caches::default()),
         }
     }
 
-    /// One role, as stored now.
-    pub fn role(&self, name: &str) -> Option<Role> {
-        self.roles.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    fn caches(&self) -> std::sync::MutexGuard<'_, Caches> {
+        self.caches.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn all(&self) -> Vec<Role> {
-        self.roles.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    /// Forgets what the caches hold about `roles` (after a change made here).
+    pub(crate) fn invalidate<'a>(&self, roles: impl IntoIterator<Item = &'a str>) {
+        let mut caches = self.caches();
+        for role in roles {
+            caches.roles.remove(role);
+            caches.grants.remove(role);
+        }
     }
 
-    /// Applies `change` to a copy of the roles, persists the result, then
-    /// makes it visible.
-    fn update<T>(
+    /// One role, from the cache while it is valid, else from the tables.
+    pub fn role(&self, t: &dyn AuthTables, name: &str) -> Result<Option<Role>, QueryError> {
+        if let Some(c) = self.caches().roles.get(name) {
+            if c.at.elapsed() < self.config.roles_validity {
+                return Ok(c.value.clone());
+            }
+        }
+        let at = Instant::now();
+        let rows = t.select(
+            &format!("SELECT {ROLE_COLUMNS} FROM system_auth.roles WHERE role = ?"),
+            &[Value::Text(name.to_string())],
+            read_cl(name),
+        )?;
+        let role = rows.first().and_then(|r| Role::from_row(r));
+        self.caches().roles.insert(name.to_string(), Cached { at, value: role.clone() });
+        Ok(role)
+    }
+
+    /// A role's permissions (resource name → permissions), cached for
+    /// `permissions_validity`.
+    pub(crate) fn grants(&self, t: &dyn AuthTables, role: &str) -> Result<std::sync::Arc<Grants>, QueryError> {
+        if let Some(c) = self.caches().grants.get(role) {
+            if c.at.elapsed() < self.config.permissions_validity {
+                return Ok(std::sync::Arc::clone(&c.value));
+            }
+        }
+        let at = Instant::now();
+        let rows = t.select(
+            "SELECT resource, permissions FROM system_auth.role_permissions WHERE role = ?",
+            &[Value::Text(role.to_string())],
+            read_cl(role),
+        )?;
+        let grants: Grants = rows
+            .iter()
+            .filter_map(|r| {
+                let resource = cell_text(r.first()?)?;
+                let perms = cell_text_set(r.get(1)?).iter().filter_map(|p| Permission::from_name(p)).collect();
+                Some((resource, perms))
+            })
+            .collect();
+        let grants = std::sync::Arc::new(grants);
+        self.caches().grants.insert(role.to_string(), Cached { at, value: std::sync::Arc::clone(&grants) });
+        Ok(grants)
+    }
+
+    /// Every role, read from the tables (LIST ROLES of a superuser).
+    fn all_roles(&self, t: &dyn AuthTables) -> Result<Vec<Role>, QueryError> {
+        let rows = t.select(&format!("SELECT {ROLE_COLUMNS} FROM system_auth.roles"), &[], Consistency::LocalQuorum)?;
+        let mut roles: Vec<Role> = rows.iter().filter_map(|r| Role::from_row(r)).collect();
+        roles.sort_by(|a, b| a.role.cmp(&b.role));
+        Ok(roles)
+    }
+
+    /// `name` and every role granted to it, transitively (or only directly
+    /// when not `recursive`); roles that no longer exist are skipped.
+    pub(crate) fn granted(
         &self,
-        change: impl FnOnce(&mut BTreeMap<String, Role>) -> Result<T, QueryError>,
-    ) -> Result<T, QueryError> {
-        let _guard = self.write.lock().unwrap_or_else(|p| p.into_inner());
-        let mut roles = self.roles.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let out = change(&mut roles)?;
-        let list: Vec<&Role> = roles.values().collect();
-        let text = serde_json::to_string(&list).map_err(|e| QueryError::Server(format!("cannot encode roles: {e}")))?;
-        self.storage
-            .local_set(ROLES_KEY, &text)
-            .map_err(|e| QueryError::Server(format!("cannot persist roles: {e}")))?;
-        *self.roles.write().unwrap_or_else(|p| p.into_inner()) = roles;
+        t: &dyn AuthTables,
+        name: &str,
+        recursive: bool,
+    ) -> Result<BTreeMap<String, Role>, QueryError> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![(name.to_string(), true)];
+        while let Some((next, expand)) = todo.pop() {
+            if out.contains_key(&next) {
+                continue;
+            }
+            let Some(role) = self.role(t, &next)? else { continue };
+            if expand {
+                todo.extend(role.member_of.iter().map(|r| (r.clone(), recursive)));
+            }
+            out.insert(next, role);
+        }
         Ok(out)
+    }
+
+    /// Whether `name` has superuser status, its own or through the roles
+    /// granted to it.
+    pub fn is_super(&self, t: &dyn AuthTables, name: &str) -> Result<bool, QueryError> {
+        Ok(self.granted(t, name, true)?.values().any(|r| r.is_superuser))
+    }
+
+    /// Whether `login` (None: anonymous) may read `system_auth` tables when
+    /// no authorizer decides: superusers only (anonymous sessions where no
+    /// login exists). With CassandraAuthorizer its grants decide.
+    pub fn may_read_auth_tables(&self, t: &dyn AuthTables, login: Option<&str>) -> Result<bool, QueryError> {
+        if self.authorizer.enabled() {
+            return Ok(true);
+        }
+        match login {
+            Some(user) => self.is_super(t, user),
+            None => Ok(!self.authenticator.requires_login()),
+        }
     }
 
     /// With `PasswordAuthenticator`, creates the default superuser
     /// `cassandra`/`cassandra` when no role exists (Cassandra's
-    /// `CassandraRoleManager` setup), and warns while it still has its
-    /// default password.
-    pub fn setup(&self) -> Result<(), QueryError> {
+    /// `CassandraRoleManager` setup: read at QUORUM, written at QUORUM with
+    /// timestamp 0, so nodes that do it at once agree and any later change
+    /// wins), and warns while it still has its default password. An error
+    /// means the cluster could not answer yet: the caller tries again.
+    pub fn setup(&self, t: &dyn AuthTables, legacy: Option<&storage::Storage>) -> Result<(), QueryError> {
         if !self.authenticator.requires_login() {
             return Ok(());
         }
-        let created = self.update(|roles| {
-            if !roles.is_empty() {
-                return Ok(false);
-            }
-            let hash = hash_password(DEFAULT_SUPERUSER)?;
-            roles.insert(
-                DEFAULT_SUPERUSER.to_string(),
-                Role {
-                    role: DEFAULT_SUPERUSER.to_string(),
-                    is_superuser: true,
-                    can_login: true,
-                    member_of: BTreeSet::new(),
-                    salted_hash: Some(hash),
-                },
+        if legacy.and_then(|s| s.local_get(LEGACY_ROLES_KEY)).is_some() {
+            tracing::warn!(
+                "this data directory holds roles an earlier Shoal kept per node; they are ignored: roles now live \
+                 in the replicated system_auth tables"
             );
-            Ok(true)
-        })?;
-        if created {
+        }
+        let any = t.select("SELECT role FROM system_auth.roles LIMIT 1", &[], Consistency::Quorum)?;
+        if any.is_empty() {
+            let hash = hash_password(DEFAULT_SUPERUSER)?;
+            t.modify(
+                &[(
+                    "INSERT INTO system_auth.roles (role, is_superuser, can_login, salted_hash) VALUES (?, true, true, ?) \
+                     USING TIMESTAMP 0",
+                    vec![Value::Text(DEFAULT_SUPERUSER.into()), Value::Text(hash)],
+                )],
+                Consistency::Quorum,
+            )?;
+            self.invalidate([DEFAULT_SUPERUSER]);
             tracing::info!("Created default superuser role '{DEFAULT_SUPERUSER}'");
         }
         let default_password = self
-            .role(DEFAULT_SUPERUSER)
+            .role(t, DEFAULT_SUPERUSER)?
             .and_then(|r| r.salted_hash)
             .and_then(|h| verify_password(DEFAULT_SUPERUSER, &h))
             .unwrap_or(false);
@@ -243,10 +485,13 @@ impl Auth {
     /// Checks a login (the caller runs it off the runtime's workers: bcrypt
     /// is slow on purpose). Ok: the role now logged in; Err: the message of
     /// an AUTHENTICATION error.
-    pub fn login(&self, credentials: &Credentials) -> Result<String, String> {
+    pub fn login(&self, t: &dyn AuthTables, credentials: &Credentials) -> Result<String, String> {
         let username = &credentials.username;
         let incorrect = || format!("Provided username {username} and/or password are incorrect");
-        let role = self.role(username).ok_or_else(incorrect)?;
+        let role = self
+            .role(t, username)
+            .map_err(|e| format!("Unable to perform authentication: {e}"))?
+            .ok_or_else(incorrect)?;
         let hash = role.salted_hash.as_deref().ok_or_else(incorrect)?;
         match verify_password(&credentials.password, hash) {
             Some(true) => {}
@@ -262,29 +507,26 @@ impl Auth {
         Ok(role.role)
     }
 
-    /// Whether `name` has superuser status, its own or through the roles
-    /// granted to it.
-    fn is_super(&self, name: &str) -> bool {
-        let roles = self.roles.read().unwrap_or_else(|p| p.into_inner());
-        closure(&roles, name).iter().any(|r| roles.get(r).is_some_and(|r| r.is_superuser))
-    }
-
-    /// Whether `login` (None: anonymous) may read `system_auth` tables.
-    pub fn may_read_auth_tables(&self, login: Option<&str>) -> bool {
-        match login {
-            Some(user) => self.is_super(user),
-            None => !self.authenticator.requires_login(),
-        }
-    }
-
-    /// Runs a role statement for `login` (None: an anonymous session).
-    pub fn execute(&self, statement: &Statement, login: Option<&str>) -> Result<ResultBody, QueryError> {
+    /// Runs a role or permission statement for `login` (None: an anonymous session).
+    pub fn execute(
+        &self,
+        t: &dyn AuthTables,
+        statement: &Statement,
+        login: Option<&str>,
+        schema: &crate::schema::Schema,
+        session: Option<&str>,
+    ) -> Result<ResultBody, QueryError> {
         match statement {
-            Statement::CreateRole(c) => self.create(&c.name, c.if_not_exists, &c.options, login),
-            Statement::AlterRole(a) => self.alter(&a.name, a.if_exists, &a.options, login),
-            Statement::DropRole { name, if_exists } => self.drop_role(name, *if_exists, login),
-            Statement::ListRoles { of, recursive } => self.list_roles(of.as_deref(), *recursive, login),
-            Statement::ListUsers => self.list_users(login),
+            Statement::CreateRole(c) => self.create(t, &c.name, c.if_not_exists, &c.options, login),
+            Statement::AlterRole(a) => self.alter(t, &a.name, a.if_exists, &a.options, login),
+            Statement::DropRole { name, if_exists } => self.drop_role(t, name, *if_exists, login),
+            Statement::ListRoles { of, recursive } => self.list_roles(t, of.as_deref(), *recursive, login),
+            Statement::ListUsers => self.list_users(t, login),
+            Statement::GrantRole { role, grantee } => self.grant_role(t, role, grantee, login),
+            Statement::RevokeRole { role, revokee } => self.revoke_role(t, role, revokee, login),
+            Statement::GrantPermissions(change) => self.grant_permissions(t, change, true, login, schema, session),
+            Statement::RevokePermissions(change) => self.grant_permissions(t, change, false, login, schema, session),
+            Statement::ListPermissions(list) => self.list_permissions(t, list, login, schema, session),
             _ => Err(QueryError::Server("not a role statement".into())),
         }
     }
@@ -325,14 +567,20 @@ impl Auth {
         }
     }
 
-    /// The logged-in role of `login` if it is a superuser; Unauthorized
-    /// otherwise (anonymous, or without superuser status).
-    fn superuser<'a>(&self, login: Option<&'a str>) -> Result<&'a str, QueryError> {
-        let user = logged_in(login)?;
-        if !self.is_super(user) {
-            return Err(Auth::insufficient(user));
+    /// Cassandra's check of a role statement: `user` needs `permission` on
+    /// `resource`; any failure reads "does not have sufficient privileges".
+    fn check_role_permission(
+        &self,
+        t: &dyn AuthTables,
+        user: &str,
+        permission: Permission,
+        resource: &AuthResource,
+    ) -> Result<(), QueryError> {
+        if self.has_permission(t, user, permission, resource)? {
+            Ok(())
+        } else {
+            Err(Auth::insufficient(user))
         }
-        Ok(user)
     }
 
     fn insufficient(user: &str) -> QueryError {
@@ -343,6 +591,7 @@ impl Auth {
 
     fn create(
         &self,
+        t: &dyn AuthTables,
         name: &str,
         if_not_exists: bool,
         options: &RoleOptions,
@@ -352,8 +601,12 @@ impl Auth {
         if name.is_empty() {
             return Err(QueryError::invalid("Role name can't be an empty string"));
         }
-        self.superuser(login)?;
-        if self.role(name).is_some() {
+        let user = logged_in(login)?;
+        self.check_role_permission(t, user, Permission::Create, &AuthResource::AllRoles)?;
+        if options.superuser == Some(true) && !self.is_super(t, user)? {
+            return Err(QueryError::Unauthorized("Only superusers can create a role with superuser status".into()));
+        }
+        if self.role(t, name)?.is_some() {
             return if if_not_exists {
                 Ok(ResultBody::Void)
             } else {
@@ -361,27 +614,30 @@ impl Auth {
             };
         }
         let salted_hash = Auth::new_hash(options)?;
-        self.update(|roles| {
-            if roles.contains_key(name) {
-                return if if_not_exists { Ok(()) } else { Err(QueryError::Invalid(format!("{name} already exists"))) };
+        let mut values = vec![
+            Value::Text(name.to_string()),
+            Value::Boolean(options.superuser.unwrap_or(false)),
+            Value::Boolean(options.login.unwrap_or(false)),
+        ];
+        let cql = match salted_hash {
+            Some(hash) => {
+                values.push(Value::Text(hash));
+                "INSERT INTO system_auth.roles (role, is_superuser, can_login, salted_hash) VALUES (?, ?, ?, ?)"
             }
-            roles.insert(
-                name.to_string(),
-                Role {
-                    role: name.to_string(),
-                    is_superuser: options.superuser.unwrap_or(false),
-                    can_login: options.login.unwrap_or(false),
-                    member_of: BTreeSet::new(),
-                    salted_hash,
-                },
-            );
-            Ok(())
-        })?;
+            None => "INSERT INTO system_auth.roles (role, is_superuser, can_login) VALUES (?, ?, ?)",
+        };
+        t.modify(&[(cql, values)], WRITE_CL)?;
+        self.invalidate([name]);
+        // The creator may manage what it created (Cassandra's auto-grant).
+        if self.authorizer.enabled() {
+            self.grant_all_on(t, user, &AuthResource::Role(name.to_string()));
+        }
         Ok(ResultBody::Void)
     }
 
     fn alter(
         &self,
+        t: &dyn AuthTables,
         name: &str,
         if_exists: bool,
         options: &RoleOptions,
@@ -392,20 +648,16 @@ impl Auth {
         }
         self.validate_options(options)?;
         let user = logged_in(login)?;
-        if self.role(name).is_none() {
+        if self.role(t, name)?.is_none() {
             return if if_exists {
                 Ok(ResultBody::Void)
             } else {
                 Err(QueryError::Invalid(format!("Role {name} doesn't exist")))
             };
         }
-        let caller_is_super = self.is_super(user);
-        let own = {
-            let roles = self.roles.read().unwrap_or_else(|p| p.into_inner());
-            closure(&roles, user).contains(name)
-        };
+        let caller_is_super = self.is_super(t, user)?;
         if options.superuser.is_some() {
-            if own {
+            if self.granted(t, user, true)?.contains_key(name) {
                 return Err(QueryError::Unauthorized(
                     "You aren't allowed to alter your own superuser status or that of a role granted to you".into(),
                 ));
@@ -420,78 +672,191 @@ impl Auth {
                     return Err(QueryError::Unauthorized("You aren't allowed to alter LOGIN".into()));
                 }
             } else {
-                return Err(Auth::insufficient(user));
+                self.check_role_permission(t, user, Permission::Alter, &AuthResource::Role(name.to_string()))?;
             }
         }
-        let salted_hash = Auth::new_hash(options)?;
-        self.update(|roles| {
-            let Some(role) = roles.get_mut(name) else {
-                return if if_exists { Ok(()) } else { Err(QueryError::Invalid(format!("Role {name} doesn't exist"))) };
-            };
-            if let Some(hash) = salted_hash {
-                role.salted_hash = Some(hash);
-            }
-            if let Some(login) = options.login {
-                role.can_login = login;
-            }
-            if let Some(superuser) = options.superuser {
-                role.is_superuser = superuser;
-            }
-            Ok(())
-        })?;
+        let mut sets = Vec::new();
+        let mut values = Vec::new();
+        if let Some(hash) = Auth::new_hash(options)? {
+            sets.push("salted_hash = ?");
+            values.push(Value::Text(hash));
+        }
+        if let Some(login) = options.login {
+            sets.push("can_login = ?");
+            values.push(Value::Boolean(login));
+        }
+        if let Some(superuser) = options.superuser {
+            sets.push("is_superuser = ?");
+            values.push(Value::Boolean(superuser));
+        }
+        values.push(Value::Text(name.to_string()));
+        let cql = format!("UPDATE system_auth.roles SET {} WHERE role = ?", sets.join(", "));
+        t.modify(&[(&cql, values)], WRITE_CL)?;
+        self.invalidate([name]);
         Ok(ResultBody::Void)
     }
 
-    fn drop_role(&self, name: &str, if_exists: bool, login: Option<&str>) -> Result<ResultBody, QueryError> {
-        let user = self.superuser(login)?;
-        if self.role(name).is_none() {
+    fn drop_role(
+        &self,
+        t: &dyn AuthTables,
+        name: &str,
+        if_exists: bool,
+        login: Option<&str>,
+    ) -> Result<ResultBody, QueryError> {
+        let user = logged_in(login)?;
+        let Some(role) = self.role(t, name)? else {
             return if if_exists {
                 Ok(ResultBody::Void)
             } else {
                 Err(QueryError::Invalid(format!("{name} doesn't exist")))
             };
-        }
+        };
         if name == user {
             return Err(QueryError::invalid("Cannot DROP primary role for current login"));
         }
-        self.update(|roles| {
-            if roles.remove(name).is_none() && !if_exists {
-                return Err(QueryError::Invalid(format!("{name} doesn't exist")));
-            }
-            for role in roles.values_mut() {
-                role.member_of.remove(name);
-            }
-            Ok(())
-        })?;
+        self.check_role_permission(t, user, Permission::Drop, &AuthResource::Role(name.to_string()))?;
+        if self.is_super(t, name)? && !self.is_super(t, user)? {
+            return Err(QueryError::Unauthorized("Only superusers can drop a role with superuser status".into()));
+        }
+        let text = |s: &str| Value::Text(s.to_string());
+        // The roles it was granted to lose it; it loses the roles granted to it.
+        let members = t.select(
+            "SELECT member FROM system_auth.role_members WHERE role = ?",
+            &[text(name)],
+            Consistency::LocalQuorum,
+        )?;
+        let members: Vec<String> = members.iter().filter_map(|r| r.first().and_then(cell_text)).collect();
+        let mut writes: Vec<(&str, Vec<Value>)> = Vec::new();
+        for member in &members {
+            writes.push((
+                "UPDATE system_auth.roles SET member_of = member_of - ? WHERE role = ?",
+                vec![text_set([name.to_string()]), text(member)],
+            ));
+        }
+        writes.push(("DELETE FROM system_auth.role_members WHERE role = ?", vec![text(name)]));
+        for granted in &role.member_of {
+            writes.push((
+                "DELETE FROM system_auth.role_members WHERE role = ? AND member = ?",
+                vec![text(granted), text(name)],
+            ));
+        }
+        writes.push(("DELETE FROM system_auth.roles WHERE role = ?", vec![text(name)]));
+        t.modify(&writes, WRITE_CL)?;
+        self.invalidate(members.iter().map(String::as_str).chain([name]));
+        if self.authorizer.enabled() {
+            self.revoke_all_from(t, name)?;
+            self.revoke_all_on(t, &AuthResource::Role(name.to_string()))?;
+        }
         Ok(ResultBody::Void)
     }
 
-    /// The roles a LIST shows `user`: every role for a superuser, else its
-    /// own and those granted to it.
-    fn visible(&self, user: &str, of: Option<&str>, recursive: bool) -> Result<Vec<Role>, QueryError> {
-        let roles = self.roles.read().unwrap_or_else(|p| p.into_inner());
-        let is_super = closure(&roles, user).iter().any(|r| roles.get(r).is_some_and(|r| r.is_superuser));
-        let names: BTreeSet<String> = match of {
-            None if is_super => roles.keys().cloned().collect(),
-            None => granted(&roles, user, recursive),
+    /// GRANT role TO grantee: AUTHORIZE on the granted role; no cycles.
+    fn grant_role(
+        &self,
+        t: &dyn AuthTables,
+        role: &str,
+        grantee: &str,
+        login: Option<&str>,
+    ) -> Result<ResultBody, QueryError> {
+        let user = logged_in(login)?;
+        for r in [role, grantee] {
+            if self.role(t, r)?.is_none() {
+                return Err(QueryError::Invalid(format!("{r} doesn't exist")));
+            }
+        }
+        self.check_role_permission(t, user, Permission::Authorize, &AuthResource::Role(role.to_string()))?;
+        // A grantee that holds the role already, or a role that holds the grantee (a cycle).
+        if self.granted(t, grantee, true)?.contains_key(role) {
+            return Err(QueryError::Invalid(format!("{grantee} is a member of {role}")));
+        }
+        if self.granted(t, role, true)?.contains_key(grantee) {
+            return Err(QueryError::Invalid(format!("{role} is a member of {grantee}")));
+        }
+        let text = |s: &str| Value::Text(s.to_string());
+        t.modify(
+            &[
+                (
+                    "UPDATE system_auth.roles SET member_of = member_of + ? WHERE role = ?",
+                    vec![text_set([role.to_string()]), text(grantee)],
+                ),
+                ("INSERT INTO system_auth.role_members (role, member) VALUES (?, ?)", vec![text(role), text(grantee)]),
+            ],
+            WRITE_CL,
+        )?;
+        self.invalidate([grantee]);
+        Ok(ResultBody::Void)
+    }
+
+    /// REVOKE role FROM revokee.
+    fn revoke_role(
+        &self,
+        t: &dyn AuthTables,
+        role: &str,
+        revokee: &str,
+        login: Option<&str>,
+    ) -> Result<ResultBody, QueryError> {
+        let user = logged_in(login)?;
+        for r in [role, revokee] {
+            if self.role(t, r)?.is_none() {
+                return Err(QueryError::Invalid(format!("{r} doesn't exist")));
+            }
+        }
+        self.check_role_permission(t, user, Permission::Authorize, &AuthResource::Role(role.to_string()))?;
+        if !self.role(t, revokee)?.is_some_and(|r| r.member_of.contains(role)) {
+            return Err(QueryError::Invalid(format!("{revokee} is not a member of {role}")));
+        }
+        let text = |s: &str| Value::Text(s.to_string());
+        t.modify(
+            &[
+                (
+                    "UPDATE system_auth.roles SET member_of = member_of - ? WHERE role = ?",
+                    vec![text_set([role.to_string()]), text(revokee)],
+                ),
+                ("DELETE FROM system_auth.role_members WHERE role = ? AND member = ?", vec![text(role), text(revokee)]),
+            ],
+            WRITE_CL,
+        )?;
+        self.invalidate([revokee]);
+        Ok(ResultBody::Void)
+    }
+
+    /// The roles a LIST shows `user`: every role for a role with DESCRIBE on
+    /// ALL ROLES (superusers), else its own and those granted to it.
+    fn visible(
+        &self,
+        t: &dyn AuthTables,
+        user: &str,
+        of: Option<&str>,
+        recursive: bool,
+    ) -> Result<Vec<Role>, QueryError> {
+        let describe_all = self.has_permission(t, user, Permission::Describe, &AuthResource::AllRoles)?;
+        let roles: BTreeMap<String, Role> = match of {
+            None if describe_all => return self.all_roles(t),
+            None => self.granted(t, user, recursive)?,
             Some(of) => {
-                if !roles.contains_key(of) {
+                if self.role(t, of)?.is_none() {
                     return Err(QueryError::Invalid(format!("<role {of}> doesn't exist")));
                 }
-                if !is_super && !closure(&roles, user).contains(of) {
+                if !describe_all && !self.granted(t, user, true)?.contains_key(of) {
                     return Err(QueryError::Unauthorized(format!(
                         "You are not authorized to view roles granted to {of}"
                     )));
                 }
-                granted(&roles, of, recursive)
+                self.granted(t, of, recursive)?
             }
         };
-        Ok(names.iter().filter_map(|n| roles.get(n).cloned()).collect())
+        Ok(roles.into_values().collect())
     }
 
-    fn list_roles(&self, of: Option<&str>, recursive: bool, login: Option<&str>) -> Result<ResultBody, QueryError> {
+    fn list_roles(
+        &self,
+        t: &dyn AuthTables,
+        of: Option<&str>,
+        recursive: bool,
+        login: Option<&str>,
+    ) -> Result<ResultBody, QueryError> {
         let user = logged_in(login)?;
-        let roles = self.visible(user, of, recursive)?;
+        let roles = self.visible(t, user, of, recursive)?;
         if roles.is_empty() {
             return Ok(ResultBody::Void);
         }
@@ -518,9 +883,9 @@ impl Auth {
         Ok(ResultBody::Rows(writer.finish(RowsMetadata::new(columns))))
     }
 
-    fn list_users(&self, login: Option<&str>) -> Result<ResultBody, QueryError> {
+    fn list_users(&self, t: &dyn AuthTables, login: Option<&str>) -> Result<ResultBody, QueryError> {
         let user = logged_in(login)?;
-        let roles: Vec<Role> = self.visible(user, None, false)?.into_iter().filter(|r| r.can_login).collect();
+        let roles: Vec<Role> = self.visible(t, user, None, false)?.into_iter().filter(|r| r.can_login).collect();
         if roles.is_empty() {
             return Ok(ResultBody::Void);
         }
@@ -532,63 +897,16 @@ impl Auth {
         let mut writer = RowsWriter::new(columns.len());
         for role in roles {
             writer.push_cell(Some(role.role.as_bytes()));
-            writer.push_cell(Some(&Value::Boolean(self.is_super(&role.role)).to_bytes()));
+            writer.push_cell(Some(&Value::Boolean(self.is_super(t, &role.role)?).to_bytes()));
             writer.push_cell(Some(b"ALL"));
             writer.end_row();
         }
         Ok(ResultBody::Rows(writer.finish(RowsMetadata::new(columns))))
     }
-
-    /// The rows of the virtual `system_auth.roles`, in `table`'s column order.
-    pub fn table_rows(&self, table: &TableDef) -> Vec<Vec<Option<Vec<u8>>>> {
-        self.all()
-            .into_iter()
-            .map(|r| {
-                table
-                    .columns
-                    .iter()
-                    .map(|c| match c.name.as_str() {
-                        "role" => Some(r.role.as_bytes().to_vec()),
-                        "is_superuser" => Some(Value::Boolean(r.is_superuser).to_bytes()),
-                        "can_login" => Some(Value::Boolean(r.can_login).to_bytes()),
-                        "member_of" if !r.member_of.is_empty() => {
-                            Some(Value::Set(r.member_of.iter().cloned().map(Value::Text).collect()).to_bytes())
-                        }
-                        "salted_hash" => r.salted_hash.as_ref().map(|h| h.as_bytes().to_vec()),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .collect()
-    }
 }
 
-fn spec(table: &str, name: &str, ty: CqlType) -> ColumnSpec {
+pub(crate) fn spec(table: &str, name: &str, ty: CqlType) -> ColumnSpec {
     ColumnSpec { keyspace: "system_auth".into(), table: table.into(), name: name.into(), ty }
-}
-
-/// `name` and every role granted to it, transitively.
-fn closure(roles: &BTreeMap<String, Role>, name: &str) -> BTreeSet<String> {
-    granted(roles, name, true)
-}
-
-/// `name` and the roles granted to it (directly, or transitively when `recursive`).
-fn granted(roles: &BTreeMap<String, Role>, name: &str, recursive: bool) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut todo = vec![name.to_string()];
-    let mut first = true;
-    while let Some(next) = todo.pop() {
-        if !out.insert(next.clone()) {
-            continue;
-        }
-        if first || recursive {
-            if let Some(role) = roles.get(&next) {
-                todo.extend(role.member_of.iter().cloned());
-            }
-        }
-        first = false;
-    }
-    out
 }
 
 #[cfg(test)]
@@ -649,96 +967,20 @@ mod tests {
         assert_eq!(Authenticator::parse("LdapAuthenticator"), None);
     }
 
-    fn auth(dir: &std::path::Path) -> Auth {
-        open(dir, Authenticator::Password)
-    }
-
-    fn open(dir: &std::path::Path, authenticator: Authenticator) -> Auth {
-        let config = storage::StorageConfig {
-            data_dir: dir.to_path_buf(),
-            commitlog_sync: storage::CommitlogSync::Batch,
-            cache_bytes: 8 << 20,
-            memtable_bytes: 8 << 20,
-            memtable_space: 64 << 20,
-            tombstone_horizon: 0,
-        };
-        let (storage, _) = Storage::open(config).unwrap();
-        Auth::new(Arc::new(storage), authenticator)
-    }
-
-    fn run(auth: &Auth, cql: &str, login: Option<&str>) -> Result<ResultBody, QueryError> {
-        auth.execute(&cql::parse(cql).unwrap(), login)
-    }
-
     #[test]
-    fn roles_are_created_checked_and_kept_across_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let a = auth(dir.path());
-            a.setup().unwrap();
-            let creds = |u: &str, p: &str| Credentials { username: u.into(), password: p.into() };
-            assert_eq!(a.login(&creds("cassandra", "cassandra")), Ok("cassandra".into()));
-            assert_eq!(
-                a.login(&creds("cassandra", "nope")),
-                Err("Provided username cassandra and/or password are incorrect".into())
-            );
-            run(&a, "CREATE ROLE alice WITH PASSWORD = 'p' AND LOGIN = true", Some("cassandra")).unwrap();
-            run(&a, "CREATE ROLE bob WITH PASSWORD = 'b'", Some("cassandra")).unwrap();
-            assert_eq!(a.login(&creds("bob", "b")), Err("bob is not permitted to log in".into()));
-            assert_eq!(
-                run(&a, "CREATE ROLE carol", Some("alice")),
-                Err(QueryError::Unauthorized(
-                    "User alice does not have sufficient privileges to perform the requested operation".into()
-                ))
-            );
-            run(&a, "ALTER ROLE alice WITH PASSWORD = 'q'", Some("alice")).unwrap();
-            assert_eq!(
-                run(&a, "ALTER ROLE alice WITH SUPERUSER = true", Some("alice")),
-                Err(QueryError::Unauthorized(
-                    "You aren't allowed to alter your own superuser status or that of a role granted to you".into()
-                ))
-            );
-            assert_eq!(
-                run(&a, "DROP ROLE cassandra", Some("cassandra")),
-                Err(QueryError::Invalid("Cannot DROP primary role for current login".into()))
-            );
-            assert_eq!(
-                run(&a, "DROP ROLE nobody", Some("cassandra")),
-                Err(QueryError::Invalid("nobody doesn't exist".into()))
-            );
-            assert_eq!(
-                run(&a, "CREATE ROLE alice", Some("cassandra")),
-                Err(QueryError::Invalid("alice already exists".into()))
-            );
-            assert_eq!(run(&a, "CREATE ROLE IF NOT EXISTS alice", Some("cassandra")), Ok(ResultBody::Void));
+    fn failed_logins_are_slowed_after_the_free_ones() {
+        assert_eq!(LoginThrottle::delay(FREE_FAILURES), FIRST_LOGIN_DELAY);
+        assert_eq!(LoginThrottle::delay(FREE_FAILURES + 1), FIRST_LOGIN_DELAY * 2);
+        assert_eq!(LoginThrottle::delay(FREE_FAILURES + 40), MAX_LOGIN_DELAY);
+        let throttle = LoginThrottle::default();
+        let (a, b): (std::net::IpAddr, std::net::IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        for _ in 1..FREE_FAILURES {
+            throttle.failed(a);
+            assert_eq!(throttle.wait(a), Duration::ZERO);
         }
-        let a = auth(dir.path());
-        a.setup().unwrap();
-        let creds = Credentials { username: "alice".into(), password: "q".into() };
-        assert_eq!(a.login(&creds), Ok("alice".into()));
-        assert_eq!(a.all().len(), 3);
-        match run(&a, "LIST ROLES", Some("alice")).unwrap() {
-            ResultBody::Rows(rows) => assert_eq!(rows.rows_count, 1),
-            other => panic!("{other:?}"),
-        }
-        // Nothing to list (a session whose role was dropped meanwhile): VOID, not zero rows.
-        assert_eq!(run(&a, "LIST ROLES", Some("ghost")), Ok(ResultBody::Void));
-        assert_eq!(run(&a, "LIST USERS", Some("ghost")), Ok(ResultBody::Void));
-    }
-
-    #[test]
-    fn anonymous_sessions_may_not_manage_roles() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = open(dir.path(), Authenticator::AllowAll);
-        a.setup().unwrap();
-        assert_eq!(
-            run(&a, "CREATE ROLE r WITH PASSWORD = 'x'", None),
-            Err(QueryError::Invalid(format!("{ROLE_MANAGER} doesn't support PASSWORD")))
-        );
-        assert_eq!(run(&a, "LIST ROLES", None), Err(QueryError::Unauthorized(ANONYMOUS.into())));
-        assert_eq!(
-            run(&a, "CREATE ROLE r WITH OPTIONS = {'a': 'b'}", None),
-            Err(QueryError::Invalid(format!("{ROLE_MANAGER} doesn't support OPTIONS")))
-        );
+        assert_eq!(throttle.failed(a), FREE_FAILURES);
+        assert!(throttle.wait(a) > Duration::ZERO && throttle.wait(a) <= FIRST_LOGIN_DELAY);
+        // Another address is not slowed.
+        assert_eq!(throttle.wait(b), Duration::ZERO);
     }
 }

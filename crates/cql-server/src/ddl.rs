@@ -471,7 +471,12 @@ pub fn execute(
         }
         S::AlterKeyspace(ak) => {
             let name = &ak.keyspace;
-            let ks = match user_keyspace(kss, name) {
+            // The replicated system keyspaces' replication is the user's to choose (Cassandra's too).
+            let found = match kss.get_mut(name.as_str()) {
+                Some(ks) if Schema::is_replicated_system(name) => Ok(ks),
+                _ => user_keyspace(kss, name),
+            };
+            let ks = match found {
                 Ok(k) => k,
                 Err(_) if ak.if_exists && !Schema::is_system(name) => return Ok(None),
                 Err(e) => return Err(e),

@@ -6,8 +6,9 @@
 //! and the virtual `system` tables, and reaches user data only through the
 //! `data::DataPlane` (the cluster's, implemented in `node`). `bind` evaluates
 //! terms; `prepare` describes bind markers; `auth` holds the authenticator,
-//! the roles and the role statements (the login exchange itself is
-//! `server`'s).
+//! the roles, the role statements and the caches over `system_auth`, and
+//! `permissions` the authorizer: GRANT / REVOKE / LIST PERMISSIONS and the
+//! check each statement passes (the login exchange itself is `server`'s).
 //!
 //! Invariants:
 //! - Only `server` knows about connections; only `cql-protocol` knows bytes
@@ -24,12 +25,14 @@ pub mod ddl;
 pub mod describe;
 pub mod error;
 pub mod modify;
+pub mod permissions;
 pub mod prepare;
 pub mod processor;
 pub mod schema;
 pub mod select;
 pub mod server;
 pub mod system;
+pub mod tls;
 
 pub use processor::{BatchLimits, Processor};
 pub use server::{serve, ServerConfig, Stages};

@@ -32,6 +32,9 @@ const LWT: &str = "Conditional updates (IF NOT EXISTS, IF EXISTS, IF <condition>
 pub struct WriteOpts {
     /// The client's default timestamp (protocol) or a BATCH's USING TIMESTAMP.
     pub default_timestamp: Option<i64>,
+    /// Written by the node itself (auth's tables): the replicated system
+    /// keyspaces accept it.
+    pub system: bool,
 }
 
 /// The mutations of one statement and the keyspace they belong to.
@@ -399,7 +402,7 @@ pub fn insert(
     opts: &WriteOpts,
 ) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &ins.table, session)?;
-    reject_virtual(ks)?;
+    reject_virtual(ks, opts)?;
     if ins.if_not_exists {
         return Err(QueryError::Invalid(LWT.into()));
     }
@@ -482,8 +485,9 @@ pub fn insert(
     Ok(Planned { keyspace: Arc::clone(ks), mutations: vec![m] })
 }
 
-fn reject_virtual(ks: &KeyspaceDef) -> Result<(), QueryError> {
-    if crate::system::is_virtual(&ks.name) || crate::schema::Schema::is_system(&ks.name) {
+fn reject_virtual(ks: &KeyspaceDef, opts: &WriteOpts) -> Result<(), QueryError> {
+    let system_write = opts.system && crate::schema::Schema::is_replicated_system(&ks.name);
+    if !system_write && crate::schema::Schema::is_system(&ks.name) {
         return Err(QueryError::Invalid(format!("Modification to keyspace {} is not allowed", ks.name)));
     }
     Ok(())
@@ -498,7 +502,7 @@ pub fn update(
     opts: &WriteOpts,
 ) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &upd.table, session)?;
-    reject_virtual(ks)?;
+    reject_virtual(ks, opts)?;
     reject_lwt(&upd.if_clause)?;
     let (timestamp, ttl) = using_values(&upd.using, table, ctx, proc, opts)?;
     let cc = CellCtx::new(timestamp, ttl, &proc.clock);
@@ -699,7 +703,7 @@ pub fn delete(
     opts: &WriteOpts,
 ) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &del.table, session)?;
-    reject_virtual(ks)?;
+    reject_virtual(ks, opts)?;
     reject_lwt(&del.if_clause)?;
     if del.using.ttl.is_some() {
         return Err(QueryError::invalid("TTL attribute is not allowed for deletes"));

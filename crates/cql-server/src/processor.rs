@@ -22,7 +22,7 @@ use types::mutation::Mutation;
 use types::schema::KeyspaceDef;
 use types::{Consistency, WriteType};
 
-use crate::auth::{Auth, Authenticator};
+use crate::auth::{Auth, AuthConfig, AuthTables};
 use crate::bind::BindCtx;
 use crate::clock::Clock;
 use crate::data::{DataPlane, WriteGroup};
@@ -51,7 +51,7 @@ pub struct Processor {
     /// Where reads and writes go (this node alone, or the cluster).
     pub data: Arc<dyn DataPlane>,
     pub batch_limits: BatchLimits,
-    /// The authenticator in force and the roles.
+    /// The authenticator and authorizer in force, over `system_auth`.
     pub auth: Arc<Auth>,
 }
 
@@ -89,7 +89,7 @@ impl Processor {
     ) -> Processor {
         let seed = u64::from_be_bytes(node.host_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
         let (events, _) = tokio::sync::broadcast::channel(1024);
-        let auth = Arc::new(Auth::new(Arc::clone(&storage), Authenticator::AllowAll));
+        let auth = Arc::new(Auth::new(AuthConfig::default()));
         Processor {
             schema,
             storage,
@@ -103,9 +103,9 @@ impl Processor {
         }
     }
 
-    /// Uses `authenticator` (the roles are those kept in the processor's storage).
-    pub fn with_authenticator(mut self, authenticator: Authenticator) -> Processor {
-        self.auth = Arc::new(Auth::new(Arc::clone(&self.storage), authenticator));
+    /// Uses these auth settings (authenticator, authorizer, cache validity).
+    pub fn with_auth(mut self, config: AuthConfig) -> Processor {
+        self.auth = Arc::new(Auth::new(config));
         self
     }
 
@@ -225,7 +225,7 @@ impl Processor {
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let mut planned = Vec::with_capacity(batch.statements.len());
-        let opts = WriteOpts { default_timestamp: batch.default_timestamp };
+        let opts = WriteOpts { default_timestamp: batch.default_timestamp, system: false };
         for item in &batch.statements {
             let (statement, keyspace, values) = match item {
                 BatchStatement::Query { query, values } => {
@@ -272,7 +272,7 @@ impl Processor {
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
-        let opts = WriteOpts { default_timestamp: params.default_timestamp };
+        let opts = WriteOpts { default_timestamp: params.default_timestamp, system: false };
         let planned = modification.plan(self, &schema, session, &ctx, &opts)?;
         self.data.mutate(group, &planned.keyspace, planned.mutations, params.consistency, WriteType::Simple)?;
         Ok(ResultBody::Void)
@@ -414,12 +414,13 @@ impl Processor {
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
-        let opts = WriteOpts { default_timestamp: params.default_timestamp };
+        let opts = WriteOpts { default_timestamp: params.default_timestamp, system: false };
+        self.auth.authorize(self, statement, login, session.as_deref())?;
         match statement {
             Statement::Select(s) => {
                 validate_read_consistency(params.consistency)?;
                 let keyspace = s.table.keyspace.as_deref().or(session.as_deref());
-                if keyspace == Some("system_auth") && !self.auth.may_read_auth_tables(login) {
+                if keyspace == Some("system_auth") && !self.auth.may_read_auth_tables(self, login)? {
                     return Err(QueryError::Unauthorized(format!(
                         "User {} has no SELECT permission on <table system_auth.{}> or any of its parents",
                         login.unwrap_or("anonymous"),
@@ -451,7 +452,7 @@ impl Processor {
                             &ctx,
                         )?;
                         match ts {
-                            Some(types::Value::BigInt(ts)) => WriteOpts { default_timestamp: Some(ts) },
+                            Some(types::Value::BigInt(ts)) => WriteOpts { default_timestamp: Some(ts), system: false },
                             _ => return Err(QueryError::invalid("Invalid null value of timestamp")),
                         }
                     }
@@ -494,12 +495,22 @@ impl Processor {
             | Statement::AlterRole(_)
             | Statement::DropRole { .. }
             | Statement::ListRoles { .. }
-            | Statement::ListUsers => crate::auth::off_the_workers(|| self.auth.execute(statement, login)),
+            | Statement::ListUsers
+            | Statement::GrantRole { .. }
+            | Statement::RevokeRole { .. }
+            | Statement::GrantPermissions(_)
+            | Statement::RevokePermissions(_)
+            | Statement::ListPermissions(_) => {
+                crate::auth::off_the_workers(|| self.auth.execute(self, statement, login, &schema, session.as_deref()))
+            }
             Statement::Unsupported { kind } => {
                 Err(QueryError::Invalid(format!("{kind} is not supported by Shoal yet")))
             }
             ddl_statement => {
                 let outcome = ddl::execute(&self.schema, session.as_deref(), ddl_statement, self.clock.now_micros())?;
+                if outcome.is_some() && self.auth.authorizer.enabled() {
+                    self.grants_follow_schema(ddl_statement, &schema, session.as_deref(), login);
+                }
                 match outcome {
                     Some(change) => {
                         self.data.schema_changed();
@@ -510,6 +521,115 @@ impl Processor {
                 }
             }
         }
+    }
+}
+
+impl Processor {
+    /// After a CREATE, the creator holds every permission on what it
+    /// created; after a DROP, no grant on what was dropped remains
+    /// (Cassandra's auto-grant and `AuthSchemaChangeListener`). `before` is
+    /// the schema the statement ran against. Failures are logged: the schema
+    /// change itself is done.
+    fn grants_follow_schema(&self, statement: &Statement, before: &Schema, session: Option<&str>, login: Option<&str>) {
+        use crate::permissions::AuthResource as R;
+        let table_of = |q: &cql::ast::QualifiedName| {
+            crate::common::keyspace_name(q, session).ok().map(|k| R::Table(k.to_string(), q.name.clone()))
+        };
+        let (created, dropped): (Vec<R>, Vec<R>) = match statement {
+            Statement::CreateKeyspace(c) => {
+                (vec![R::Keyspace(c.keyspace.clone()), R::AllFunctionsIn(c.keyspace.clone())], Vec::new())
+            }
+            Statement::CreateTable(c) => (table_of(&c.table).into_iter().collect(), Vec::new()),
+            Statement::DropKeyspace { keyspace, .. } => {
+                let mut gone = vec![
+                    R::Keyspace(keyspace.clone()),
+                    R::AllTablesIn(keyspace.clone()),
+                    R::AllFunctionsIn(keyspace.clone()),
+                ];
+                if let Some(ks) = before.keyspace(keyspace) {
+                    gone.extend(ks.tables.keys().map(|t| R::Table(keyspace.clone(), t.clone())));
+                }
+                (Vec::new(), gone)
+            }
+            Statement::DropTable { table, .. } => (Vec::new(), table_of(table).into_iter().collect()),
+            _ => (Vec::new(), Vec::new()),
+        };
+        crate::auth::off_the_workers(|| {
+            if let Some(user) = login {
+                for resource in &created {
+                    self.auth.grant_all_on(self, user, resource);
+                }
+            }
+            for resource in &dropped {
+                if let Err(e) = self.auth.revoke_all_on(self, resource) {
+                    tracing::warn!("cannot remove the grants on dropped {}: {e}", resource.display());
+                }
+            }
+        });
+    }
+
+    /// Parses one of this node's own statements on `system_auth`.
+    fn internal_statement(text: &str) -> Result<Statement, QueryError> {
+        cql::parse(text).map_err(|e| QueryError::Server(format!("internal statement {text:?}: {e}")))
+    }
+}
+
+/// Waits for `fut` on the current thread (which may block: auth runs off
+/// the runtime's workers, or on a blocking thread).
+fn wait<T>(fut: impl std::future::Future<Output = T>) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(move || handle.block_on(fut))
+        }
+        _ => match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime.block_on(fut),
+            Err(e) => panic!("cannot start a runtime to wait on: {e}"),
+        },
+    }
+}
+
+impl AuthTables for Processor {
+    fn select(
+        &self,
+        text: &str,
+        values: &[types::Value],
+        cl: Consistency,
+    ) -> Result<Vec<Vec<Option<Bytes>>>, QueryError> {
+        let statement = Processor::internal_statement(text)?;
+        let Statement::Select(select) = &statement else {
+            return Err(QueryError::Server(format!("internal statement {text:?} is not a SELECT")));
+        };
+        let bound: Vec<BoundValue> = values.iter().map(|v| BoundValue::Set(Bytes::from(v.to_bytes()))).collect();
+        let schema = self.schema.snapshot();
+        let ctx = BindCtx { values: &bound, clock: &self.clock };
+        let page = Page { consistency: cl, page_size: None, paging_state: None, skip_metadata: false };
+        match select::execute(self, &schema, None, select, &ctx, &page)? {
+            ResultBody::Rows(rows) => {
+                rows.iter().collect::<Result<Vec<_>, _>>().map_err(|e| QueryError::Server(e.to_string()))
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    fn modify(&self, statements: &[(&str, Vec<types::Value>)], cl: Consistency) -> Result<(), QueryError> {
+        let schema = self.schema.snapshot();
+        let opts = WriteOpts { default_timestamp: None, system: true };
+        let mut group = WriteGroup::new();
+        for (text, values) in statements {
+            let statement = Processor::internal_statement(text)?;
+            let modification = Modification::of(&statement)
+                .ok_or_else(|| QueryError::Server(format!("internal statement {text:?} is not a write")))?;
+            let bound: Vec<BoundValue> = values.iter().map(|v| BoundValue::Set(Bytes::from(v.to_bytes()))).collect();
+            let ctx = BindCtx { values: &bound, clock: &self.clock };
+            let planned = modification.plan(self, &schema, None, &ctx, &opts)?;
+            self.data.mutate(&mut group, &planned.keyspace, planned.mutations, cl, WriteType::Simple)?;
+        }
+        let (batch, deferred) = group.into_parts();
+        self.storage.commit(std::slice::from_ref(&batch))?;
+        for write in deferred {
+            wait(write)?;
+        }
+        Ok(())
     }
 }
 

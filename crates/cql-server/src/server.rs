@@ -41,8 +41,7 @@ use cql_protocol::{
     decode_request_frame, encode_event, encode_response, parse_header, supported_options, Compression, ErrorBody,
     ErrorKind, EventType, FrameError, FrameHeader, Opcode, Request, Response, ResultBody, HEADER_LEN,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
@@ -50,6 +49,12 @@ use crate::auth::{decode_plain, PASSWORD_AUTHENTICATOR};
 use crate::data::{self, WriteGroup};
 use crate::error::QueryError;
 use crate::processor::Processor;
+use crate::tls::{Accepted, ServerTls};
+
+/// A connection's read side: a TCP stream's, or a TLS session's.
+type ReadSide = Box<dyn AsyncRead + Send + Unpin>;
+/// A connection's write side.
+type WriteSide = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Requests one connection may have in flight before the server stops reading from it.
 pub const MAX_IN_FLIGHT: usize = 1024;
@@ -67,10 +72,12 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 /// server CPU-µs/op at 32 vs 5.4–6.1 at 128, client 2.9–3.1 vs 2.1–2.5).
 const GROUP_MAX: usize = 128;
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServerConfig {
     pub max_frame_bytes: u32,
     pub stages: Stages,
+    /// `client_encryption_options`, when enabled.
+    pub tls: Option<Arc<ServerTls>>,
 }
 
 /// How many requests of each kind execute at once on this node, over all
@@ -131,7 +138,7 @@ struct Conn {
     compression: Mutex<Option<Compression>>,
     tx: mpsc::Sender<Bytes>,
     /// The socket's write half, shared by the writer task and `send_now`.
-    socket: Arc<tokio::sync::Mutex<OwnedWriteHalf>>,
+    socket: Arc<tokio::sync::Mutex<WriteSide>>,
     /// The node's read and write stages, shared by every connection.
     stages: Stages,
 }
@@ -182,7 +189,20 @@ async fn connection(
     config: ServerConfig,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
-    let (mut reader, writer) = stream.into_split();
+    let accepted = match &config.tls {
+        Some(tls) => tls.accept(stream).await?,
+        None => Accepted::Plain(stream),
+    };
+    let (mut reader, writer): (ReadSide, WriteSide) = match accepted {
+        Accepted::Plain(stream) => {
+            let (r, w) = stream.into_split();
+            (Box::new(r), Box::new(w))
+        }
+        Accepted::Tls(stream) => {
+            let (r, w) = tokio::io::split(*stream);
+            (Box::new(r), Box::new(w))
+        }
+    };
     let writer = Arc::new(tokio::sync::Mutex::new(writer));
     let shared = Arc::clone(&writer);
     let (tx, mut rx) = mpsc::channel::<Bytes>(256);
@@ -318,9 +338,16 @@ async fn connection(
                     // bcrypt is slow on purpose: off the runtime's workers. The
                     // connection reads nothing else meanwhile (nothing else may run
                     // before the login anyway).
-                    let auth = Arc::clone(&conn.processor.auth);
-                    let outcome =
-                        tokio::task::spawn_blocking(move || decode_plain(&token).and_then(|c| auth.login(&c))).await;
+                    // Repeated failures from this address: wait first (without a thread).
+                    let wait = conn.processor.auth.throttle.wait(peer.ip());
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                    let processor = Arc::clone(&conn.processor);
+                    let outcome = tokio::task::spawn_blocking(move || {
+                        decode_plain(&token).and_then(|c| processor.auth.login(&*processor, &c))
+                    })
+                    .await;
                     let response = match outcome {
                         Ok(Ok(role)) => {
                             *conn.login.lock().unwrap_or_else(|p| p.into_inner()) = Some(role);
@@ -328,7 +355,16 @@ async fn connection(
                             Response::AuthSuccess(None)
                         }
                         // The connection stays open, still authenticating: the client may retry.
-                        Ok(Err(message)) => Response::Error(ErrorBody::new(ErrorKind::AuthenticationError, message)),
+                        Ok(Err(message)) => {
+                            let failures = conn.processor.auth.throttle.failed(peer.ip());
+                            if failures == crate::auth::FREE_FAILURES {
+                                tracing::warn!(
+                                    "{failures} failed logins from {}: its further attempts are slowed down",
+                                    peer.ip()
+                                );
+                            }
+                            Response::Error(ErrorBody::new(ErrorKind::AuthenticationError, message))
+                        }
                         Err(e) => Response::Error(ErrorBody::new(
                             ErrorKind::AuthenticationError,
                             format!("Unable to perform authentication: {e}"),

@@ -30,6 +30,12 @@ use crate::schema::Schema;
 pub const SYSTEM_KEYSPACES: &[&str] =
     &["system", "system_schema", "system_virtual_schema", "system_auth", "system_distributed", "system_traces"];
 
+/// The system keyspaces stored and replicated like user keyspaces.
+pub const REPLICATED_SYSTEM_KEYSPACES: &[&str] = &["system_auth", "system_distributed", "system_traces"];
+
+/// `gc_grace_seconds` of the `system_auth` tables (90 days, Cassandra's).
+const AUTH_GC_GRACE: i32 = 90 * 24 * 3600;
+
 /// The keyspaces Cassandra itself calls virtual: described in
 /// `system_virtual_schema`, absent from `system_schema`.
 const CASSANDRA_VIRTUAL_KEYSPACES: &[&str] = &["system_virtual_schema"];
@@ -355,25 +361,54 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
             types: BTreeMap::new(),
         },
     ];
-    // Present in every Cassandra cluster; `system_auth` has `roles` (its rows
-    // are the node's roles, `auth`), the others are empty (no tracing or
-    // distributed system tables yet) but listed so tools see the usual set.
+    // Present in every Cassandra cluster and stored like user keyspaces
+    // (`schema::normalize`): `system_auth` holds the roles and permissions
+    // (Cassandra's tables, by the same names); the others are empty (no
+    // tracing or distributed system tables yet) but listed so tools see the
+    // usual set.
     for (name, rf) in [("system_auth", 1), ("system_distributed", 3), ("system_traces", 2)] {
         let mut tables = BTreeMap::new();
         if name == "system_auth" {
-            let roles = table_def(
-                name,
-                "roles",
-                &[("role", text())],
-                &[],
-                &[
-                    ("can_login", CqlType::Boolean),
-                    ("is_superuser", CqlType::Boolean),
-                    ("member_of", set_text()),
-                    ("salted_hash", text()),
-                ],
-            );
-            tables.insert("roles".to_string(), roles);
+            for (table, comment, pk, ck, rest) in [
+                (
+                    "roles",
+                    "role definitions",
+                    vec![("role", text())],
+                    vec![],
+                    vec![
+                        ("can_login", CqlType::Boolean),
+                        ("is_superuser", CqlType::Boolean),
+                        ("member_of", set_text()),
+                        ("salted_hash", text()),
+                    ],
+                ),
+                (
+                    "role_members",
+                    "role memberships lookup table",
+                    vec![("role", text())],
+                    vec![("member", text())],
+                    vec![],
+                ),
+                (
+                    "role_permissions",
+                    "permissions granted to db roles",
+                    vec![("role", text())],
+                    vec![("resource", text())],
+                    vec![("permissions", set_text())],
+                ),
+                (
+                    "resource_role_permissons_index",
+                    "index of db roles with permissions granted on a resource",
+                    vec![("resource", text())],
+                    vec![("role", text())],
+                    vec![],
+                ),
+            ] {
+                let mut def = table_def(name, table, &pk, &ck, &rest);
+                def.options.comment = comment.to_string();
+                def.options.gc_grace_seconds = AUTH_GC_GRACE;
+                tables.insert(table.to_string(), def);
+            }
         }
         out.push(KeyspaceDef {
             name: name.into(),
@@ -573,13 +608,9 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
     }
 }
 
-/// Whether reads of `keyspace` are answered from generated rows (here, or
-/// for `system_auth.roles` from the node's role store, `auth`), not storage.
+/// Whether reads of `keyspace` are answered from generated rows, not storage.
 pub fn is_virtual(keyspace: &str) -> bool {
-    keyspace == "system"
-        || keyspace == "system_schema"
-        || keyspace == "system_virtual_schema"
-        || keyspace == "system_auth"
+    keyspace == "system" || keyspace == "system_schema" || keyspace == "system_virtual_schema"
 }
 
 fn virtual_keyspaces(schema: &Schema) -> impl Iterator<Item = &std::sync::Arc<KeyspaceDef>> {

@@ -57,8 +57,18 @@ pub enum Statement {
     ListRoles { of: Option<String>, recursive: bool },
     /// `LIST USERS`
     ListUsers,
+    /// `GRANT role TO grantee`
+    GrantRole { role: String, grantee: String },
+    /// `REVOKE role FROM revokee`
+    RevokeRole { role: String, revokee: String },
+    /// `GRANT permissions ON resource TO grantee`
+    GrantPermissions(PermissionChange),
+    /// `REVOKE permissions ON resource FROM grantee` (`grantee` is the revokee)
+    RevokePermissions(PermissionChange),
+    /// `LIST permissions [ON resource] [OF role] [NORECURSIVE]`
+    ListPermissions(ListPermissions),
     /// A statement Cassandra knows but Shoal does not execute (indexes,
-    /// views, functions, roles, permissions, triggers). `kind` names it in
+    /// views, functions, triggers, `LIST SUPERUSERS`, identities). `kind` names it in
     /// upper case, e.g. `CREATE INDEX`; the rest of the text is skipped.
     Unsupported { kind: String },
 }
@@ -743,6 +753,116 @@ impl RoleOptions {
     }
 }
 
+/// A permission of Cassandra's `Permission` enum, in its order (which is
+/// the order LIST PERMISSIONS sorts by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Permission {
+    Create,
+    Alter,
+    Drop,
+    Select,
+    Modify,
+    Authorize,
+    Describe,
+    Execute,
+    Unmask,
+    SelectMasked,
+}
+
+impl Permission {
+    /// Every permission, in enum order.
+    pub const ALL: [Permission; 10] = [
+        Permission::Create,
+        Permission::Alter,
+        Permission::Drop,
+        Permission::Select,
+        Permission::Modify,
+        Permission::Authorize,
+        Permission::Describe,
+        Permission::Execute,
+        Permission::Unmask,
+        Permission::SelectMasked,
+    ];
+
+    /// The name Cassandra prints and stores (`SELECT`, `SELECT_MASKED`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Permission::Create => "CREATE",
+            Permission::Alter => "ALTER",
+            Permission::Drop => "DROP",
+            Permission::Select => "SELECT",
+            Permission::Modify => "MODIFY",
+            Permission::Authorize => "AUTHORIZE",
+            Permission::Describe => "DESCRIBE",
+            Permission::Execute => "EXECUTE",
+            Permission::Unmask => "UNMASK",
+            Permission::SelectMasked => "SELECT_MASKED",
+        }
+    }
+
+    /// The permission named `name` (upper case, as stored).
+    pub fn from_name(name: &str) -> Option<Permission> {
+        Permission::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// The permissions a GRANT, REVOKE or LIST names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permissions {
+    /// `ALL [PERMISSIONS]`
+    All,
+    /// `p [PERMISSION] (, p [PERMISSION])*`, in the order written.
+    Some(Vec<Permission>),
+}
+
+/// What a permission is granted on (Cassandra's `IResource`s), as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resource {
+    /// `ALL KEYSPACES`
+    AllKeyspaces,
+    /// `KEYSPACE ks`
+    Keyspace(String),
+    /// `ALL TABLES IN KEYSPACE ks`
+    AllTablesIn(String),
+    /// `[TABLE] [ks.]t` (without a keyspace: the session's)
+    Table(QualifiedName),
+    /// `ALL ROLES`
+    AllRoles,
+    /// `ROLE r`
+    Role(String),
+    /// `ALL FUNCTIONS`
+    AllFunctions,
+    /// `ALL FUNCTIONS IN KEYSPACE ks`
+    AllFunctionsIn(String),
+    /// `FUNCTION [ks.]f(type, …)`: the argument types as written (CQL type text).
+    Function { name: QualifiedName, args: Vec<String> },
+    /// `ALL MBEANS`
+    AllMbeans,
+    /// `MBEAN 'name'`
+    Mbean(String),
+    /// `MBEANS 'pattern'`
+    Mbeans(String),
+}
+
+/// `GRANT perms ON resource TO role` / `REVOKE perms ON resource FROM role`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionChange {
+    pub permissions: Permissions,
+    pub resource: Resource,
+    /// The role granted to or revoked from.
+    pub grantee: String,
+}
+
+/// `LIST perms [ON resource] [OF role] [NORECURSIVE]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListPermissions {
+    pub permissions: Permissions,
+    pub resource: Option<Resource>,
+    pub of: Option<String>,
+    /// False with `NORECURSIVE` (only the resource itself, not its parents).
+    pub recursive: bool,
+}
+
 /// `CREATE TABLE [IF NOT EXISTS] [ks.]t (…) [WITH …]`
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateTable {
@@ -1078,6 +1198,11 @@ impl Statement {
             | Statement::DropRole { .. }
             | Statement::ListRoles { .. }
             | Statement::ListUsers
+            | Statement::GrantRole { .. }
+            | Statement::RevokeRole { .. }
+            | Statement::GrantPermissions(_)
+            | Statement::RevokePermissions(_)
+            | Statement::ListPermissions(_)
             | Statement::Unsupported { .. } => {}
         }
     }

@@ -3,9 +3,11 @@
 //!
 //! The parser knows the language, not the schema: it resolves no names and
 //! checks no types (the binder does, with [`ast::TypeExpr::resolve`] for
-//! types). Statements Shoal does not execute (indexes, views, functions,
-//! roles, permissions, triggers) still parse, as [`Statement::Unsupported`],
-//! so the executor can answer "not supported" rather than a syntax error.
+//! types). Roles and permissions (`CREATE ROLE`, `GRANT`, `REVOKE`, `LIST`)
+//! parse into their own statements. Statements Shoal does not execute
+//! (indexes, views, functions, triggers, `LIST SUPERUSERS`) still parse, as
+//! [`Statement::Unsupported`], so the executor can answer "not supported"
+//! rather than a syntax error.
 //!
 //! Invariants:
 //! - No input panics the parser, and parsing time is linear in the input:

@@ -22,6 +22,14 @@
 //! loopback even the receiving side's kernel work runs in the sending
 //! thread). A node with no handler closes bulk connections at once.
 //!
+//! Encryption (`TcpConfig::tls`, cassandra.yaml's `server_encryption_options`
+//! with `internode_encryption: all`): every connection, both ways, is TLS;
+//! the accepting side requires the peer's certificate when configured so
+//! (mutual authentication: only holders of the cluster's certificates can
+//! connect, hence join or send a mutation). Bulk connections are not
+//! offered then (`bulk_connector` is None: their point is `sendfile`, which
+//! TLS rules out), so streaming uses request frames.
+//!
 //! Invariants:
 //! - Responses travel on the connection their request came in on, so a
 //!   request's fate is tied to one connection: when it closes, every request
@@ -38,7 +46,7 @@
 //! - Dropping the last `TcpTransport` handle (or `shutdown()`) stops the
 //!   listener and every task and closes every connection.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
@@ -47,7 +55,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
@@ -71,6 +79,26 @@ pub type BulkHandler = Arc<dyn Fn(std::net::TcpStream, SocketAddr) + Send + Sync
 /// The byte a bulk connection's handler writes before anything else, so the
 /// opener knows the connection is served (and never sends a byte too early).
 pub const BULK_READY: u8 = 0xB1;
+
+/// A connection's read side: a TCP stream's, or a TLS session's.
+type ReadSide = Box<dyn AsyncRead + Send + Unpin>;
+/// A connection's write side.
+type WriteSide = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// TLS for every internode connection: how this node connects (presenting
+/// its certificate, checking the peer's chain) and accepts (requiring the
+/// peer's certificate when configured so).
+#[derive(Clone)]
+pub struct InternodeTls {
+    pub connector: tls::tokio_rustls::TlsConnector,
+    pub acceptor: tls::tokio_rustls::TlsAcceptor,
+}
+
+impl fmt::Debug for InternodeTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("InternodeTls")
+    }
+}
 
 /// Limits and timers of a `TcpTransport`. `TcpConfig::new` gives the defaults.
 #[derive(Clone, Debug)]
@@ -98,6 +126,8 @@ pub struct TcpConfig {
     pub reconnect_backoff_max: Duration,
     /// Stop adding queued frames to one write past this many bytes.
     pub write_batch_bytes_max: usize,
+    /// Encrypt every connection (None: plain TCP).
+    pub tls: Option<InternodeTls>,
 }
 
 impl TcpConfig {
@@ -120,6 +150,7 @@ impl TcpConfig {
             // Why 256 KiB: large enough to amortize a syscall over hundreds of
             // small mutations, small enough not to delay the first of them.
             write_batch_bytes_max: 256 * 1024,
+            tls: None,
         }
     }
 
@@ -156,7 +187,14 @@ struct Inner {
     runtime: tokio::runtime::Handle,
     bulk: Arc<OnceLock<BulkHandler>>,
     bulk_idle: Arc<BulkPool>,
+    /// With TLS: the peers whose certificate this node checked (an outbound
+    /// handshake succeeded), and when each other one was last tried.
+    verified: Arc<Mutex<HashSet<SocketAddr>>>,
+    tried: Mutex<HashMap<SocketAddr, Instant>>,
 }
+
+/// How often an unverified peer is tried again (`TcpTransport::verify`).
+const VERIFY_RETRY: Duration = Duration::from_secs(2);
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -191,6 +229,8 @@ impl TcpTransport {
             runtime: tokio::runtime::Handle::current(),
             bulk,
             bulk_idle: Arc::default(),
+            verified: Arc::default(),
+            tried: Mutex::new(HashMap::new()),
         };
         tracing::info!(%local_addr, "internode transport listening");
         Ok((TcpTransport { inner: Arc::new(inner) }, inbound_rx))
@@ -206,6 +246,35 @@ impl TcpTransport {
     /// (the first handler set stays).
     pub fn serve_bulk(&self, handler: BulkHandler) {
         let _ = self.inner.bulk.set(handler);
+    }
+
+    /// Whether `peer` proved it holds a certificate of the cluster (a TLS
+    /// handshake with it succeeded); always true without TLS.
+    pub fn is_verified(&self, peer: SocketAddr) -> bool {
+        self.inner.config.tls.is_none() || lock(&self.inner.verified).contains(&peer)
+    }
+
+    /// With TLS, connects to an unverified `peer` (at most every
+    /// `VERIFY_RETRY`) so that its certificate is checked; see `is_verified`.
+    pub fn verify(&self, peer: SocketAddr) {
+        if self.is_verified(peer) || peer == self.inner.local_addr {
+            return;
+        }
+        {
+            let mut tried = lock(&self.inner.tried);
+            if tried.get(&peer).is_some_and(|at| at.elapsed() < VERIFY_RETRY) {
+                return;
+            }
+            if tried.len() > 10_000 {
+                tried.retain(|_, at| at.elapsed() < VERIFY_RETRY);
+            }
+            tried.insert(peer, Instant::now());
+        }
+        let echo = self.send_request(peer, Verb::Echo, Bytes::new(), self.inner.config.connect_timeout * 2);
+        self.inner.runtime.spawn(async move {
+            // The handshake is what counts; the echo's own answer does not matter.
+            let _ = echo.await;
+        });
     }
 
     fn is_shut_down(&self) -> bool {
@@ -231,6 +300,7 @@ impl TcpTransport {
             Arc::clone(config),
             self.inner.local_addr,
             self.inner.shutdown.subscribe(),
+            Arc::clone(&self.inner.verified),
         ));
         Ok(peer)
     }
@@ -291,6 +361,9 @@ impl Transport for TcpTransport {
     }
 
     fn bulk_connector(&self) -> Option<BulkConnector> {
+        if self.inner.config.tls.is_some() {
+            return None;
+        }
         Some(BulkConnector {
             local: self.inner.local_addr,
             timeout: self.inner.config.connect_timeout,
@@ -548,6 +621,8 @@ enum ConnectionEnd {
     Shutdown,
     /// A bulk connection, given to the node's handler.
     HandedOff,
+    /// The TLS handshake failed (no or a foreign certificate, a plain peer).
+    Tls(String),
 }
 
 impl fmt::Display for ConnectionEnd {
@@ -560,6 +635,7 @@ impl fmt::Display for ConnectionEnd {
             ConnectionEnd::QueueClosed => write!(f, "queue closed"),
             ConnectionEnd::Shutdown => write!(f, "shutdown"),
             ConnectionEnd::HandedOff => write!(f, "handed to the bulk handler"),
+            ConnectionEnd::Tls(e) => write!(f, "TLS handshake failed: {e}"),
         }
     }
 }
@@ -567,7 +643,7 @@ impl fmt::Display for ConnectionEnd {
 impl ConnectionEnd {
     /// Garbage from the peer is worth a warning; the rest is routine.
     fn is_peer_fault(&self) -> bool {
-        matches!(self, ConnectionEnd::Frame(_) | ConnectionEnd::Protocol(_))
+        matches!(self, ConnectionEnd::Frame(_) | ConnectionEnd::Protocol(_) | ConnectionEnd::Tls(_))
     }
 }
 
@@ -584,6 +660,7 @@ async fn run_peer(
     config: Arc<TcpConfig>,
     local_addr: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
+    verified: Arc<Mutex<HashSet<SocketAddr>>>,
 ) {
     let mut backoff = config.reconnect_backoff_min;
     let mut retry_at: Option<(Instant, String)> = None;
@@ -630,7 +707,8 @@ async fn run_peer(
                 backoff = config.reconnect_backoff_min;
                 retry_at = None;
                 tracing::debug!(peer = %peer.addr, "internode connection open");
-                let end = run_outbound(stream, first, &mut rx, &peer, &config, local_addr, &mut shutdown).await;
+                let end =
+                    run_outbound(stream, first, &mut rx, &peer, &config, local_addr, &mut shutdown, &verified).await;
                 if end.is_peer_fault() {
                     tracing::warn!(peer = %peer.addr, reason = %end, "closing internode connection");
                 } else {
@@ -652,6 +730,7 @@ async fn run_peer(
     peer.fail_all_pending(&NetError::Shutdown);
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_outbound(
     stream: TcpStream,
     first: Frame,
@@ -660,11 +739,30 @@ async fn run_outbound(
     config: &TcpConfig,
     local_addr: SocketAddr,
     shutdown: &mut watch::Receiver<bool>,
+    verified: &Mutex<HashSet<SocketAddr>>,
 ) -> ConnectionEnd {
     if let Err(e) = stream.set_nodelay(true) {
         return ConnectionEnd::Io(e);
     }
-    let (read_half, write_half) = stream.into_split();
+    let (read_half, write_half): (ReadSide, WriteSide) = match &config.tls {
+        None => {
+            let (r, w) = stream.into_split();
+            (Box::new(r), Box::new(w))
+        }
+        Some(tls) => {
+            let name = tls::rustls::pki_types::ServerName::IpAddress(peer.addr.ip().into());
+            let connect = tokio::time::timeout(config.handshake_timeout, tls.connector.connect(name, stream));
+            match connect.await {
+                Ok(Ok(stream)) => {
+                    lock(verified).insert(peer.addr);
+                    let (r, w) = tokio::io::split(stream);
+                    (Box::new(r), Box::new(w))
+                }
+                Ok(Err(e)) => return ConnectionEnd::Tls(e.to_string()),
+                Err(_) => return ConnectionEnd::Tls("no TLS handshake in time".into()),
+            }
+        }
+    };
     let handshake = Frame::one_way(Verb::Handshake, encode_handshake(local_addr));
     tokio::select! {
         end = write_frames(write_half, vec![handshake, first], rx, config.write_batch_bytes_max) => end,
@@ -676,7 +774,7 @@ async fn run_outbound(
 /// Writes queued frames, coalescing everything already queued (up to
 /// `batch_bytes_max`) into one write.
 async fn write_frames(
-    mut writer: OwnedWriteHalf,
+    mut writer: impl AsyncWrite + Unpin,
     initial: Vec<Frame>,
     rx: &mut OutboxReceiver,
     batch_bytes_max: usize,
@@ -710,7 +808,11 @@ async fn write_frames(
 }
 
 /// Reads more bytes, growing the buffer to what the next frame needs.
-async fn fill(reader: &mut OwnedReadHalf, decoder: &FrameDecoder, buf: &mut BytesMut) -> Result<(), ConnectionEnd> {
+async fn fill(
+    reader: &mut (impl AsyncRead + Unpin),
+    decoder: &FrameDecoder,
+    buf: &mut BytesMut,
+) -> Result<(), ConnectionEnd> {
     let needed = decoder.bytes_needed(buf).map_err(ConnectionEnd::Frame)?;
     buf.reserve(READ_CHUNK_BYTES.max(needed.saturating_sub(buf.len())));
     match reader.read_buf(buf).await {
@@ -721,7 +823,7 @@ async fn fill(reader: &mut OwnedReadHalf, decoder: &FrameDecoder, buf: &mut Byte
 }
 
 /// Reads response frames on an outbound connection.
-async fn read_responses(mut reader: OwnedReadHalf, peer: &Peer, payload_bytes_max: u32) -> ConnectionEnd {
+async fn read_responses(mut reader: impl AsyncRead + Unpin, peer: &Peer, payload_bytes_max: u32) -> ConnectionEnd {
     let mut decoder = FrameDecoder::new(payload_bytes_max);
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     loop {
@@ -809,7 +911,64 @@ async fn serve_inbound_inner(
     if let Err(e) = stream.set_nodelay(true) {
         return ConnectionEnd::Io(e);
     }
-    let (mut reader, writer) = stream.into_split();
+    let Some(tls) = &config.tls else {
+        let (reader, writer) = stream.into_split();
+        return serve_frames(reader, writer, remote, inbound, config, shutdown, |reader, writer, from| {
+            hand_off_bulk(reader, writer, remote, from, bulk)
+        })
+        .await;
+    };
+    let accept = tokio::select! {
+        accept = tokio::time::timeout(config.handshake_timeout, tls.acceptor.accept(stream)) => accept,
+        _ = shutdown_signal(shutdown) => return ConnectionEnd::Shutdown,
+    };
+    let stream = match accept {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return ConnectionEnd::Tls(e.to_string()),
+        Err(_) => return ConnectionEnd::Tls("no TLS handshake in time".into()),
+    };
+    let (reader, writer) = tokio::io::split(stream);
+    serve_frames(reader, writer, remote, inbound, config, shutdown, |_, _, _| {
+        ConnectionEnd::Protocol("a bulk connection over internode encryption (none are offered)")
+    })
+    .await
+}
+
+/// Hands a plain bulk connection, as a blocking socket, to the handler.
+fn hand_off_bulk(
+    reader: OwnedReadHalf,
+    writer: OwnedWriteHalf,
+    remote: SocketAddr,
+    from: SocketAddr,
+    bulk: &OnceLock<BulkHandler>,
+) -> ConnectionEnd {
+    let Some(handler) = bulk.get() else {
+        return ConnectionEnd::Protocol("a bulk connection to a node that serves none");
+    };
+    let stream = match reader.reunite(writer).map(TcpStream::into_std) {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return ConnectionEnd::Io(e),
+        Err(_) => return ConnectionEnd::Protocol("the connection's halves do not match"),
+    };
+    if let Err(e) = stream.set_nonblocking(false) {
+        return ConnectionEnd::Io(e);
+    }
+    tracing::debug!(%remote, %from, "inbound bulk connection");
+    handler(stream, from);
+    ConnectionEnd::HandedOff
+}
+
+/// Reads an inbound connection's handshake, then serves its requests (or,
+/// for a bulk handshake, gives the connection to `bulk`).
+async fn serve_frames<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    mut reader: R,
+    writer: W,
+    remote: SocketAddr,
+    inbound: mpsc::Sender<Inbound>,
+    config: &TcpConfig,
+    shutdown: &mut watch::Receiver<bool>,
+    bulk: impl FnOnce(R, W, SocketAddr) -> ConnectionEnd,
+) -> ConnectionEnd {
     let mut decoder = FrameDecoder::new(config.payload_bytes_max);
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let handshake = async {
@@ -836,23 +995,10 @@ async fn serve_inbound_inner(
         return ConnectionEnd::Protocol("undecodable handshake");
     };
     if first.verb == Verb::BulkHandshake {
-        let Some(handler) = bulk.get() else {
-            return ConnectionEnd::Protocol("a bulk connection to a node that serves none");
-        };
         if !buf.is_empty() {
             return ConnectionEnd::Protocol("bytes after a bulk handshake before it was answered");
         }
-        let stream = match reader.reunite(writer).map(TcpStream::into_std) {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => return ConnectionEnd::Io(e),
-            Err(_) => return ConnectionEnd::Protocol("the connection's halves do not match"),
-        };
-        if let Err(e) = stream.set_nonblocking(false) {
-            return ConnectionEnd::Io(e);
-        }
-        tracing::debug!(%remote, %from, "inbound bulk connection");
-        handler(stream, from);
-        return ConnectionEnd::HandedOff;
+        return bulk(reader, writer, from);
     }
     tracing::debug!(%remote, %from, "inbound internode connection open");
     let (outbox, mut rx) = outbox(config.queue_frames_max, config.queue_bytes_max);
@@ -867,7 +1013,7 @@ async fn serve_inbound_inner(
 /// Reads requests and one-way messages on an inbound connection and hands
 /// them to the node.
 async fn read_requests(
-    mut reader: OwnedReadHalf,
+    mut reader: impl AsyncRead + Unpin,
     mut decoder: FrameDecoder,
     mut buf: BytesMut,
     from: SocketAddr,

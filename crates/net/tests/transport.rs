@@ -567,3 +567,58 @@ async fn tcp_bulk_connection_carries_raw_bytes_off_the_runtime() {
     let echo = b.send_request(a_addr, Verb::Echo, Bytes::from_static(b"ok"), SHORT).await.unwrap();
     assert_eq!(&echo.1[..], b"ok");
 }
+
+/// A TLS config for a transport: a keystore issued by `ca` (mutual
+/// authentication: peers must present one too), trusting `ca`.
+fn tls_config(ca: &tls::generate::Authority, dir: &std::path::Path, name: &str) -> TcpConfig {
+    let keystore = dir.join(format!("{name}.pem"));
+    std::fs::write(&keystore, ca.issue(name, &["127.0.0.1".parse().unwrap()]).unwrap()).unwrap();
+    let ca_file = dir.join(format!("{name}-ca.pem"));
+    std::fs::write(&ca_file, &ca.cert_pem).unwrap();
+    let roots = tls::truststore(&ca_file).unwrap();
+    let server = tls::server_config(tls::Keystore::read(&keystore, None).unwrap(), Some(roots.clone())).unwrap();
+    let client = tls::client_config(tls::Keystore::read(&keystore, None).unwrap(), roots, false).unwrap();
+    let mut config = config();
+    config.tls = Some(net::InternodeTls {
+        connector: tls::tokio_rustls::TlsConnector::from(std::sync::Arc::new(client)),
+        acceptor: tls::tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server)),
+    });
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_tls_admits_only_holders_of_the_clusters_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_ca = tls::generate::Authority::create("cluster CA").unwrap();
+    let (a, _ha) = tcp_node(tls_config(&cluster_ca, dir.path(), "a")).await;
+    // A node certified later by the same authority, reloaded from its key (what `cluster add` does).
+    let reloaded =
+        tls::generate::Authority::load("cluster CA", &cluster_ca.key_pem(), cluster_ca.cert_pem.clone()).unwrap();
+    let (b, hb) = tcp_node(tls_config(&reloaded, dir.path(), "b")).await;
+    let payload = Bytes::from(vec![7u8; 300_000]); // several TLS records
+    assert_eq!(
+        a.send_request(b.local_addr(), Verb::Echo, payload.clone(), SHORT).await.unwrap(),
+        (Verb::EchoRsp, payload)
+    );
+    assert!(a.is_verified(b.local_addr()));
+    assert!(a.bulk_connector().is_none(), "no bulk (sendfile) connections under TLS");
+
+    // A process with a certificate of another authority, or with no TLS at all, delivers nothing.
+    let foreign_ca = tls::generate::Authority::create("cluster CA").unwrap();
+    let (intruder, _hi) = tcp_node(tls_config(&foreign_ca, dir.path(), "intruder")).await;
+    let (plain, _hp) = tcp_node(config()).await;
+    let mut m = Mutation::new(uuid::Uuid::from_u128(7), -42, Bytes::from_static(b"key"));
+    m.rows.push(RowWrite::default());
+    for sender in [&intruder, &plain] {
+        let err = sender.send_request(b.local_addr(), Verb::MutationReq, encode_mutations(&[m.clone()]), SHORT).await;
+        assert!(err.is_err(), "{err:?}");
+        sender.send_one_way(b.local_addr(), Verb::SchemaPush, Bytes::from_static(b"schema")).unwrap();
+    }
+    // Nor does b verify the intruder when it connects to it.
+    b.verify(intruder.local_addr());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!b.is_verified(intruder.local_addr()));
+    b.shutdown();
+    let received = hb.await.unwrap();
+    assert!(received.is_empty(), "b accepted messages from outside the cluster: {received:?}");
+}

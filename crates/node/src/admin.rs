@@ -792,7 +792,7 @@ async fn maintenance(request: &Request, state: &AdminState, compact: bool) -> An
                 None => ks.tables.values().collect(),
             };
             // The system keyspaces are virtual: nothing stored to flush.
-            let stored: Vec<&TableDef> = if Schema::is_system(&ks.name) { Vec::new() } else { tables };
+            let stored: Vec<&TableDef> = if Schema::is_local(&ks.name) { Vec::new() } else { tables };
             (
                 Some(stored.iter().map(|t| t.id).collect()),
                 stored.iter().map(|t| format!("{}.{}", t.keyspace, t.name)).collect(),
@@ -884,7 +884,7 @@ async fn cleanup(request: &Request, state: &AdminState) -> Answer {
 
 /// The tables storage holds (the system keyspaces are virtual).
 fn stored_tables(schema: &Schema) -> impl Iterator<Item = &TableDef> + '_ {
-    schema.keyspaces.values().filter(|ks| !Schema::is_system(&ks.name)).flat_map(|ks| ks.tables.values())
+    schema.keyspaces.values().filter(|ks| !Schema::is_local(&ks.name)).flat_map(|ks| ks.tables.values())
 }
 
 #[cfg(test)]

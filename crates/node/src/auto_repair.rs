@@ -51,7 +51,7 @@ pub async fn run(
         }
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         for ks in schema.keyspaces.values() {
-            if Schema::is_system(&ks.name) || matches!(ks.replication, Replication::Local) {
+            if Schema::is_local(&ks.name) || matches!(ks.replication, Replication::Local) {
                 continue;
             }
             for table in ks.tables.values() {

@@ -98,6 +98,164 @@ pub struct ConfigFile {
     /// `PasswordAuthenticator`, short or fully qualified
     /// (`org.apache.cassandra.auth.PasswordAuthenticator`).
     pub authenticator: Option<String>,
+    /// `AllowAllAuthorizer` (the default) or `CassandraAuthorizer`.
+    pub authorizer: Option<String>,
+    /// `CassandraRoleManager`, the only role manager.
+    pub role_manager: Option<String>,
+    /// How long a role read from `system_auth` is trusted (default 2s).
+    pub roles_validity: Option<Dur>,
+    pub roles_validity_in_ms: Option<u64>,
+    /// How long a role's permissions are trusted (default 2s).
+    pub permissions_validity: Option<Dur>,
+    pub permissions_validity_in_ms: Option<u64>,
+    /// TLS on the native port (Cassandra 5's PEM shape).
+    pub client_encryption_options: Option<EncryptionOptionsFile>,
+    /// TLS between nodes (`internode_encryption`, PEM files as for clients).
+    pub server_encryption_options: Option<EncryptionOptionsFile>,
+}
+
+/// `client_encryption_options` as written. Cassandra's keys Shoal has no
+/// use for (`protocol`, `cipher_suites`, the context factory's class) are
+/// accepted and ignored; `store_type` must be PEM.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncryptionOptionsFile {
+    pub enabled: Option<bool>,
+    /// `server_encryption_options` only: none | all (dc and rack not yet).
+    pub internode_encryption: Option<String>,
+    pub legacy_ssl_storage_port_enabled: Option<bool>,
+    pub optional: Option<bool>,
+    pub keystore: Option<PathBuf>,
+    pub keystore_password: Option<String>,
+    pub require_client_auth: Option<yaml_flag::Flag>,
+    pub truststore: Option<PathBuf>,
+    pub truststore_password: Option<String>,
+    pub store_type: Option<String>,
+    pub ssl_context_factory: Option<serde::de::IgnoredAny>,
+    pub protocol: Option<serde::de::IgnoredAny>,
+    pub accepted_protocols: Option<serde::de::IgnoredAny>,
+    pub cipher_suites: Option<serde::de::IgnoredAny>,
+    pub algorithm: Option<serde::de::IgnoredAny>,
+    pub require_endpoint_verification: Option<bool>,
+}
+
+/// A yaml flag Cassandra writes as a boolean or as the strings
+/// `true`/`false`/`optional` (`require_client_auth`).
+mod yaml_flag {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+    #[serde(untagged)]
+    pub enum Flag {
+        Bool(bool),
+        Text(TextFlag),
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum TextFlag {
+        True,
+        False,
+        Optional,
+    }
+}
+
+/// `server_encryption_options`, as the node read them: TLS on every
+/// internode connection, or none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InternodeEncryption {
+    /// `internode_encryption: all`.
+    pub all: bool,
+    pub keystore: Option<PathBuf>,
+    pub keystore_password: Option<String>,
+    pub truststore: Option<PathBuf>,
+    /// Peers must present a certificate chained to the truststore.
+    pub require_client_auth: bool,
+    /// The peer's certificate must name its address.
+    pub require_endpoint_verification: bool,
+}
+
+impl InternodeEncryption {
+    /// The transport's TLS, None when off. Errors name the file and the fault.
+    pub fn build(&self) -> Result<Option<net::InternodeTls>, String> {
+        if !self.all {
+            return Ok(None);
+        }
+        let need = |what: &str| format!("server_encryption_options: internode_encryption: all needs a {what}");
+        let keystore = self.keystore.as_deref().ok_or_else(|| need("keystore"))?;
+        let truststore = self.truststore.as_deref().ok_or_else(|| need("truststore (the CA that signed the nodes)"))?;
+        let roots = tls::truststore(truststore)?;
+        let password = self.keystore_password.as_deref();
+        let client_roots = self.require_client_auth.then(|| std::sync::Arc::clone(&roots));
+        let server = tls::server_config(tls::Keystore::read(keystore, password)?, client_roots)?;
+        let client =
+            tls::client_config(tls::Keystore::read(keystore, password)?, roots, self.require_endpoint_verification)?;
+        Ok(Some(net::InternodeTls {
+            connector: tls::tokio_rustls::TlsConnector::from(std::sync::Arc::new(client)),
+            acceptor: tls::tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server)),
+        }))
+    }
+}
+
+impl EncryptionOptionsFile {
+    fn build_internode(&self) -> Result<InternodeEncryption, ConfigError> {
+        use yaml_flag::{Flag, TextFlag};
+        let all = match self.internode_encryption.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("none") => false,
+            Some("all") => true,
+            Some(other @ ("dc" | "rack")) => {
+                return Err(ConfigError(format!(
+                    "server_encryption_options: internode_encryption: {other} is not supported yet; use all or none"
+                )))
+            }
+            Some(other) => {
+                return Err(ConfigError(format!(
+                    "server_encryption_options: internode_encryption must be none, all, dc or rack (got {other})"
+                )))
+            }
+        };
+        let require_client_auth = match self.require_client_auth {
+            None | Some(Flag::Bool(false)) | Some(Flag::Text(TextFlag::False)) => false,
+            Some(Flag::Bool(true)) | Some(Flag::Text(TextFlag::True)) => true,
+            Some(Flag::Text(TextFlag::Optional)) => {
+                return Err(ConfigError(
+                    "server_encryption_options: require_client_auth: optional is not supported yet".into(),
+                ))
+            }
+        };
+        Ok(InternodeEncryption {
+            all,
+            keystore: self.keystore.clone(),
+            keystore_password: self.keystore_password.clone(),
+            truststore: self.truststore.clone(),
+            require_client_auth,
+            require_endpoint_verification: self.require_endpoint_verification.unwrap_or(false),
+        })
+    }
+
+    fn build(&self) -> Result<cql_server::tls::ClientEncryption, ConfigError> {
+        use yaml_flag::{Flag, TextFlag};
+        if let Some(kind) = self.store_type.as_deref().filter(|t| !t.eq_ignore_ascii_case("PEM")) {
+            return Err(ConfigError(format!(
+                "client_encryption_options: store_type {kind} is not supported; Shoal reads PEM files"
+            )));
+        }
+        let require_client_auth = match self.require_client_auth {
+            None | Some(Flag::Bool(false)) | Some(Flag::Text(TextFlag::False)) => false,
+            Some(Flag::Bool(true)) | Some(Flag::Text(TextFlag::True)) => true,
+            Some(Flag::Text(TextFlag::Optional)) => {
+                return Err(ConfigError(
+                    "client_encryption_options: require_client_auth: optional is not supported yet".into(),
+                ))
+            }
+        };
+        Ok(cql_server::tls::ClientEncryption {
+            enabled: self.enabled.unwrap_or(false),
+            optional: self.optional.unwrap_or(false),
+            keystore: self.keystore.clone(),
+            keystore_password: self.keystore_password.clone(),
+            require_client_auth,
+            truststore: self.truststore.clone(),
+        })
+    }
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -187,8 +345,13 @@ pub struct NodeConfig {
     pub tombstone_gc_propagation_delay: Duration,
     /// The automatic repair schedule (`auto_repair`), checking this often; None when off.
     pub auto_repair: Option<Duration>,
-    /// Who may connect: anyone (`AllowAllAuthenticator`) or roles with a password.
-    pub authenticator: cql_server::auth::Authenticator,
+    /// Who may connect (`authenticator`), what they may do (`authorizer`)
+    /// and how long roles and permissions are cached.
+    pub auth: cql_server::auth::AuthConfig,
+    /// `client_encryption_options`.
+    pub client_encryption: cql_server::tls::ClientEncryption,
+    /// `server_encryption_options`.
+    pub internode_encryption: InternodeEncryption,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -316,8 +479,55 @@ impl ConfigFile {
                 ))
             })?,
         };
-        Ok(NodeConfig {
+        let authorizer = match self.authorizer.as_deref() {
+            None => cql_server::permissions::Authorizer::AllowAll,
+            Some(name) => cql_server::permissions::Authorizer::parse(name).ok_or_else(|| {
+                ConfigError(format!(
+                    "authorizer {name} is not supported; use AllowAllAuthorizer or CassandraAuthorizer"
+                ))
+            })?,
+        };
+        if authorizer.enabled() && !authenticator.requires_login() {
+            return Err(ConfigError(
+                "org.apache.cassandra.auth.CassandraAuthorizer has authorization enabled which requires \
+                 org.apache.cassandra.auth.PasswordAuthenticator to enable authentication"
+                    .into(),
+            ));
+        }
+        if let Some(name) = self.role_manager.as_deref() {
+            if name.strip_prefix("org.apache.cassandra.auth.").unwrap_or(name) != "CassandraRoleManager" {
+                return Err(ConfigError(format!("role_manager {name} is not supported; use CassandraRoleManager")));
+            }
+        }
+        let validity = |key: &str, d: &Option<Dur>, ms: Option<u64>| -> Result<Duration, ConfigError> {
+            match (d, ms) {
+                (Some(d), _) => duration(key, d),
+                (None, Some(ms)) => Ok(Duration::from_millis(ms)),
+                (None, None) => Ok(cql_server::auth::DEFAULT_VALIDITY),
+            }
+        };
+        let auth = cql_server::auth::AuthConfig {
             authenticator,
+            authorizer,
+            roles_validity: validity("roles_validity", &self.roles_validity, self.roles_validity_in_ms)?,
+            permissions_validity: validity(
+                "permissions_validity",
+                &self.permissions_validity,
+                self.permissions_validity_in_ms,
+            )?,
+        };
+        let client_encryption = match &self.client_encryption_options {
+            Some(options) => options.build()?,
+            None => cql_server::tls::ClientEncryption::default(),
+        };
+        let internode_encryption = match &self.server_encryption_options {
+            Some(options) => options.build_internode()?,
+            None => InternodeEncryption::default(),
+        };
+        Ok(NodeConfig {
+            auth,
+            client_encryption,
+            internode_encryption,
             cluster_name,
             num_tokens,
             data_dir,
@@ -605,16 +815,37 @@ mod tests {
     fn authenticator_short_or_qualified_names() {
         use cql_server::auth::Authenticator;
         let c = ConfigFile::parse("").unwrap().build(Overrides::default()).unwrap();
-        assert_eq!(c.authenticator, Authenticator::AllowAll);
+        assert_eq!(c.auth.authenticator, Authenticator::AllowAll);
         for name in ["PasswordAuthenticator", "org.apache.cassandra.auth.PasswordAuthenticator"] {
             let c =
                 ConfigFile::parse(&format!("authenticator: {name}\n")).unwrap().build(Overrides::default()).unwrap();
-            assert_eq!(c.authenticator, Authenticator::Password);
+            assert_eq!(c.auth.authenticator, Authenticator::Password);
         }
         let c =
             ConfigFile::parse("authenticator: AllowAllAuthenticator\n").unwrap().build(Overrides::default()).unwrap();
-        assert_eq!(c.authenticator, Authenticator::AllowAll);
+        assert_eq!(c.auth.authenticator, Authenticator::AllowAll);
         let err = ConfigFile::parse("authenticator: Ldap\n").unwrap().build(Overrides::default()).unwrap_err();
         assert!(err.to_string().contains("authenticator Ldap is not supported"), "{err}");
+    }
+
+    #[test]
+    fn authorizer_needs_a_login_and_validities_take_units() {
+        use cql_server::permissions::Authorizer;
+        let build = |yaml: &str| ConfigFile::parse(yaml).unwrap().build(Overrides::default());
+        let c = build("").unwrap();
+        assert_eq!(c.auth.authorizer, Authorizer::AllowAll);
+        assert_eq!(c.auth.roles_validity, Duration::from_secs(2));
+        let err = build("authorizer: CassandraAuthorizer\n").unwrap_err();
+        assert!(err.to_string().contains("has authorization enabled which requires"), "{err}");
+        let c = build(
+            "authenticator: PasswordAuthenticator\nauthorizer: CassandraAuthorizer\nroles_validity: 500ms\n\
+             permissions_validity_in_ms: 3000\n",
+        )
+        .unwrap();
+        assert_eq!(c.auth.authorizer, Authorizer::Cassandra);
+        assert_eq!(c.auth.roles_validity, Duration::from_millis(500));
+        assert_eq!(c.auth.permissions_validity, Duration::from_secs(3));
+        assert!(build("role_manager: LdapRoleManager\n").unwrap_err().to_string().contains("role_manager"));
+        assert!(build("authorizer: Nope\n").unwrap_err().to_string().contains("authorizer Nope is not supported"));
     }
 }

@@ -78,7 +78,7 @@ fn pass(
         clustered = false;
     }
     for ks in schema.keyspaces.values() {
-        if Schema::is_system(&ks.name) {
+        if Schema::is_local(&ks.name) {
             continue;
         }
         let scope = repaired::scope(view, ks, clustered);

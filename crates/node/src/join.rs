@@ -71,7 +71,9 @@ pub async fn join(
     release_version: &str,
 ) -> anyhow::Result<Joined> {
     let internode = SocketAddr::new(config.listen_address, config.storage_port);
-    let (transport, inbound) = TcpTransport::bind(TcpConfig::new(internode))
+    let mut tcp = TcpConfig::new(internode);
+    tcp.tls = config.internode_encryption.build().map_err(|e| anyhow::anyhow!("server_encryption_options: {e}"))?;
+    let (transport, inbound) = TcpTransport::bind(tcp)
         .await
         .with_context(|| format!("cannot listen for peers on {internode} (storage_port)"))?;
     let hints = Arc::new(
@@ -96,6 +98,17 @@ pub async fn join(
     let seeds = seed_addrs(config);
     let mut gossip_config = GossipConfig::new(&config.cluster_name, generation, internode, seeds.clone());
     gossip_config.phi_convict_threshold = config.phi_convict_threshold;
+    if config.internode_encryption.all {
+        // Only peers that proved the cluster's certificate enter the ring (gossip is plain UDP).
+        let t = transport.clone();
+        gossip_config.admit = Some(cluster::gossip::Admission(Arc::new(move |peer| {
+            let ok = t.is_verified(peer);
+            if !ok {
+                t.verify(peer);
+            }
+            ok
+        })));
+    }
     // A bootstrap that did not finish (killed, a source down) resumes at the next start.
     let resuming = !persisted.is_empty() && storage.local_get(BOOTSTRAPPING).is_some_and(|v| !v.is_empty());
     let status = if persisted.is_empty() || resuming { Status::Joining } else { Status::Normal };

@@ -116,10 +116,11 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let processor = Arc::new(
             Processor::new(Arc::clone(&schema), Arc::clone(&storage), node, data_plane)
                 .with_batch_limits(config.batch_limits)
-                .with_authenticator(config.authenticator),
+                .with_auth(config.auth),
         );
-        // PasswordAuthenticator: the default superuser on a node with no role.
-        processor.auth.setup().map_err(|e| anyhow::anyhow!("cannot set up the roles: {e}"))?;
+        // PasswordAuthenticator: the default superuser in a cluster with no role. The roles
+        // are replicated: until enough replicas of system_auth answer, try again.
+        spawn_auth_setup(Arc::clone(&processor), Arc::clone(&storage));
         let (load_schema, load_storage) = (Arc::clone(&schema), Arc::clone(&storage));
         let load = Arc::new(move || admin::local_load(&load_schema.snapshot(), &load_storage));
         joined.spawn_tasks(
@@ -190,9 +191,12 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
 
         let listener =
             tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for CQL on {addr}"))?;
+        let tls = cql_server::tls::ServerTls::from_options(&config.client_encryption)
+            .map_err(|e| anyhow::anyhow!("client_encryption_options: {e}"))?;
         let server_config = ServerConfig {
             max_frame_bytes: config.max_frame_bytes,
             stages: Stages::new(config.concurrent_reads, config.concurrent_writes),
+            tls,
         };
         let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx.clone()));
 
@@ -269,4 +273,21 @@ async fn wait_for_signal() {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
+}
+
+/// Sets auth up (`Auth::setup`) now and, while the cluster cannot answer
+/// yet, every few seconds until it can.
+fn spawn_auth_setup(processor: Arc<Processor>, storage: Arc<storage::Storage>) {
+    tokio::spawn(async move {
+        for attempt in 0u32.. {
+            let (p, s) = (Arc::clone(&processor), Arc::clone(&storage));
+            match tokio::task::spawn_blocking(move || p.auth.setup(&*p, Some(&s))).await {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) if attempt % 10 == 0 => tracing::info!("auth setup must wait: {e}; trying again"),
+                Ok(Err(_)) => {}
+                Err(e) => tracing::warn!("auth setup failed: {e}; trying again"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        }
+    });
 }

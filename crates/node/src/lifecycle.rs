@@ -379,7 +379,7 @@ impl Lifecycle {
         let view = self.coordinator.view.snapshot();
         let schema = self.schema.snapshot();
         if let Some(name) = keyspace {
-            if Schema::is_system(name) || !schema.keyspaces.contains_key(name) {
+            if Schema::is_local(name) || !schema.keyspaces.contains_key(name) {
                 return Err(format!("Unknown keyspace '{name}'"));
             }
         }
@@ -390,7 +390,7 @@ impl Lifecycle {
         let mut totals = StreamStats::default();
         let receiver = self.receiver();
         for ks in schema.keyspaces.values() {
-            if Schema::is_system(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
+            if Schema::is_local(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
                 continue;
             }
             if matches!(ks.replication, Replication::Local) || ks.tables.is_empty() {
@@ -398,7 +398,15 @@ impl Lifecycle {
             }
             // The ranges this node replicates, by the replica to stream each from.
             let plan = cluster::movement::rebuild(&view, ks, &prefer_dc);
-            unavailable.extend(plan.unavailable);
+            if Schema::is_replicated_system(&ks.name) && keyspace.is_none() {
+                // `system_auth` at its default RF 1: this node is the only replica of its
+                // ranges, nothing to stream them from. Not the user's to fix: go on.
+                for range in &plan.unavailable {
+                    tracing::warn!("rebuild: no other replica to stream {range} from; skipped");
+                }
+            } else {
+                unavailable.extend(plan.unavailable);
+            }
             self.stream_keyspace(&receiver, &view, ks, plan.by_source, None, &mut sessions, &mut totals).await?;
         }
         if !unavailable.is_empty() {
@@ -550,7 +558,7 @@ impl Lifecycle {
         let keyspaces: Vec<&Arc<KeyspaceDef>> = schema
             .keyspaces
             .values()
-            .filter(|ks| !Schema::is_system(&ks.name) && !matches!(ks.replication, Replication::Local))
+            .filter(|ks| !Schema::is_local(&ks.name) && !matches!(ks.replication, Replication::Local))
             .filter(|ks| !ks.tables.is_empty())
             .collect();
         let mut sessions = Vec::new();
@@ -570,7 +578,18 @@ impl Lifecycle {
             let receiver = self.receiver();
             let streamed = self.streamed();
             for ks in keyspaces {
-                let by_source = plan.sources(&view, ks, strict)?;
+                let by_source = if Schema::is_replicated_system(&ks.name) {
+                    // system_auth at RF 1: a range whose only copy was the replaced node's has
+                    // no source; losing it must not stop the join (the default superuser or the
+                    // roles are made again, as on a fresh cluster).
+                    let (by_source, skipped) = plan.sources_lenient(&view, ks);
+                    for range in skipped {
+                        tracing::warn!("bootstrap: {range}; skipped");
+                    }
+                    by_source
+                } else {
+                    plan.sources(&view, ks, strict)?
+                };
                 skipped += self
                     .stream_keyspace(&receiver, &view, ks, by_source, Some(&streamed), &mut sessions, &mut totals)
                     .await?;
@@ -675,7 +694,7 @@ impl Lifecycle {
         let view = self.coordinator.view.snapshot();
         let schema = self.schema.snapshot();
         if let Some(name) = keyspace {
-            let Some(ks) = schema.keyspaces.get(name).filter(|_| !Schema::is_system(name)) else {
+            let Some(ks) = schema.keyspaces.get(name).filter(|_| !Schema::is_local(name)) else {
                 return Err(format!("Unknown keyspace '{name}'"));
             };
             if let Some(t) = tables.iter().find(|t| !ks.tables.contains_key(t.as_str())) {
@@ -696,7 +715,7 @@ impl Lifecycle {
         let mut total = cluster::repair::RangeRepair::default();
         let (mut all_ranges, mut all_compared) = (0usize, 0usize);
         for ks in schema.keyspaces.values() {
-            if Schema::is_system(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
+            if Schema::is_local(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
                 continue;
             }
             if matches!(ks.replication, Replication::Local) {
@@ -930,7 +949,7 @@ impl Lifecycle {
             return Err("Cannot run cleanup: this node owns no tokens (it is not NORMAL)".into());
         }
         if let Some(name) = keyspace {
-            let Some(ks) = schema.keyspaces.get(name).filter(|_| !Schema::is_system(name)) else {
+            let Some(ks) = schema.keyspaces.get(name).filter(|_| !Schema::is_local(name)) else {
                 return Err(format!("Unknown keyspace '{name}'"));
             };
             if let Some(t) = tables.iter().find(|t| !ks.tables.contains_key(t.as_str())) {
@@ -939,7 +958,7 @@ impl Lifecycle {
         }
         let mut report = Vec::new();
         for ks in schema.keyspaces.values() {
-            if Schema::is_system(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
+            if Schema::is_local(&ks.name) || keyspace.is_some_and(|k| k != ks.name) {
                 continue;
             }
             if matches!(ks.replication, Replication::Local) {
@@ -994,7 +1013,9 @@ impl Lifecycle {
         let keyspaces: Vec<&Arc<KeyspaceDef>> = schema
             .keyspaces
             .values()
-            .filter(|ks| !Schema::is_system(&ks.name) && !matches!(ks.replication, Replication::Local))
+            .filter(|ks| !Schema::is_local(&ks.name) && !matches!(ks.replication, Replication::Local))
+            // Nothing to hand over (system_distributed, system_traces): no replica count to keep.
+            .filter(|ks| !ks.tables.is_empty())
             .collect();
         for ks in &keyspaces {
             cluster::movement::check_decommission(&view, ks, &me.dc)?;
@@ -1148,11 +1169,20 @@ impl Lifecycle {
         let mut totals = StreamStats::default();
         let receiver = self.receiver();
         for ks in schema.keyspaces.values() {
-            if Schema::is_system(&ks.name) || matches!(ks.replication, Replication::Local) {
+            if Schema::is_local(&ks.name) || matches!(ks.replication, Replication::Local) {
                 continue;
             }
             // (gaining node, source) -> ranges.
-            let moves = cluster::movement::removenode(&view, ks, host_id, &prefer)?;
+            let moves = match cluster::movement::removenode(&view, ks, host_id, &prefer) {
+                Ok(moves) => moves,
+                // A replicated system keyspace at RF 1 (system_auth's default) had its only
+                // copy of those ranges on the removed node: nothing to re-replicate from.
+                Err(e) if Schema::is_replicated_system(&ks.name) => {
+                    tracing::warn!("removenode: {e}; {} not re-replicated (run repair if its RF is above 1)", ks.name);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             for ((gaining, source), ranges) in moves {
                 let (Some(to), Some(from)) = (view.endpoint(gaining), view.endpoint(source)) else { continue };
                 for table in ks.tables.values() {

@@ -16,6 +16,10 @@
 //! - Every wait is bounded and its failure names the node and its log.
 //! - Nodes run in their own process group: a Ctrl-C in the launcher's
 //!   terminal does not reach them.
+//! - With `--auth` / `--tls` each node reads `DIR/node{i}/shoal.yaml` (the
+//!   user's `--config` file, if any, followed by the security settings);
+//!   with `--tls` a throw-away CA under `DIR/tls/` issues each node's
+//!   keystore (also to nodes added later) and one for clients.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -141,6 +145,14 @@ struct UpArgs {
     /// Seconds to wait for each node, and then for all to see each other UN.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
+    /// Logins and permissions: PasswordAuthenticator and CassandraAuthorizer
+    /// (default superuser cassandra/cassandra).
+    #[arg(long)]
+    auth: bool,
+    /// TLS for clients (TLS only) and between nodes (internode_encryption: all,
+    /// mutual authentication), with a throw-away CA in DIR/tls/.
+    #[arg(long)]
+    tls: bool,
     /// More `shoal server` arguments, after `--`.
     #[arg(last = true)]
     server_args: Vec<String>,
@@ -154,6 +166,106 @@ struct ClusterState {
     native_port: u16,
     admin_port: u16,
     nodes: Vec<NodeState>,
+    /// `--auth` / `--tls` and the user's `--config` they are added to.
+    #[serde(default)]
+    security: Security,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Security {
+    auth: bool,
+    tls: bool,
+    /// The `--config` file given after `--`, copied into each node's file.
+    user_config: Option<PathBuf>,
+}
+
+/// The CA's name (its certificate's common name), per cluster.
+fn ca_name(cluster_name: &str) -> String {
+    format!("Shoal throw-away CA for {cluster_name}")
+}
+
+/// With `--tls`: `DIR/tls/` holds the CA (`ca.pem`, `ca.key`), each node's
+/// keystore (`node{i}.pem`) and the clients' (`client.pem`, key and
+/// certificate). Makes the CA on first use.
+fn authority(dir: &Path, cluster_name: &str) -> Result<tls::generate::Authority, String> {
+    let tls_dir = dir.join("tls");
+    let (ca_pem, ca_key) = (tls_dir.join("ca.pem"), tls_dir.join("ca.key"));
+    if ca_key.exists() {
+        let key = std::fs::read_to_string(&ca_key).map_err(|e| format!("{}: {e}", ca_key.display()))?;
+        let cert = std::fs::read_to_string(&ca_pem).map_err(|e| format!("{}: {e}", ca_pem.display()))?;
+        return tls::generate::Authority::load(&ca_name(cluster_name), &key, cert);
+    }
+    std::fs::create_dir_all(&tls_dir).map_err(|e| format!("cannot create {}: {e}", tls_dir.display()))?;
+    let ca = tls::generate::Authority::create(&ca_name(cluster_name))?;
+    write_private(&ca_key, &ca.key_pem())?;
+    std::fs::write(&ca_pem, &ca.cert_pem).map_err(|e| format!("{}: {e}", ca_pem.display()))?;
+    let client = ca.issue("client", &[IpAddr::V4(Ipv4Addr::LOCALHOST)])?;
+    write_private(&tls_dir.join("client.pem"), &client)?;
+    Ok(ca)
+}
+
+/// Writes a file holding a private key, readable by its owner only.
+fn write_private(path: &Path, text: &str) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    file.write_all(text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Writes node `index`'s `shoal.yaml` (the user's config, then the security
+/// settings) and returns its path; None when there is nothing to add.
+fn node_config(
+    dir: &Path,
+    cluster_name: &str,
+    security: &Security,
+    index: usize,
+    addr: IpAddr,
+) -> Result<Option<PathBuf>, String> {
+    if !security.auth && !security.tls {
+        return Ok(None);
+    }
+    let mut yaml = match &security.user_config {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+        None => String::new(),
+    };
+    yaml.push_str("\n# Added by shoal cluster up (--auth / --tls):\n");
+    if security.auth {
+        yaml.push_str("authenticator: PasswordAuthenticator\nauthorizer: CassandraAuthorizer\n");
+    }
+    if security.tls {
+        let ca = authority(dir, cluster_name)?;
+        let tls_dir = dir.join("tls");
+        let keystore = tls_dir.join(format!("node{index}.pem"));
+        write_private(&keystore, &ca.issue(&format!("node{index}"), &[addr])?)?;
+        let (keystore, truststore) = (json_path(&keystore), json_path(&tls_dir.join("ca.pem")));
+        yaml.push_str(&format!(
+            "client_encryption_options: {{enabled: true, keystore: {keystore}}}\n\
+             server_encryption_options: {{internode_encryption: all, keystore: {keystore}, truststore: {truststore}, \
+             require_client_auth: true}}\n"
+        ));
+    }
+    let path = dir.join(format!("node{index}")).join("shoal.yaml");
+    std::fs::create_dir_all(dir.join(format!("node{index}"))).map_err(|e| format!("cannot create node dir: {e}"))?;
+    std::fs::write(&path, yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(Some(path))
+}
+
+/// A path as a quoted YAML (JSON) string.
+fn json_path(path: &Path) -> String {
+    Json::String(path.to_string_lossy().into_owned()).to_string()
+}
+
+/// Takes `--config FILE` out of `args` (it goes into the node's own file).
+fn take_config(args: &mut Vec<String>) -> Option<PathBuf> {
+    let at = args.iter().position(|a| a == "--config")?;
+    let path = args.get(at + 1).map(PathBuf::from);
+    args.drain(at..(at + 2).min(args.len()));
+    path
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -496,6 +608,11 @@ fn cmd_up(dir: &Path, up: UpArgs) -> Result<(), String> {
         }
     }
     let seeds = seeds.join(",");
+    let mut security = Security { auth: up.auth, tls: up.tls, user_config: None };
+    if up.tls {
+        // A fresh cluster gets a fresh CA.
+        let _ = std::fs::remove_dir_all(dir.join("tls"));
+    }
     let mut nodes = Vec::with_capacity(up.nodes);
     for (i, (dc, rack)) in placement.iter().enumerate() {
         let index = i + 1;
@@ -525,7 +642,16 @@ fn cmd_up(dir: &Path, up: UpArgs) -> Result<(), String> {
         if let Some(t) = up.num_tokens {
             args.extend(["--num-tokens".to_string(), t.to_string()]);
         }
-        args.extend(up.server_args.iter().cloned());
+        let mut server_args = up.server_args.clone();
+        if up.auth || up.tls {
+            if let Some(user) = take_config(&mut server_args) {
+                security.user_config = Some(user.canonicalize().map_err(|e| format!("{}: {e}", user.display()))?);
+            }
+        }
+        if let Some(config) = node_config(&dir, &up.cluster_name, &security, index, addr)? {
+            args.extend(["--config".to_string(), config.to_string_lossy().into_owned()]);
+        }
+        args.extend(server_args);
         nodes.push(NodeState { index, address: addr, pid: None, dc, rack, data_dir, log: home.join("node.log"), args });
     }
     let mut state = ClusterState {
@@ -534,6 +660,7 @@ fn cmd_up(dir: &Path, up: UpArgs) -> Result<(), String> {
         native_port: up.native_port,
         admin_port: up.admin_port,
         nodes,
+        security,
     };
     save(&dir, &state)?;
     let timeout = Duration::from_secs(up.timeout);
@@ -554,6 +681,18 @@ fn cmd_up(dir: &Path, up: UpArgs) -> Result<(), String> {
         );
     }
     wait_all_up(&state, timeout)?;
+    if up.auth {
+        println!("logins required: the default superuser is cassandra / cassandra (cqlsh -u cassandra -p cassandra)");
+    }
+    if up.tls {
+        let tls_dir = dir.join("tls");
+        println!(
+            "TLS: clients trust {} and may present {} (cqlsh --ssl with SSL_CERTFILE={})",
+            tls_dir.join("ca.pem").display(),
+            tls_dir.join("client.pem").display(),
+            tls_dir.join("ca.pem").display()
+        );
+    }
     let contact: Vec<String> = state.nodes.iter().map(|n| n.address.to_string()).collect();
     println!("{}", contact.join(","));
     Ok(())
@@ -771,6 +910,7 @@ fn cmd_start(dir: &Path, index: usize, new_address: Option<IpAddr>, timeout: Dur
 }
 
 fn cmd_add(dir: &Path, dc: Option<String>, rack: Option<String>, timeout: Duration) -> Result<(), String> {
+    let dir = &dir.canonicalize().map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut state = load(dir)?;
     let last = state.nodes.last().cloned().ok_or("the cluster has no nodes")?;
     let index = state.nodes.iter().map(|n| n.index).max().unwrap_or(0) + 1;
@@ -783,6 +923,10 @@ fn cmd_add(dir: &Path, dc: Option<String>, rack: Option<String>, timeout: Durati
     set_arg(&mut args, "--data-dir", data_dir.to_string_lossy().into_owned());
     set_arg(&mut args, "--dc", dc.clone());
     set_arg(&mut args, "--rack", rack.clone());
+    // Its own keystore (its address in its certificate).
+    if let Some(config) = node_config(dir, &state.cluster_name, &state.security, index, addr)? {
+        set_arg(&mut args, "--config", config.to_string_lossy().into_owned());
+    }
     let node = NodeState { index, address: addr, pid: None, dc, rack, data_dir, log: home.join("node.log"), args };
     state.nodes.push(node.clone());
     let mut child = spawn(&state, &node)?;

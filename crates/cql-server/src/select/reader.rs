@@ -265,11 +265,7 @@ impl Reader<'_> {
         pos: &mut Position,
         max_rows: usize,
     ) -> Result<(Vec<RowData>, Option<Position>), QueryError> {
-        let all = if (self.table.keyspace.as_str(), self.table.name.as_str()) == ("system_auth", "roles") {
-            self.proc.auth.table_rows(self.table)
-        } else {
-            system::rows(self.table, self.schema, &self.proc.node, &self.proc.data.peers())
-        };
+        let all = system::rows(self.table, self.schema, &self.proc.node, &self.proc.data.peers());
         let mut filters: Vec<Filter> = Vec::new();
         // Restrictions on a virtual table are evaluated over its generated rows.
         if let PartitionPlan::Keys(keys) = &self.plan.partitions {

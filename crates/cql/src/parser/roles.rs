@@ -1,5 +1,6 @@
 //! Role statements: `CREATE/ALTER/DROP ROLE`, the legacy `CREATE/ALTER/DROP
-//! USER` forms, `LIST ROLES` and `LIST USERS`.
+//! USER` forms, `LIST ROLES` and `LIST USERS`; and the statements that
+//! hand out roles and permissions: `GRANT`, `REVOKE` and `LIST <permissions>`.
 //!
 //! Invariants (Cassandra's grammar, `Parser.g`):
 //! - A role name is an identifier (an unquoted one lower-cased), a quoted
@@ -9,9 +10,27 @@
 //!   keeps its case; a quoted name is an error.
 //! - `CREATE USER` means `LOGIN = true` and, unless `SUPERUSER` is written,
 //!   `SUPERUSER = false`.
+//! - `GRANT r1 TO r2` / `REVOKE r1 FROM r2` grant or revoke a role; it is
+//!   that form exactly when the word after `GRANT`/`REVOKE` is not reserved
+//!   and is followed by `TO`/`FROM` (so `GRANT ALL TO r` grants the role
+//!   `all`). Everything else is the permission form, which needs
+//!   `ON resource`.
+//! - Permissions are `ALL [PERMISSIONS]` or a comma list of permission words
+//!   (any case), each optionally followed by `PERMISSION`; a repeated
+//!   permission is kept once, at its first place.
+//! - A resource's leading word (`ALL`, `ROLE`, `FUNCTION`, `MBEAN`,
+//!   `MBEANS`) is unreserved: followed by `.`, by what ends a resource
+//!   (`TO`, `FROM`, `OF`, `NORECURSIVE`, `;`) or by the end of input, it is
+//!   a table name instead. `KEYSPACE` and `TABLE` are reserved, so never
+//!   table names.
+//! - A function resource needs its parenthesised argument type list (empty
+//!   for a function of no arguments); each type is kept as its CQL text.
+//!   MBean names are kept as written (not checked or canonicalised).
 
 use super::{is_reserved, Parser};
-use crate::ast::{AlterRole, CreateRole, RoleOptions, Statement};
+use crate::ast::{
+    AlterRole, CreateRole, ListPermissions, Permission, PermissionChange, Permissions, Resource, RoleOptions, Statement,
+};
 use crate::lexer::{Symbol, TokenKind};
 use crate::ParseError;
 
@@ -66,6 +85,177 @@ impl Parser<'_> {
         let of = if self.eat_kw("of") { Some(self.role_name()?) } else { None };
         let recursive = !self.eat_kw("norecursive");
         Ok(Statement::ListRoles { of, recursive })
+    }
+
+    /// At `GRANT`: `GRANT role TO grantee` or `GRANT permissions ON resource TO grantee`.
+    pub(super) fn grant(&mut self) -> Result<Statement, ParseError> {
+        self.bump();
+        if self.role_change_ahead("to") {
+            let role = self.role_name()?;
+            self.expect_kw("to")?;
+            let grantee = self.role_name()?;
+            return Ok(Statement::GrantRole { role, grantee });
+        }
+        let (permissions, resource) = self.permissions_on_resource()?;
+        self.expect_kw("to")?;
+        let grantee = self.role_name()?;
+        Ok(Statement::GrantPermissions(PermissionChange { permissions, resource, grantee }))
+    }
+
+    /// At `REVOKE`: `REVOKE role FROM revokee` or `REVOKE permissions ON resource FROM revokee`.
+    pub(super) fn revoke(&mut self) -> Result<Statement, ParseError> {
+        self.bump();
+        if self.role_change_ahead("from") {
+            let role = self.role_name()?;
+            self.expect_kw("from")?;
+            let revokee = self.role_name()?;
+            return Ok(Statement::RevokeRole { role, revokee });
+        }
+        let (permissions, resource) = self.permissions_on_resource()?;
+        self.expect_kw("from")?;
+        let grantee = self.role_name()?;
+        Ok(Statement::RevokePermissions(PermissionChange { permissions, resource, grantee }))
+    }
+
+    /// After `LIST`: `permissions [ON resource] [OF role] [NORECURSIVE]`.
+    pub(super) fn list_permissions(&mut self) -> Result<Statement, ParseError> {
+        let permissions = self.permissions()?;
+        let resource = if self.eat_kw("on") { Some(self.resource()?) } else { None };
+        let of = if self.eat_kw("of") { Some(self.role_name()?) } else { None };
+        let recursive = !self.eat_kw("norecursive");
+        Ok(Statement::ListPermissions(ListPermissions { permissions, resource, of, recursive }))
+    }
+
+    /// True when the role form `role TO|FROM …` is ahead: a token that is
+    /// not a reserved word, then `keyword`. (A reserved first word, such as
+    /// `SELECT`, goes to the permission form for its "expecting K_ON".)
+    fn role_change_ahead(&self, keyword: &str) -> bool {
+        let reserved = matches!(&self.peek().kind, TokenKind::Word(word) if is_reserved(word));
+        !reserved && self.is_kw_at(1, keyword)
+    }
+
+    /// `permissions ON resource`.
+    fn permissions_on_resource(&mut self) -> Result<(Permissions, Resource), ParseError> {
+        let permissions = self.permissions()?;
+        self.expect_kw("on")?;
+        let resource = self.resource()?;
+        Ok((permissions, resource))
+    }
+
+    /// `ALL [PERMISSIONS] | p [PERMISSION] (, p [PERMISSION])*`.
+    fn permissions(&mut self) -> Result<Permissions, ParseError> {
+        if self.eat_kw("all") {
+            self.eat_kw("permissions");
+            return Ok(Permissions::All);
+        }
+        let mut list = Vec::new();
+        loop {
+            let permission = self.word_at(0).and_then(|word| Permission::from_name(&word.to_ascii_uppercase()));
+            let Some(permission) = permission else { return Err(self.no_viable()) };
+            self.bump();
+            self.eat_kw("permission");
+            if !list.contains(&permission) {
+                list.push(permission);
+            }
+            if !self.eat_sym(Symbol::Comma) {
+                return Ok(Permissions::Some(list));
+            }
+        }
+    }
+
+    /// True when the token `n` ahead ends a resource (or continues a table
+    /// name with `.`), so that an unreserved leading word there is a name.
+    fn resource_ends_at(&self, n: usize) -> bool {
+        match &self.peek_at(n).kind {
+            TokenKind::Eof | TokenKind::Symbol(Symbol::Dot | Symbol::Semicolon) => true,
+            TokenKind::Word(word) => matches!(word.as_str(), "to" | "from" | "of" | "norecursive"),
+            _ => false,
+        }
+    }
+
+    /// A data, role, function or MBean resource.
+    fn resource(&mut self) -> Result<Resource, ParseError> {
+        let leading_keyword = !self.resource_ends_at(1);
+        let Some(word) = self.word_at(0).map(str::to_string) else {
+            return Ok(Resource::Table(self.table_name()?));
+        };
+        let resource = match word.as_str() {
+            "keyspace" => {
+                self.bump();
+                Resource::Keyspace(self.keyspace_name()?)
+            }
+            "table" | "columnfamily" => {
+                self.bump();
+                Resource::Table(self.table_name()?)
+            }
+            "all" if leading_keyword => {
+                self.bump();
+                self.all_resource()?
+            }
+            "role" if leading_keyword => {
+                self.bump();
+                Resource::Role(self.role_name()?)
+            }
+            "function" if leading_keyword => {
+                self.bump();
+                self.function_resource()?
+            }
+            "mbean" if leading_keyword => {
+                self.bump();
+                Resource::Mbean(self.string_literal()?)
+            }
+            "mbeans" if leading_keyword => {
+                self.bump();
+                Resource::Mbeans(self.string_literal()?)
+            }
+            _ => Resource::Table(self.table_name()?),
+        };
+        Ok(resource)
+    }
+
+    /// After `ALL`: `KEYSPACES`, `TABLES IN KEYSPACE ks`, `ROLES`,
+    /// `FUNCTIONS [IN KEYSPACE ks]` or `MBEANS`.
+    fn all_resource(&mut self) -> Result<Resource, ParseError> {
+        let Some(word) = self.word_at(0).map(str::to_string) else { return Err(self.no_viable()) };
+        let resource = match word.as_str() {
+            "keyspaces" => Resource::AllKeyspaces,
+            "roles" => Resource::AllRoles,
+            "mbeans" => Resource::AllMbeans,
+            "tables" => {
+                self.bump();
+                self.expect_kw("in")?;
+                self.expect_kw("keyspace")?;
+                return Ok(Resource::AllTablesIn(self.keyspace_name()?));
+            }
+            "functions" => {
+                self.bump();
+                if !self.eat_kw("in") {
+                    return Ok(Resource::AllFunctions);
+                }
+                self.expect_kw("keyspace")?;
+                return Ok(Resource::AllFunctionsIn(self.keyspace_name()?));
+            }
+            _ => return Err(self.no_viable()),
+        };
+        self.bump();
+        Ok(resource)
+    }
+
+    /// After `FUNCTION`: `[ks.]f ( [type (, type)*] )`.
+    fn function_resource(&mut self) -> Result<Resource, ParseError> {
+        let name = self.function_name()?;
+        self.expect_sym(Symbol::LParen)?;
+        let mut args = Vec::new();
+        if !self.eat_sym(Symbol::RParen) {
+            loop {
+                args.push(self.type_expr()?.to_string());
+                if !self.eat_sym(Symbol::Comma) {
+                    self.expect_sym(Symbol::RParen)?;
+                    break;
+                }
+            }
+        }
+        Ok(Resource::Function { name, args })
     }
 
     /// `roleName`: an identifier (lower-cased unless quoted) or a string.

@@ -79,6 +79,28 @@ def test_select_grant_reads_one_table_and_nothing_else(node, admin):
         admin.execute("DROP ROLE reader")
 
 
+def test_prepared_statements_and_protocol_batches_are_checked_too(node, admin):
+    from cassandra.query import BatchStatement
+
+    admin.execute("CREATE ROLE preparer WITH PASSWORD = 'p' AND LOGIN = true")
+    admin.execute("GRANT SELECT ON perm.t TO preparer")
+    cluster, s = login(node, "preparer", "p")
+    try:
+        insert = s.prepare("INSERT INTO perm.t (k, v) VALUES (?, ?)")
+        with pytest.raises(Unauthorized, match=r"User preparer has no MODIFY permission on <table perm.t>"):
+            s.execute(insert, (7, "seven"))
+        batch = BatchStatement()
+        batch.add(insert, (8, "eight"))
+        with pytest.raises(Unauthorized, match=r"User preparer has no MODIFY permission on <table perm.t>"):
+            s.execute(batch)
+        select = s.prepare("SELECT v FROM perm.t WHERE k = ?")
+        assert s.execute(select, (1,)).one().v == "one"
+        assert rows(admin, "SELECT k FROM perm.t WHERE k IN (7, 8)") == []
+    finally:
+        cluster.shutdown()
+        admin.execute("DROP ROLE preparer")
+
+
 def test_list_permissions_shape_and_order(admin):
     admin.execute("CREATE ROLE lister")
     admin.execute("GRANT SELECT, MODIFY ON TABLE perm.t TO lister")

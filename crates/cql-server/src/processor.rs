@@ -203,6 +203,7 @@ impl Processor {
         // A prepared statement runs in the keyspace it was prepared in.
         if let Some(modification) = Modification::of(&entry.statement) {
             let keyspace = entry.keyspace.as_deref().or(session.as_deref());
+            self.auth.authorize(self, &entry.statement, login, keyspace)?;
             let values = self.positional(&entry.statement, keyspace, &params.values)?;
             return self.write_one(&modification, keyspace, &values, params, group);
         }
@@ -219,6 +220,7 @@ impl Processor {
     pub fn batch(
         &self,
         session: Option<&str>,
+        login: Option<&str>,
         batch: &Batch,
         group: &mut WriteGroup,
         warnings: &mut Vec<String>,
@@ -246,6 +248,7 @@ impl Processor {
                     (e, ks, values)
                 }
             };
+            self.auth.authorize(self, &statement.statement, login, keyspace.as_deref())?;
             let values = self.positional(&statement.statement, keyspace.as_deref(), values)?;
             let ctx = BindCtx { values: &values, clock: &self.clock };
             let modification = Modification::of(&statement.statement).ok_or_else(|| {

@@ -700,7 +700,7 @@ fn execute(
         Request::Query { query, params } => processor.query(&mut ks, login, query, params, group, warnings),
         Request::Prepare { query } => processor.prepare(ks.as_deref(), query),
         Request::Execute { id, params } => processor.execute(&mut ks, login, id, params, group, warnings),
-        Request::Batch(batch) => processor.batch(ks.as_deref(), batch, group, warnings),
+        Request::Batch(batch) => processor.batch(ks.as_deref(), login, batch, group, warnings),
         _ => Err(QueryError::Protocol("unexpected request".into())),
     };
     (result, ks)

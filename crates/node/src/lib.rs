@@ -120,7 +120,8 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         );
         // PasswordAuthenticator: the default superuser in a cluster with no role. The roles
         // are replicated: until enough replicas of system_auth answer, try again.
-        spawn_auth_setup(Arc::clone(&processor), Arc::clone(&storage));
+        // The first try before CQL is served, so a node alone logs in its default superuser at once.
+        auth_setup(Arc::clone(&processor), Arc::clone(&storage)).await;
         let (load_schema, load_storage) = (Arc::clone(&schema), Arc::clone(&storage));
         let load = Arc::new(move || admin::local_load(&load_schema.snapshot(), &load_storage));
         joined.spawn_tasks(
@@ -276,18 +277,24 @@ async fn wait_for_signal() {
 }
 
 /// Sets auth up (`Auth::setup`) now and, while the cluster cannot answer
-/// yet, every few seconds until it can.
-fn spawn_auth_setup(processor: Arc<Processor>, storage: Arc<storage::Storage>) {
+/// yet, every few seconds in the background until it can.
+async fn auth_setup(processor: Arc<Processor>, storage: Arc<storage::Storage>) {
+    let attempt = |p: Arc<Processor>, s: Arc<storage::Storage>| async move {
+        match tokio::task::spawn_blocking(move || p.auth.setup(&*p, Some(&s))).await {
+            Ok(outcome) => outcome.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    let Err(first) = attempt(Arc::clone(&processor), Arc::clone(&storage)).await else { return };
+    tracing::info!("auth setup must wait: {first}; trying again in the background");
     tokio::spawn(async move {
-        for attempt in 0u32.. {
-            let (p, s) = (Arc::clone(&processor), Arc::clone(&storage));
-            match tokio::task::spawn_blocking(move || p.auth.setup(&*p, Some(&s))).await {
-                Ok(Ok(())) => return,
-                Ok(Err(e)) if attempt % 10 == 0 => tracing::info!("auth setup must wait: {e}; trying again"),
-                Ok(Err(_)) => {}
-                Err(e) => tracing::warn!("auth setup failed: {e}; trying again"),
-            }
+        for n in 1u32.. {
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            match attempt(Arc::clone(&processor), Arc::clone(&storage)).await {
+                Ok(()) => return,
+                Err(e) if n % 10 == 0 => tracing::info!("auth setup must still wait: {e}"),
+                Err(_) => {}
+            }
         }
     });
 }

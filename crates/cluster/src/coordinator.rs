@@ -73,7 +73,9 @@ pub struct Coordinator<T: Transport> {
 fn storage_err(e: storage::StorageError) -> CoordError {
     use storage::StorageError as E;
     match e {
-        E::KeyTooLong(_) | E::Invalid(_) | E::UnknownTable(_) => CoordError::Invalid(e.to_string()),
+        E::KeyTooLong(_) | E::Invalid(_) | E::UnknownTable(_) | E::DiskUsageExceeded => {
+            CoordError::Invalid(e.to_string())
+        }
         other => CoordError::Server(other.to_string()),
     }
 }
@@ -249,6 +251,19 @@ impl<T: Transport + Clone> Coordinator<T> {
             }
             counters.push(AckCounter::new(plan.requirement));
         }
+        // This node's disk is over the disk usage guardrail's fail threshold
+        // (storage `disk_usage`): refuse a write that adds data to it before
+        // any replica (or hint) gets it, as Cassandra's coordinator refuses
+        // a write to a full replica. (Shoal does not gossip the disk state: a
+        // remote full replica refuses its share itself and is hinted, and a
+        // write that then misses its level fails with the refusal.)
+        if let Some((_, idx)) = targets.get(&view.local) {
+            if self.storage.disk_usage() == storage::DiskUsageState::Full
+                && idx.iter().filter_map(|&i| mutations.get(i)).any(storage::adds_data)
+            {
+                return Err(storage_err(storage::StorageError::DiskUsageExceeded));
+            }
+        }
         for (target, idx) in &down {
             let muts: Vec<&Mutation> = idx.iter().filter_map(|i| mutations.get(*i)).collect();
             if self.hint(*target, &muts) && cl == Consistency::Any {
@@ -272,6 +287,9 @@ impl<T: Transport + Clone> Coordinator<T> {
         // share goes in as many messages as `message_chunks` makes of it; each
         // message is acknowledged (or hinted) on its own, keyed by its number.
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        // Set when a replica refused its share for its disk usage guardrail:
+        // a write that then misses its level fails with that refusal.
+        let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut pending: BTreeMap<usize, (Uuid, String, Vec<usize>)> = BTreeMap::new();
         let mut here: Option<(String, Vec<usize>)> = None;
         for (target, (dc, idx)) in targets {
@@ -288,10 +306,15 @@ impl<T: Transport + Clone> Coordinator<T> {
                 let payload = message::encode_mutations(chunk.iter().copied());
                 let chunk_idx = chunk_idx.to_vec();
                 let fut = self.transport.send_request(addr, Verb::MutationReq, payload, self.config.write_timeout);
-                let tx = tx.clone();
+                let (tx, refused) = (tx.clone(), Arc::clone(&refused));
                 let id = pending.len();
                 tokio::spawn(async move {
                     let r = fut.await;
+                    if let Err(net::NetError::Remote { message, .. }) = &r {
+                        if *message == storage::StorageError::DiskUsageExceeded.to_string() {
+                            refused.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
                     let _ = tx.send((id, r.is_ok()));
                 });
                 pending.insert(id, (target, dc.clone(), chunk_idx));
@@ -303,7 +326,15 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
         let deadline = tokio::time::Instant::now() + self.config.write_timeout;
         let this = Arc::clone(self);
-        Ok(Box::pin(async move { this.await_acks(mutations, counters, pending, rx, deadline, cl, write_type).await }))
+        Ok(Box::pin(async move {
+            let outcome = this.await_acks(mutations, counters, pending, rx, deadline, cl, write_type).await;
+            match outcome {
+                Err(CoordError::WriteTimeout { .. }) if refused.load(std::sync::atomic::Ordering::Relaxed) => {
+                    Err(storage_err(storage::StorageError::DiskUsageExceeded))
+                }
+                outcome => outcome,
+            }
+        }))
     }
 
     /// The rest of [`Coordinator::write_across`]: waits for the remote acks

@@ -1,6 +1,6 @@
 //! Evaluating terms: literals, bind markers, collection literals and the
-//! native functions (now(), uuid(), toTimestamp(), ...) into the serialized
-//! bytes of a target type, with Cassandra's error messages.
+//! native functions (now(), uuid(), toTimestamp(), fromJson(), ...) into the
+//! serialized bytes of a target type, with Cassandra's error messages.
 //!
 //! Invariants:
 //! - Every produced value has passed `types::codec::validate` for its type:
@@ -183,10 +183,79 @@ pub fn eval(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Bound, Q
                 }
             }
         }
+        // fromJson can give the empty value, which has no `Value` form.
+        Term::FunctionCall { function, args } if is_from_json(&function.name) => {
+            Ok(from_json_call(&function.name, args, r, ctx)?.map_or(Bound::Null, Bound::Value))
+        }
         other => match eval_value(other, r, ctx)? {
             Some(v) => Ok(Bound::Value(Bytes::from(v.to_bytes()))),
             None => Ok(Bound::Null),
         },
+    }
+}
+
+fn is_from_json(name: &str) -> bool {
+    name.eq_ignore_ascii_case("fromjson") || name.eq_ignore_ascii_case("from_json")
+}
+
+/// Cassandra's preferred type for a literal (`Constants.Type.getPreferedTypeFor`).
+fn literal_type(l: &Literal) -> &'static str {
+    match l {
+        Literal::String(_) => "text",
+        Literal::Integer(s) if s.parse::<i32>().is_ok() => "int",
+        Literal::Integer(s) if s.parse::<i64>().is_ok() => "bigint",
+        Literal::Integer(_) => "varint",
+        Literal::Float(_) => "double",
+        Literal::Boolean(_) => "boolean",
+        Literal::Uuid(u) if u.get_version_num() == 1 => "timeuuid",
+        Literal::Uuid(_) => "uuid",
+        Literal::Hex(_) => "tinyint",
+        Literal::Duration(_) => "duration",
+        Literal::Null => "null",
+    }
+}
+
+/// `fromJson(text)` (also `from_json`): the receiver's value read from JSON
+/// text (`types::json::from_json`), serialized; `None` for a null argument
+/// or the JSON `null`. Cassandra reports a failure to read the value as a
+/// function failure (error code 0x1400); Shoal sends the same message as an
+/// invalid request.
+fn from_json_call(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Option<Bytes>, QueryError> {
+    let name = name.to_ascii_lowercase();
+    let [arg] = args else {
+        return Err(QueryError::Invalid(format!("Invalid number of arguments for function system.{name}(text)")));
+    };
+    if let Term::Literal(l) = arg {
+        if !matches!(l, Literal::String(_) | Literal::Null) {
+            return Err(QueryError::Invalid(format!(
+                "Function system.{name} requires an argument of type text, but found argument {} of type {}",
+                l.raw_text(),
+                literal_type(l)
+            )));
+        }
+    }
+    let arg_name = format!("arg0(system.{name})");
+    let text = match eval(arg, &Receiver { name: &arg_name, ty: &CqlType::Text }, ctx)? {
+        Bound::Null => return Ok(None),
+        Bound::Unset => {
+            return Err(QueryError::Invalid(format!("Invalid unset value for argument in call to function {name}")))
+        }
+        Bound::Value(b) => String::from_utf8_lossy(&b).into_owned(),
+    };
+    let json = types::json::parse(&text).map_err(|e| {
+        QueryError::Invalid(format!(
+            "execution of 'system.{name}[text]' failed: Could not decode JSON string '{text}': {e}"
+        ))
+    })?;
+    if json == types::json::Json::Null {
+        return Ok(None);
+    }
+    let value = types::json::from_json(r.ty, &json, ctx.clock.now_micros() / 1000)
+        .and_then(|bytes| types::codec::validate(r.ty, &bytes).map(|()| bytes));
+    match value {
+        Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+        Err(ValueError::InvalidRequest(msg)) => Err(QueryError::Invalid(msg)),
+        Err(e) => Err(QueryError::Invalid(format!("org.apache.cassandra.serializers.MarshalException: {e}"))),
     }
 }
 
@@ -383,6 +452,12 @@ fn call_function(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>)
         eval_value(&args[i], &Receiver { name: &lname, ty }, ctx)
     };
     let result = match lname.as_str() {
+        "fromjson" | "from_json" => {
+            return match from_json_call(name, args, r, ctx)? {
+                Some(bytes) => Value::deserialize(r.ty, &bytes).map(Some).map_err(|e| marshal(e, r)),
+                None => Ok(None),
+            }
+        }
         "now" | "currenttimeuuid" => {
             argc(0)?;
             Value::TimeUuid(ctx.clock.new_timeuuid())

@@ -57,9 +57,11 @@ impl QueryError {
 impl From<storage::StorageError> for QueryError {
     fn from(e: storage::StorageError) -> Self {
         match e {
-            storage::StorageError::KeyTooLong(_) | storage::StorageError::Invalid(_) => {
-                QueryError::Invalid(e.to_string())
-            }
+            // The disk usage guardrail's refusal is an InvalidRequest, as
+            // Cassandra's guardrails are (`GuardrailViolatedException`).
+            storage::StorageError::KeyTooLong(_)
+            | storage::StorageError::Invalid(_)
+            | storage::StorageError::DiskUsageExceeded => QueryError::Invalid(e.to_string()),
             storage::StorageError::UnknownTable(_) => QueryError::Invalid(e.to_string()),
             other => QueryError::Server(other.to_string()),
         }

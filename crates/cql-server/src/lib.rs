@@ -16,6 +16,7 @@
 //! - Every error that reaches a client is a `QueryError` with Cassandra's
 //!   error code and wording.
 
+pub mod audit;
 pub mod auth;
 pub mod bind;
 pub mod clock;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use cql::ast::{self, AssignmentOp, DeleteTarget, InsertValues, Operator, RelationLhs, Term};
+use cql_protocol::BoundValue;
 use storage::{ColumnData, PartitionRead};
 use types::mutation::{CellWrite, ClusteringBound, DeletionTime, Liveness, Mutation, RangeTombstone, RowWrite};
 use types::schema::{ColumnDef, ColumnKind, KeyspaceDef, TableDef};
@@ -406,9 +407,16 @@ pub fn insert(
     if ins.if_not_exists {
         return Err(QueryError::Invalid(LWT.into()));
     }
-    let (columns, values) = match &ins.values {
-        InsertValues::Columns { columns, values } => (columns, values),
-        InsertValues::Json { .. } => return Err(QueryError::invalid("INSERT JSON is not supported yet")),
+    // INSERT JSON: every column of the table gets the document's value as a bind value.
+    let json = match &ins.values {
+        InsertValues::Json { value, default_unset } => Some(json_values(table, value, *default_unset, ctx)?),
+        InsertValues::Columns { .. } => None,
+    };
+    let json_ctx = json.as_ref().map(|(_, _, values)| BindCtx { values, clock: ctx.clock });
+    let (columns, values, values_ctx) = match (&ins.values, &json, &json_ctx) {
+        (InsertValues::Columns { columns, values }, _, _) => (columns, values, ctx),
+        (_, Some((columns, values, _)), Some(json_ctx)) => (columns, values, json_ctx),
+        _ => return Err(QueryError::Server("INSERT JSON without its values".into())),
     };
     if columns.len() != values.len() {
         return Err(QueryError::invalid("Unmatched column names/values"));
@@ -427,7 +435,7 @@ pub fn insert(
         if !seen.insert(index) {
             return Err(QueryError::Invalid(format!("Multiple definitions found for column {name}")));
         }
-        let bound = eval(term, &Receiver { name, ty: &col.ty }, ctx)?;
+        let bound = eval(term, &Receiver { name, ty: &col.ty }, values_ctx)?;
         match col.kind {
             ColumnKind::PartitionKey | ColumnKind::Clustering => {
                 let v = match bound {
@@ -483,6 +491,68 @@ pub fn insert(
         m.rows.push(static_row);
     }
     Ok(Planned { keyspace: Arc::clone(ks), mutations: vec![m] })
+}
+
+/// An INSERT JSON as a column list: the names, their bind markers and the values bound.
+pub(crate) type JsonColumns = (Vec<String>, Vec<Term>, Vec<BoundValue>);
+
+/// The values of an INSERT JSON, as Cassandra's `Json.parseJson` reads the
+/// document: every column of the table, in order, as a column list of bind
+/// markers and their bind values; a column the document leaves out is null,
+/// or unset with `DEFAULT UNSET`.
+pub(crate) fn json_values(
+    table: &TableDef,
+    document: &Term,
+    default_unset: bool,
+    ctx: &BindCtx<'_>,
+) -> Result<JsonColumns, QueryError> {
+    let text = match eval(document, &Receiver { name: "[json]", ty: &CqlType::Text }, ctx)? {
+        Bound::Value(b) => String::from_utf8_lossy(&b).into_owned(),
+        // Cassandra reads an unset marker as an empty document.
+        Bound::Unset => String::new(),
+        Bound::Null => return Err(QueryError::invalid("Got null for INSERT JSON values")),
+    };
+    let entries = match types::json::parse_object(&text) {
+        Ok(Some(entries)) => entries,
+        Ok(None) => return Err(QueryError::invalid("Got null for INSERT JSON values")),
+        Err(e) => {
+            return Err(QueryError::Invalid(format!(
+                "Could not decode JSON string as a map: {e}. (String was: {text})"
+            )))
+        }
+    };
+    let mut entries = types::json::handle_case_sensitivity(entries);
+    let now_ms = ctx.clock.now_micros() / 1000;
+    let mut columns = Vec::with_capacity(table.columns.len());
+    let mut markers = Vec::with_capacity(table.columns.len());
+    let mut values = Vec::with_capacity(table.columns.len());
+    for col in &table.columns {
+        let value = match entries.iter().position(|(key, _)| *key == col.name) {
+            Some(at) => match entries.remove(at).1 {
+                types::json::Json::Null => BoundValue::Null,
+                // Cassandra stores an empty value it would not accept as a bound
+                // value (`""` for a tinyint, smallint or duration); Shoal does not.
+                json => match types::json::from_json(&col.ty, &json, now_ms)
+                    .and_then(|bytes| types::codec::validate(&col.ty, &bytes).map(|()| bytes))
+                {
+                    Ok(bytes) => BoundValue::Set(Bytes::from(bytes)),
+                    Err(types::value::ValueError::InvalidRequest(msg)) => return Err(QueryError::Invalid(msg)),
+                    Err(e) => {
+                        return Err(QueryError::Invalid(format!("Error decoding JSON value for {}: {e}", col.name)))
+                    }
+                },
+            },
+            None if default_unset => BoundValue::Unset,
+            None => BoundValue::Null,
+        };
+        columns.push(col.name.clone());
+        markers.push(Term::Bind(ast::BindMarker { index: values.len(), name: None }));
+        values.push(value);
+    }
+    if let Some((unknown, _)) = entries.first() {
+        return Err(QueryError::Invalid(format!("JSON values map contains unrecognized column: {unknown}")));
+    }
+    Ok((columns, markers, values))
 }
 
 fn reject_virtual(ks: &KeyspaceDef, opts: &WriteOpts) -> Result<(), QueryError> {

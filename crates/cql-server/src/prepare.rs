@@ -87,6 +87,12 @@ impl<'t> Collector<'t> {
             }
             Term::FunctionCall { function, args } => {
                 let fname = function.name.to_ascii_lowercase();
+                if fname == "fromjson" || fname == "from_json" {
+                    for a in args {
+                        self.term(a, &format!("arg0(system.{fname})"), &CqlType::Text);
+                    }
+                    return;
+                }
                 let arg_ty = match fname.as_str() {
                     "mintimeuuid" | "maxtimeuuid" => CqlType::Timestamp,
                     "totimestamp" | "todate" | "tounixtimestamp" | "dateof" | "unixtimestampof" => CqlType::TimeUuid,
@@ -301,7 +307,7 @@ pub fn analyze(schema: &Schema, session: Option<&str>, statement: &Statement) ->
             if let Some(t) = &s.limit {
                 c.term(t, "[limit]", &CqlType::Int);
             }
-            let result = crate::select::plan_selection(table, s)?.specs;
+            let result = crate::select::plan_selection(table, s)?.result_specs();
             let (variables, pk_indexes) = c.finish()?;
             Ok(PrepareInfo { variables, pk_indexes, result })
         }

@@ -53,6 +53,8 @@ pub struct Processor {
     pub batch_limits: BatchLimits,
     /// The authenticator and authorizer in force, over `system_auth`.
     pub auth: Arc<Auth>,
+    /// The audit log, when `audit_logging_options` enables it.
+    pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
 /// The size checks of a batch, with cassandra.yaml's names and defaults.
@@ -100,12 +102,19 @@ impl Processor {
             data,
             batch_limits: BatchLimits::default(),
             auth,
+            audit: None,
         }
     }
 
     /// Uses these auth settings (authenticator, authorizer, cache validity).
     pub fn with_auth(mut self, config: AuthConfig) -> Processor {
         self.auth = Arc::new(Auth::new(config));
+        self
+    }
+
+    /// Logs every login and request to `audit`.
+    pub fn with_audit(mut self, audit: Option<Arc<crate::audit::AuditLog>>) -> Processor {
+        self.audit = audit;
         self
     }
 
@@ -158,6 +167,11 @@ impl Processor {
         }))
     }
 
+    /// The prepared statement `id` names, if this node knows it.
+    pub fn prepared_entry(&self, id: &Bytes) -> Option<Arc<PreparedEntry>> {
+        self.prepared.read().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+    }
+
     fn lookup(&self, id: &Bytes) -> Result<Arc<PreparedEntry>, QueryError> {
         self.prepared
             .read()
@@ -205,7 +219,7 @@ impl Processor {
             let keyspace = entry.keyspace.as_deref().or(session.as_deref());
             self.auth.authorize(self, &entry.statement, login, keyspace)?;
             let values = self.positional(&entry.statement, keyspace, &params.values)?;
-            return self.write_one(&modification, keyspace, &values, params, group);
+            return self.write_one(&modification, keyspace, &values, params, group, warnings);
         }
         let mut keyspace = entry.keyspace.clone().or_else(|| session.clone());
         let values = self.positional(&entry.statement, keyspace.as_deref(), &params.values)?;
@@ -272,11 +286,13 @@ impl Processor {
         values: &[BoundValue],
         params: &QueryParams,
         group: &mut WriteGroup,
+        warnings: &mut Vec<String>,
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
         let opts = WriteOpts { default_timestamp: params.default_timestamp, system: false };
         let planned = modification.plan(self, &schema, session, &ctx, &opts)?;
+        self.warn_disk_usage(&planned.mutations, warnings);
         self.data.mutate(group, &planned.keyspace, planned.mutations, params.consistency, WriteType::Simple)?;
         Ok(ResultBody::Void)
     }
@@ -305,10 +321,39 @@ impl Processor {
             }
         }
         self.check_batch(&by_keyspace, write_type == WriteType::UnloggedBatch, warnings)?;
+        for (_, mutations) in &by_keyspace {
+            self.warn_disk_usage(mutations, warnings);
+        }
         for (ks, mutations) in by_keyspace {
             self.data.mutate(group, &ks, mutations, cl, write_type)?;
         }
         Ok(ResultBody::Void)
+    }
+
+    /// The disk usage guardrail's warning (storage `disk_usage`): while this
+    /// node's disk is over `data_disk_usage_percentage_warn_threshold`, a
+    /// write that adds data warns the client in Cassandra's words (its
+    /// `replica_disk_usage` guardrail), and as Cassandra does (its
+    /// `cassandra.disk_usage.notify_interval_ms`) at most one write every
+    /// 30 minutes. Over the fail threshold storage refuses the write. (Shoal
+    /// does not gossip disk states: the warning speaks for this node's disk,
+    /// Cassandra's for the write's replicas.)
+    fn warn_disk_usage(&self, mutations: &[Mutation], warnings: &mut Vec<String>) {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        const WARNING: &str = "Guardrail replica_disk_usage violated: Replica disk usage exceeds warning threshold";
+        const INTERVAL_SECS: u64 = 30 * 60;
+        static WARNED_AT: AtomicU64 = AtomicU64::new(0);
+        if self.storage.disk_usage() != storage::DiskUsageState::Stuffed || !mutations.iter().any(storage::adds_data) {
+            return;
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let last = WARNED_AT.load(Ordering::Relaxed);
+        if (last == 0 || now >= last.saturating_add(INTERVAL_SECS))
+            && WARNED_AT.compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            tracing::warn!("{WARNING}");
+            warnings.push(WARNING.to_string());
+        }
     }
 
     fn check_batch(
@@ -441,7 +486,7 @@ impl Processor {
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
                 let modification =
                     Modification::of(statement).ok_or_else(|| QueryError::Server("not a modification".into()))?;
-                self.write_one(&modification, session.as_deref(), values, params, group)
+                self.write_one(&modification, session.as_deref(), values, params, group, warnings)
             }
             Statement::Batch(b) => {
                 if b.kind == cql::ast::BatchKind::Counter {

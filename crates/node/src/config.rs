@@ -27,6 +27,23 @@ pub struct ConfigFile {
     pub storage_port: Option<u16>,
     pub native_transport_max_frame_size: Option<Size>,
     pub native_transport_max_frame_size_in_mb: Option<u64>,
+    /// Bytes of requests admitted on the native port and not yet answered,
+    /// over the node (`256MiB`; Cassandra's default is a tenth of the heap).
+    pub native_transport_max_request_data_in_flight: Option<Size>,
+    /// The same per client address (`64MiB`; Cassandra's: a fortieth of the heap).
+    pub native_transport_max_request_data_in_flight_per_ip: Option<Size>,
+    /// Cassandra 4.0's names of the two above: bytes, -1 for the default.
+    pub native_transport_max_concurrent_requests_in_bytes: Option<i64>,
+    pub native_transport_max_concurrent_requests_in_bytes_per_ip: Option<i64>,
+    /// Connections on the native port, over the node and per client address
+    /// (-1, the default: unlimited); more are closed as they are accepted.
+    pub native_transport_max_concurrent_connections: Option<i64>,
+    pub native_transport_max_concurrent_connections_per_ip: Option<i64>,
+    /// Shoal-only: a request over the limits above is answered Overloaded at
+    /// once (true, the default) instead of pausing its connection until it
+    /// fits (false: Cassandra's behaviour unless the client asks, with the
+    /// STARTUP option `THROW_ON_OVERLOAD`).
+    pub native_transport_throw_on_overload: Option<bool>,
     pub commitlog_sync: Option<String>,
     pub commitlog_sync_period: Option<Dur>,
     pub commitlog_sync_period_in_ms: Option<u64>,
@@ -63,6 +80,15 @@ pub struct ConfigFile {
     pub batch_size_fail_threshold: Option<Size>,
     pub batch_size_fail_threshold_in_kb: Option<u64>,
     pub unlogged_batch_across_partitions_warn_threshold: Option<u32>,
+    /// Guardrail (Cassandra 5.0): above this percentage of disk usage of the
+    /// data directory, warn (1..=100; -1, the default, turns it off).
+    pub data_disk_usage_percentage_warn_threshold: Option<i64>,
+    /// Guardrail (Cassandra 5.0): above this percentage, refuse writes that
+    /// add data (1..=100; -1, the default, turns it off).
+    pub data_disk_usage_percentage_fail_threshold: Option<i64>,
+    /// Guardrail (Cassandra 5.0): the data directory's disk counts as this
+    /// big at most (`500GiB`; unset: the file system's size).
+    pub data_disk_usage_max_disk_size: Option<Size>,
     /// A new node streams its ranges from the current replicas before it
     /// serves (default true).
     pub auto_bootstrap: Option<bool>,
@@ -112,6 +138,79 @@ pub struct ConfigFile {
     pub client_encryption_options: Option<EncryptionOptionsFile>,
     /// TLS between nodes (`internode_encryption`, PEM files as for clients).
     pub server_encryption_options: Option<EncryptionOptionsFile>,
+    /// Cassandra's audit log (`FileAuditLogger`).
+    pub audit_logging_options: Option<AuditOptionsFile>,
+}
+
+/// `audit_logging_options` as written: lists are comma-separated strings,
+/// as in cassandra.yaml. Keys Shoal has no use for (the archiving ones) are
+/// accepted and ignored; the logger must be the file logger.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditOptionsFile {
+    pub enabled: Option<bool>,
+    pub logger: Option<serde::de::IgnoredAny>,
+    pub audit_logs_dir: Option<PathBuf>,
+    pub included_keyspaces: Option<String>,
+    pub excluded_keyspaces: Option<String>,
+    pub included_categories: Option<String>,
+    pub excluded_categories: Option<String>,
+    pub included_users: Option<String>,
+    pub excluded_users: Option<String>,
+    pub roll_cycle: Option<String>,
+    pub block: Option<bool>,
+    pub max_queue_weight: Option<u64>,
+    pub max_log_size: Option<u64>,
+    pub archive_command: Option<serde::de::IgnoredAny>,
+    pub max_archive_retries: Option<serde::de::IgnoredAny>,
+    pub allow_nodetool_archive_command: Option<serde::de::IgnoredAny>,
+}
+
+impl AuditOptionsFile {
+    fn build(&self, data_dir: &Path) -> Result<cql_server::audit::AuditOptions, ConfigError> {
+        use cql_server::audit::{AuditOptions, Category, RollCycle};
+        let dir = self.audit_logs_dir.clone().unwrap_or_else(|| data_dir.join("audit"));
+        let mut o = AuditOptions::new(dir);
+        o.enabled = self.enabled.unwrap_or(false);
+        let list = |v: &Option<String>| -> std::collections::BTreeSet<String> {
+            v.as_deref()
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let categories = |v: &Option<String>| -> Result<std::collections::BTreeSet<Category>, ConfigError> {
+            list(v)
+                .iter()
+                .map(|c| {
+                    Category::parse(c).ok_or_else(|| {
+                        ConfigError(format!(
+                            "audit_logging_options: unknown category {c} (QUERY, DML, DDL, DCL, OTHER, AUTH, ERROR, PREPARE)"
+                        ))
+                    })
+                })
+                .collect()
+        };
+        o.included_keyspaces = list(&self.included_keyspaces);
+        if self.excluded_keyspaces.is_some() {
+            o.excluded_keyspaces = list(&self.excluded_keyspaces);
+        }
+        o.included_categories = categories(&self.included_categories)?;
+        o.excluded_categories = categories(&self.excluded_categories)?;
+        o.included_users = list(&self.included_users);
+        o.excluded_users = list(&self.excluded_users);
+        if let Some(cycle) = &self.roll_cycle {
+            o.roll_cycle = RollCycle::parse(cycle).ok_or_else(|| {
+                ConfigError(format!("audit_logging_options: roll_cycle {cycle} is not one of MINUTELY, HOURLY, DAILY"))
+            })?;
+        }
+        o.block = self.block.unwrap_or(true);
+        o.max_queue_weight = self.max_queue_weight.unwrap_or(o.max_queue_weight).max(1 << 10);
+        o.max_log_size = self.max_log_size.unwrap_or(o.max_log_size);
+        Ok(o)
+    }
 }
 
 /// `client_encryption_options` as written. Cassandra's keys Shoal has no
@@ -314,6 +413,8 @@ pub struct NodeConfig {
     pub native_port: u16,
     pub storage_port: u16,
     pub max_frame_bytes: u32,
+    /// Bytes in flight and connections on the native port.
+    pub native_limits: cql_server::server::NativeLimits,
     pub commitlog_sync: CommitlogSync,
     pub concurrent_writes: u32,
     pub concurrent_reads: u32,
@@ -341,6 +442,8 @@ pub struct NodeConfig {
     /// The dead node this one replaces on its first start.
     pub replace_address: Option<IpAddr>,
     pub batch_limits: cql_server::BatchLimits,
+    /// The disk usage guardrail (`data_disk_usage_*`; storage `disk_usage`).
+    pub disk_usage: storage::DiskUsageConfig,
     /// Repair-based tombstone GC: the horizon is the last repair's start less this (`horizon`).
     pub tombstone_gc_propagation_delay: Duration,
     /// The automatic repair schedule (`auto_repair`), checking this often; None when off.
@@ -352,6 +455,8 @@ pub struct NodeConfig {
     pub client_encryption: cql_server::tls::ClientEncryption,
     /// `server_encryption_options`.
     pub internode_encryption: InternodeEncryption,
+    /// `audit_logging_options`.
+    pub audit: cql_server::audit::AuditOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -375,6 +480,8 @@ impl ConfigFile {
     /// Applies overrides and defaults and validates everything once.
     pub fn build(self, o: Overrides) -> Result<NodeConfig, ConfigError> {
         let batch_limits = self.batch_limits()?;
+        let native_limits = self.native_limits()?;
+        let disk_usage = self.disk_usage()?;
         let cluster_name = o.cluster_name.or(self.cluster_name).unwrap_or_else(|| "Test Cluster".to_string());
         let num_tokens = o.num_tokens.or(self.num_tokens).unwrap_or(16);
         if num_tokens == 0 || num_tokens > 1536 {
@@ -520,6 +627,10 @@ impl ConfigFile {
             Some(options) => options.build()?,
             None => cql_server::tls::ClientEncryption::default(),
         };
+        let audit = match &self.audit_logging_options {
+            Some(options) => options.build(&data_dir)?,
+            None => cql_server::audit::AuditOptions::new(data_dir.join("audit")),
+        };
         let internode_encryption = match &self.server_encryption_options {
             Some(options) => options.build_internode()?,
             None => InternodeEncryption::default(),
@@ -528,6 +639,7 @@ impl ConfigFile {
             auth,
             client_encryption,
             internode_encryption,
+            audit,
             cluster_name,
             num_tokens,
             data_dir,
@@ -536,6 +648,7 @@ impl ConfigFile {
             native_port,
             storage_port,
             max_frame_bytes: max_frame_bytes as u32,
+            native_limits,
             commitlog_sync,
             concurrent_writes,
             concurrent_reads,
@@ -583,6 +696,7 @@ impl ConfigFile {
             },
             admin_port,
             batch_limits,
+            disk_usage,
             auto_bootstrap: self.auto_bootstrap.unwrap_or(true),
             replace_address: match o.replace_address.or(self.replace_address_first_boot) {
                 Some(a) => Some(parse_ip("replace_address_first_boot", &a)?),
@@ -614,6 +728,93 @@ impl ConfigFile {
                     .or(Some(Duration::from_secs(60))),
                 (true, None) => Some(Duration::from_secs(60)),
             },
+        })
+    }
+
+    /// The disk usage guardrail, validated as Cassandra's `GuardrailsOptions`
+    /// does: each threshold -1 (off) or 1..=100, the warn one at most the
+    /// fail one; `data_disk_usage_max_disk_size` not 0 (Shoal checks it
+    /// against the disk when storage starts the guardrail).
+    fn disk_usage(&self) -> Result<storage::DiskUsageConfig, ConfigError> {
+        let percent = |key: &str, value: Option<i64>| -> Result<Option<u8>, ConfigError> {
+            match value {
+                None | Some(-1) => Ok(None),
+                Some(0) => Err(ConfigError(format!(
+                    "Invalid value for {key}: 0 is not allowed; if attempting to disable use -1"
+                ))),
+                Some(v) if v < 0 => Err(ConfigError(format!(
+                    "Invalid value {v} for {key}: negative values are not allowed, outside of -1 which disables the \
+                     guardrail"
+                ))),
+                Some(v) => match u8::try_from(v) {
+                    Ok(p) if p <= 100 => Ok(Some(p)),
+                    _ => Err(ConfigError(format!("Invalid value {v} for {key}: maximum allowed value is 100"))),
+                },
+            }
+        };
+        let warn_percent =
+            percent("data_disk_usage_percentage_warn_threshold", self.data_disk_usage_percentage_warn_threshold)?;
+        let fail_percent =
+            percent("data_disk_usage_percentage_fail_threshold", self.data_disk_usage_percentage_fail_threshold)?;
+        if let (Some(warn), Some(fail)) = (warn_percent, fail_percent) {
+            if fail < warn {
+                return Err(ConfigError(format!(
+                    "The warn threshold {warn} for data_disk_usage_percentage_warn_threshold should be lower than the \
+                     fail threshold {fail}"
+                )));
+            }
+        }
+        let max_disk_bytes = match &self.data_disk_usage_max_disk_size {
+            Some(s) => Some(size_bytes("data_disk_usage_max_disk_size", s)?),
+            None => None,
+        };
+        if max_disk_bytes == Some(0) {
+            return Err(ConfigError(
+                "Invalid value for data_disk_usage_max_disk_size: 0 is not allowed; if attempting to disable use an \
+                 empty value"
+                    .into(),
+            ));
+        }
+        Ok(storage::DiskUsageConfig { warn_percent, fail_percent, max_disk_bytes })
+    }
+
+    /// The native port's limits: `native_transport_max_request_data_in_flight`
+    /// (256MiB) and `_per_ip` (64MiB), with units, or under Cassandra 4.0's
+    /// names `native_transport_max_concurrent_requests_in_bytes(_per_ip)` in
+    /// bytes (-1: the default); `native_transport_max_concurrent_connections`
+    /// and `_per_ip` (-1, or any number under 1: unlimited);
+    /// `native_transport_throw_on_overload` (true).
+    fn native_limits(&self) -> Result<cql_server::server::NativeLimits, ConfigError> {
+        let bytes = |key: &str, size: &Option<Size>, legacy_key: &str, legacy: Option<i64>, default: u64| match (
+            size, legacy,
+        ) {
+            (Some(_), Some(_)) => Err(ConfigError(format!("give {key} or {legacy_key}, not both"))),
+            (Some(s), None) => match size_bytes(key, s)? {
+                0 => Err(ConfigError(format!("{key} must be greater than 0"))),
+                n => Ok(n),
+            },
+            (None, Some(n)) => Ok(u64::try_from(n).ok().filter(|n| *n > 0).unwrap_or(default)),
+            (None, None) => Ok(default),
+        };
+        let connections = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok()).filter(|n| *n > 0);
+        Ok(cql_server::server::NativeLimits {
+            max_request_data_in_flight: bytes(
+                "native_transport_max_request_data_in_flight",
+                &self.native_transport_max_request_data_in_flight,
+                "native_transport_max_concurrent_requests_in_bytes",
+                self.native_transport_max_concurrent_requests_in_bytes,
+                cql_server::server::DEFAULT_MAX_REQUEST_DATA_IN_FLIGHT,
+            )?,
+            max_request_data_in_flight_per_ip: bytes(
+                "native_transport_max_request_data_in_flight_per_ip",
+                &self.native_transport_max_request_data_in_flight_per_ip,
+                "native_transport_max_concurrent_requests_in_bytes_per_ip",
+                self.native_transport_max_concurrent_requests_in_bytes_per_ip,
+                cql_server::server::DEFAULT_MAX_REQUEST_DATA_IN_FLIGHT_PER_IP,
+            )?,
+            max_concurrent_connections: connections(self.native_transport_max_concurrent_connections),
+            max_concurrent_connections_per_ip: connections(self.native_transport_max_concurrent_connections_per_ip),
+            throw_on_overload: self.native_transport_throw_on_overload.unwrap_or(true),
         })
     }
 
@@ -729,6 +930,59 @@ fn size_bytes(key: &str, s: &Size) -> Result<u64, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn native_transport_limits() {
+        use cql_server::server::NativeLimits;
+        let build = |yaml: &str| ConfigFile::parse(yaml).unwrap().build(Overrides::default());
+        let defaults = build("").unwrap().native_limits;
+        assert_eq!(defaults, NativeLimits::default());
+        assert_eq!(
+            (defaults.max_request_data_in_flight, defaults.max_request_data_in_flight_per_ip),
+            (256 << 20, 64 << 20)
+        );
+        assert_eq!((defaults.max_concurrent_connections, defaults.max_concurrent_connections_per_ip), (None, None));
+        assert!(defaults.throw_on_overload);
+        let c = build(
+            "native_transport_max_request_data_in_flight: 16MiB\n\
+             native_transport_max_request_data_in_flight_per_ip: 8388608\n\
+             native_transport_max_concurrent_connections: 100\n\
+             native_transport_max_concurrent_connections_per_ip: 10\n\
+             native_transport_throw_on_overload: false\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.native_limits,
+            NativeLimits {
+                max_request_data_in_flight: 16 << 20,
+                max_request_data_in_flight_per_ip: 8 << 20,
+                max_concurrent_connections: Some(100),
+                max_concurrent_connections_per_ip: Some(10),
+                throw_on_overload: false,
+            }
+        );
+        // Cassandra 4.0's names: bytes, -1 the default; -1 connections: unlimited.
+        let c = build(
+            "native_transport_max_concurrent_requests_in_bytes: 1048576\n\
+             native_transport_max_concurrent_requests_in_bytes_per_ip: -1\n\
+             native_transport_max_concurrent_connections: -1\n",
+        )
+        .unwrap();
+        assert_eq!(c.native_limits.max_request_data_in_flight, 1 << 20);
+        assert_eq!(c.native_limits.max_request_data_in_flight_per_ip, 64 << 20);
+        assert_eq!(c.native_limits.max_concurrent_connections, None);
+        for (yaml, message) in [
+            (
+                "native_transport_max_request_data_in_flight: 1MiB\nnative_transport_max_concurrent_requests_in_bytes: 5\n",
+                "not both",
+            ),
+            ("native_transport_max_request_data_in_flight_per_ip: 0B\n", "must be greater than 0"),
+            ("native_transport_max_request_data_in_flight: lots\n", "is not a size"),
+        ] {
+            let err = build(yaml).unwrap_err().to_string();
+            assert!(err.contains(message), "{yaml:?}: {err}");
+        }
+    }
 
     #[test]
     fn defaults_are_cassandras() {
@@ -847,5 +1101,37 @@ mod tests {
         assert_eq!(c.auth.permissions_validity, Duration::from_secs(3));
         assert!(build("role_manager: LdapRoleManager\n").unwrap_err().to_string().contains("role_manager"));
         assert!(build("authorizer: Nope\n").unwrap_err().to_string().contains("authorizer Nope is not supported"));
+    }
+
+    #[test]
+    fn disk_usage_guardrail_keys() {
+        let build = |yaml: &str| ConfigFile::parse(yaml).unwrap().build(Overrides::default());
+        assert_eq!(build("").unwrap().disk_usage, storage::DiskUsageConfig::default(), "off by default");
+        let c = build(
+            "data_disk_usage_percentage_warn_threshold: 80\ndata_disk_usage_percentage_fail_threshold: 90\n\
+             data_disk_usage_max_disk_size: 500GiB\n",
+        )
+        .unwrap();
+        let want = storage::DiskUsageConfig { warn_percent: Some(80), fail_percent: Some(90), max_disk_bytes: None };
+        assert_eq!(c.disk_usage, storage::DiskUsageConfig { max_disk_bytes: Some(500 << 30), ..want });
+        let c = build("data_disk_usage_percentage_warn_threshold: -1\ndata_disk_usage_percentage_fail_threshold: 95\n")
+            .unwrap();
+        assert_eq!((c.disk_usage.warn_percent, c.disk_usage.fail_percent), (None, Some(95)));
+        let c = build("data_disk_usage_max_disk_size: 1048576\n").unwrap();
+        assert_eq!(c.disk_usage.max_disk_bytes, Some(1 << 20), "a bare number is bytes");
+        for (yaml, message) in [
+            ("data_disk_usage_percentage_fail_threshold: 0\n", "0 is not allowed; if attempting to disable use -1"),
+            ("data_disk_usage_percentage_fail_threshold: -2\n", "negative values are not allowed"),
+            ("data_disk_usage_percentage_warn_threshold: 101\n", "maximum allowed value is 100"),
+            (
+                "data_disk_usage_percentage_warn_threshold: 90\ndata_disk_usage_percentage_fail_threshold: 80\n",
+                "should be lower than the fail threshold 80",
+            ),
+            ("data_disk_usage_max_disk_size: 0B\n", "0 is not allowed"),
+            ("data_disk_usage_max_disk_size: lots\n", "is not a size"),
+        ] {
+            let err = build(yaml).unwrap_err().to_string();
+            assert!(err.contains(message), "{yaml:?}: {err}");
+        }
     }
 }

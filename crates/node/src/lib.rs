@@ -91,6 +91,8 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             config.data_dir.display()
         );
     }
+    // The disk usage guardrail (`data_disk_usage_*`): storage samples the data directory's disk.
+    storage.monitor_disk_usage(config.disk_usage).context("cannot start the disk usage guardrail")?;
     let addr = SocketAddr::new(config.rpc_address, config.native_port);
     let result = runtime.block_on(async {
         // Join the ring first: CQL clients are served once the node is NORMAL.
@@ -116,7 +118,14 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let processor = Arc::new(
             Processor::new(Arc::clone(&schema), Arc::clone(&storage), node, data_plane)
                 .with_batch_limits(config.batch_limits)
-                .with_auth(config.auth),
+                .with_auth(config.auth)
+                .with_audit(
+                    cql_server::audit::AuditLog::start(
+                        config.audit.clone(),
+                        SocketAddr::new(config.listen_address, config.storage_port).to_string(),
+                    )
+                    .context("cannot start the audit log")?,
+                ),
         );
         // PasswordAuthenticator: the default superuser in a cluster with no role. The roles
         // are replicated: until enough replicas of system_auth answer, try again.
@@ -198,6 +207,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             max_frame_bytes: config.max_frame_bytes,
             stages: Stages::new(config.concurrent_reads, config.concurrent_writes),
             tls,
+            limits: config.native_limits,
         };
         let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx.clone()));
 

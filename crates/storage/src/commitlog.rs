@@ -34,7 +34,9 @@
 //!   past `segment_bytes` (a bigger record gets a fresh segment to itself).
 //! - Only the current segment is written; after `open`, after a failed write
 //!   and after rotation, appends go to a new segment. Creating a segment
-//!   fsyncs the directory so its name survives a crash.
+//!   fsyncs the directory so its name survives a crash; a segment that could
+//!   not be created (a full disk) leaves no file, and the next append tries
+//!   again.
 //! - A spare's name never parses as a segment's, so replay never reads one;
 //!   `open` deletes the spares it finds (their pages are likely not cached
 //!   any more, and a write into an uncached page would read it first).
@@ -163,7 +165,8 @@ fn header_id(reader: &mut impl Read, header: &mut Vec<u8>, magic_read: bool) -> 
 
 /// Creates segment `id` with its header, in the file of `spare` if one is
 /// given (a spare that cannot be taken is deleted and a new file made), and
-/// fsyncs the directory.
+/// fsyncs the directory. On failure (a full disk) no file of that name is
+/// left, so the next try with the same id can succeed.
 fn create_segment(dir: &Path, id: u64, spare: Option<PathBuf>) -> Result<(Segment, File), StorageError> {
     let path = dir.join(segment_name(id));
     let reused = spare.and_then(|spare| {
@@ -184,8 +187,10 @@ fn create_segment(dir: &Path, id: u64, spare: Option<PathBuf>) -> Result<(Segmen
     let mut header = [0u8; HEADER as usize];
     header[..8].copy_from_slice(MAGIC);
     header[8..].copy_from_slice(&id.to_le_bytes());
-    file.write_all_at(&header, 0)?;
-    sync_dir(dir)?;
+    if let Err(e) = file.write_all_at(&header, 0).and_then(|()| sync_dir(dir)) {
+        let _ = std::fs::remove_file(&path);
+        return Err(e.into());
+    }
     let segment = Segment { id, path, bytes: HEADER, max_seq: 0, current: true };
     Ok((segment, file))
 }

@@ -21,6 +21,7 @@ use types::schema::{KeyspaceDef, TableDef};
 use uuid::Uuid;
 
 use crate::commitlog::CommitLog;
+use crate::disk_usage::{DiskUsage, DiskUsageConfig, DiskUsageState};
 use crate::flush::{self, Flusher, Tables};
 use crate::keys::Layout;
 use crate::manifest::{read_manifest, write_manifest, Manifest};
@@ -136,6 +137,9 @@ pub struct Storage {
     pub(crate) syncer: Mutex<Option<JoinHandle<()>>>,
     /// Which ranges of each table hold writes no repair compared (`unrepaired`).
     pub(crate) unrepaired: crate::unrepaired::Unrepaired,
+    /// The disk usage guardrail's state (`disk_usage`), and its monitor thread.
+    pub(crate) disk_usage: Arc<DiskUsage>,
+    pub(crate) disk_monitor: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Storage {
@@ -280,6 +284,8 @@ impl Storage {
             stop: Arc::new(AtomicBool::new(false)),
             syncer: Mutex::new(None),
             unrepaired,
+            disk_usage: Arc::new(DiskUsage::new()),
+            disk_monitor: Mutex::new(None),
         };
         storage.start_syncer();
         let thread = std::thread::Builder::new().name("memtable-flush".into()).spawn(move || flusher.run());
@@ -331,6 +337,66 @@ impl Storage {
             Ok(h) => *lock(&self.syncer) = Some(h),
             Err(e) => poison(&self.poisoned, &format!("cannot start commit log sync thread: {e}")),
         }
+    }
+
+    /// Turns the disk usage guardrail on (or changes its settings, or, with
+    /// both thresholds off, turns it off): samples the data directory now,
+    /// then about once a second on a thread of its own (`disk_usage`).
+    /// Fails, as Cassandra does, when `max_disk_bytes` is over the size of
+    /// the data directory's file system.
+    pub fn monitor_disk_usage(&self, config: DiskUsageConfig) -> Result<(), StorageError> {
+        let dir = self.config.data_dir.clone();
+        if let Some(max) = config.max_disk_bytes {
+            let (_, total) = crate::disk_usage::free_and_total_bytes(&dir)?;
+            if max == 0 || max > total {
+                return Err(StorageError::Invalid(format!(
+                    "Invalid value for data_disk_usage_max_disk_size: {max} bytes specified, but only {total} bytes \
+                     are actually available on disk"
+                )));
+            }
+        }
+        self.disk_usage.set_config(config);
+        if !config.enabled() {
+            return Ok(());
+        }
+        let memtable_bytes = {
+            let tables = Arc::clone(&self.tables);
+            move || read_lock(&tables).values().map(|s| read_lock(&s.mem).bytes() as u64).sum::<u64>()
+        };
+        let percent = self.disk_usage.sample(&dir, memtable_bytes())?;
+        let state = self.disk_usage.update(percent);
+        tracing::info!(percent, %state, ?config, "disk usage guardrail on");
+        let mut monitor = lock(&self.disk_monitor);
+        if monitor.is_none() {
+            let (usage, stop) = (Arc::clone(&self.disk_usage), Arc::clone(&self.stop));
+            let thread = std::thread::Builder::new()
+                .name("disk-usage".into())
+                .spawn(move || usage.run(&dir, memtable_bytes, &stop))
+                .map_err(|e| StorageError::Engine(format!("cannot start the disk usage monitor: {e}")))?;
+            *monitor = Some(thread);
+        }
+        Ok(())
+    }
+
+    /// The disk usage guardrail's state now (one atomic load).
+    pub fn disk_usage(&self) -> DiskUsageState {
+        self.disk_usage.state()
+    }
+
+    /// The data directory's disk usage in percent at the guardrail's last
+    /// sample (None while it is off or before its first sample).
+    pub fn disk_usage_percent(&self) -> Option<u64> {
+        self.disk_usage.percent().filter(|_| self.disk_usage.config().enabled())
+    }
+
+    /// Whether the disk usage guardrail lets `mutations` be written: while
+    /// the disk is over the fail threshold, not if any of them adds data
+    /// (deletions pass). One atomic load unless the disk is full.
+    pub fn admit(&self, mutations: &[types::mutation::Mutation]) -> Result<(), StorageError> {
+        if self.disk_usage.state() == DiskUsageState::Full && mutations.iter().any(crate::disk_usage::adds_data) {
+            return Err(StorageError::DiskUsageExceeded);
+        }
+        Ok(())
     }
 
     pub(crate) fn check_poisoned(&self) -> Result<(), StorageError> {
@@ -675,6 +741,9 @@ impl Storage {
         }
         self.flusher.stop.store(true, Ordering::Relaxed);
         if let Some(handle) = lock(&self.flush_thread).take() {
+            let _ = handle.join();
+        }
+        if let Some(handle) = lock(&self.disk_monitor).take() {
             let _ = handle.join();
         }
     }

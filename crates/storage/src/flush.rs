@@ -16,11 +16,14 @@
 //! while the column family has more than `MAX_SORTED_RUNS` level-0 files
 //! (RocksDB's own slowdown trigger; `MAX_SORTED_RUNS_MERGED_WHOLE` for a
 //! table merged whole), so writes slow down to what flushing and compaction
-//! sustain and memory stays bounded.
+//! sustain and memory stays bounded. While flushes fail (a full disk) nobody
+//! waits for them: writes to a table with more than `MAX_FROZEN` memtables
+//! waiting are refused instead (`Flusher::admit`), until a flush works.
 //!
 //! Invariants:
 //! - A frozen memtable leaves its table's list only after its file is
-//!   ingested (or its table is gone), so reads see its data throughout.
+//!   ingested (or its table is gone), so reads see its data throughout. A
+//!   flush that fails (a full disk) removes its partial file and is retried.
 //! - The log discards a segment only when every record in it is older than
 //!   every unflushed memtable's `min_seq` (`lowest_live`).
 
@@ -83,6 +86,10 @@ pub(crate) struct Flusher {
     /// When a memtable was last flushed (the spare arena chunks go once
     /// none has been for `SPARE_CHUNKS_IDLE`).
     last_flush: Mutex<Instant>,
+    /// Set while flushes fail (from the last failed flush to the next one
+    /// that works), with the failure: writers do not wait for flushes then.
+    failing: AtomicBool,
+    failure: Mutex<Option<String>>,
 }
 
 /// How long after the last flush the flush thread frees the spare arena
@@ -111,6 +118,42 @@ impl Flusher {
             stop: AtomicBool::new(false),
             files: AtomicU64::new(0),
             last_flush: Mutex::new(Instant::now()),
+            failing: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        }
+    }
+
+    /// Before a write to `store`: refused while flushes fail and the table
+    /// already has more than `MAX_FROZEN` memtables waiting (the writer
+    /// would wait for a flush that does not come, and memory would grow).
+    /// One atomic load while flushes work.
+    pub fn admit(&self, store: &TableStore) -> Result<(), StorageError> {
+        if !self.failing.load(Ordering::Relaxed) || read_lock(&store.mem).frozen.len() <= MAX_FROZEN {
+            return Ok(());
+        }
+        let failure = lock(&self.failure).clone().unwrap_or_default();
+        let e = StorageError::Engine(failure.clone());
+        Err(if e.is_out_of_space() {
+            StorageError::NoSpace(format!("memtables cannot be flushed: {failure}"))
+        } else {
+            StorageError::Engine(format!("memtable flushes fail, refusing writes: {failure}"))
+        })
+    }
+
+    /// Records how the last flush went (`failing`).
+    fn flushed(&self, outcome: &Result<(), StorageError>) {
+        match outcome {
+            Ok(()) => {
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    *lock(&self.failure) = None;
+                }
+            }
+            Err(e) => {
+                *lock(&self.failure) = Some(e.to_string());
+                self.failing.store(true, Ordering::Relaxed);
+                // Writers waiting for this flush stop waiting (`after_write`).
+                self.cond.notify_all();
+            }
         }
     }
 
@@ -132,7 +175,7 @@ impl Flusher {
             return;
         }
         let mut wanted = lock(&self.wanted);
-        while too_many() && !self.stop.load(Ordering::Relaxed) {
+        while too_many() && !self.stop.load(Ordering::Relaxed) && !self.failing.load(Ordering::Relaxed) {
             *wanted = true;
             self.cond.notify_all();
             wanted = self
@@ -145,6 +188,10 @@ impl Flusher {
 
     /// The flush thread's loop, until `stop`.
     pub fn run(&self) {
+        // Failed flushes in a row (a full disk fails one a second): logged
+        // at the first and then once a minute.
+        let mut failures = 0u32;
+        let mut logged: Option<Instant> = None;
         while !self.stop.load(Ordering::Relaxed) {
             {
                 let mut wanted = lock(&self.wanted);
@@ -162,9 +209,20 @@ impl Flusher {
             }
             for store in self.stores() {
                 if !read_lock(&store.mem).frozen.is_empty() {
-                    if let Err(e) = self.flush_frozen(&store) {
-                        tracing::error!(table = %store.cf_name, "memtable flush failed, will retry: {e}");
-                        std::thread::sleep(Duration::from_secs(1));
+                    match self.flush_frozen(&store) {
+                        Ok(()) if failures > 0 => {
+                            tracing::info!(table = %store.cf_name, "memtable flushed after {failures} failed tries");
+                            (failures, logged) = (0, None);
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            if logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                                logged = Some(Instant::now());
+                                tracing::error!(table = %store.cf_name, failures, "memtable flush failed, will retry: {e}");
+                            }
+                            failures = failures.saturating_add(1);
+                            std::thread::sleep(Duration::from_secs(1));
+                        }
                     }
                 }
             }
@@ -231,7 +289,9 @@ impl Flusher {
             let Some(mem) = read_lock(&store.mem).frozen.first().cloned() else { break };
             let gone = read_lock(&self.tables).get(&store.def.id).is_none_or(|s| s.cf_name != store.cf_name);
             if !gone {
-                self.write_and_ingest(store, &mem)?;
+                let written = self.write_and_ingest(store, &mem);
+                self.flushed(&written);
+                written?;
                 self.tune_merges();
             }
             write_lock(&store.mem).frozen.retain(|m| !Arc::ptr_eq(m, &mem));
@@ -258,10 +318,19 @@ impl Flusher {
         let n = self.files.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!("{}-{n}.sst", store.cf_name));
         let opts = writer_options();
-        let mut writer = SstFileWriter::create(&opts);
-        writer.open(&path)?;
-        mem.for_each(|k, v| writer.merge(k, v))?;
-        writer.finish()?;
+        let written = (|| -> Result<(), StorageError> {
+            let mut writer = SstFileWriter::create(&opts);
+            writer.open(&path)?;
+            mem.for_each(|k, v| writer.merge(k, v))?;
+            writer.finish()?;
+            Ok(())
+        })();
+        if let Err(e) = written {
+            // A file cut short (a full disk) goes at once, not at the next
+            // open: its memtable is still there and flushes again later.
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
         let mut ingest = IngestExternalFileOptions::default();
         ingest.set_move_files(true);
         let result = self.db.ingest_external_file_cf_opts(&cf, &ingest, vec![&path]);

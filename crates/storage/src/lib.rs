@@ -33,9 +33,21 @@
 //! - The manifest (`schema.json`) names every column family in use; it is
 //!   written atomically (temp file, fsync, rename, fsync dir) and column
 //!   families it does not name are dropped at open.
-//! - After an fsync failure (or a failed log append) the engine is poisoned:
-//!   every later write fails (it never acknowledges a write it may not have
-//!   made durable).
+//! - After an fsync failure (or a failed log append other than for want of
+//!   space) the engine is poisoned: every later write fails (it never
+//!   acknowledges a write it may not have made durable).
+//! - A full disk (ENOSPC, EDQUOT) never poisons, panics or loses an
+//!   acknowledged write: the write that hits it fails (`NoSpace`; it may be
+//!   in its memtable, as a failed write may be applied in Cassandra), a failed
+//!   flush keeps its memtable and leaves no partial file, writers never wait
+//!   for flushes that fail (they are refused once their table has too many
+//!   memtables waiting), and writes work
+//!   again once there is room (RocksDB's own background errors for want of
+//!   space clear by themselves, through its `SstFileManager`).
+//! - With the disk usage guardrail on (`disk_usage`), while the data
+//!   directory's disk is over the fail threshold every mutation that adds
+//!   data is refused before anything is written (`DiskUsageExceeded`); reads
+//!   and deletions go on.
 //! - Every acknowledged durable write is in the commit log until the
 //!   memtable holding it has been ingested into its column family.
 //! - Writes collected into a `WriteBatch` (`Storage::collect`) are made when
@@ -44,6 +56,7 @@
 
 pub mod cell;
 mod commitlog;
+mod disk_usage;
 mod engine;
 mod filter;
 mod flush;
@@ -60,6 +73,7 @@ mod validate;
 mod varint;
 mod write;
 
+pub use disk_usage::{adds_data, usage_percent, DiskUsageConfig, DiskUsageState, MONITOR_INTERVAL};
 pub use engine::{CommitlogSync, Storage, StorageConfig};
 pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
@@ -84,6 +98,33 @@ pub enum StorageError {
     Invalid(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A write refused by the disk usage guardrail (`disk_usage`), in
+    /// Cassandra's words (its `replica_disk_usage` guardrail's failure; an
+    /// InvalidRequest to clients).
+    #[error(
+        "Guardrail replica_disk_usage violated: Write request failed because disk usage exceeds failure threshold"
+    )]
+    DiskUsageExceeded,
+    /// The data directory's file system is out of space (ENOSPC, EDQUOT): the
+    /// write failed, and writes work again once there is room.
+    #[error("Write failed: the data directory's disk is full ({0})")]
+    NoSpace(String),
+}
+
+impl StorageError {
+    /// Whether this is the file system running out of space (ENOSPC, or
+    /// EDQUOT: out of quota).
+    pub fn is_out_of_space(&self) -> bool {
+        match self {
+            StorageError::NoSpace(_) => true,
+            StorageError::Io(e) => matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)),
+            // RocksDB's I/O errors, by the message of its NoSpace status or the system's.
+            StorageError::Engine(message) => {
+                ["No space left on device", "Disk quota exceeded", "NoSpace"].iter().any(|m| message.contains(m))
+            }
+            _ => false,
+        }
+    }
 }
 
 impl From<rocksdb::Error> for StorageError {

@@ -2,12 +2,20 @@
 //! and made all at once (`Storage::commit` -> `write`): a commit log sequence
 //! number is reserved, the operands are merged into the tables' active
 //! memtables, one log record is appended and synced as the mode says
-//! (`GroupCommit` for `group`), and a failed append or sync poisons the engine.
+//! (`GroupCommit` for `group`), and a failed append or sync poisons the engine
+//! (except an append that failed for want of space: `StorageError::NoSpace`).
+//! While the disk usage guardrail says the disk is full, `collect` refuses
+//! writes that add data (`Storage::admit`).
 //!
-//! Invariant: a write is merged into its memtable before its log record is
-//! appended, and acknowledged only after the commit returns.
+//! Invariants:
+//! - A write is merged into its memtable before its log record is appended,
+//!   and acknowledged only after the commit returns.
+//! - A write whose log append failed is answered with the error (never
+//!   acknowledged) but stays in its memtable: it may be flushed, as a failed
+//!   write may be applied in Cassandra; its ranges are marked written
+//!   (`unrepaired`) all the same, so repair compares them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -91,9 +99,11 @@ impl Storage {
     }
 
     /// Encodes `mutations` into `into` for a later [`Storage::commit`], all
-    /// or (on an error, a poisoned engine included) none of them.
+    /// or (on an error, a poisoned engine or a refusal of the disk usage
+    /// guardrail included) none of them.
     pub fn collect(&self, into: &mut WriteBatch, mutations: &[Mutation]) -> Result<(), StorageError> {
         self.check_poisoned()?;
+        self.admit(mutations)?;
         self.encode_into(into, mutations)
     }
 
@@ -139,8 +149,8 @@ impl Storage {
 
     /// Writes merge operands (table, key, operand) durably per the commit
     /// log mode (the log is skipped unless `durable`), poisoning the engine
-    /// when the log cannot be written or a synchronous fsync fails. Every
-    /// write goes through here.
+    /// when the log cannot be written (but for want of space) or a
+    /// synchronous fsync fails. Every write goes through here.
     ///
     /// Order (see `memtable`'s invariants): reserve a log seq, merge into
     /// the memtables, append the log record, sync, then (with `mark`) count
@@ -164,35 +174,19 @@ impl Storage {
         if runs.is_empty() {
             return Ok(());
         }
+        for (store, _) in &runs {
+            self.flusher.admit(store)?;
+        }
         let seq = durable.then(|| self.log.next_seq());
         let mut rest = ops.clone();
         for (store, n) in &runs {
             let mems = read_lock(&store.mem);
             mems.active.insert(rest.by_ref().take(*n).map(|(_, k, v)| (k, v)), seq);
         }
-        if let Some(seq) = seq {
-            // Room for the record header first: the log fills it in place and
-            // writes the record as it is (no copy).
-            let bytes: usize = ops.clone().map(|(_, k, v)| 16 + 2 * 10 + k.len() + v.len()).sum();
-            let mut buf = Vec::with_capacity(commitlog::RECORD_HEADER + bytes);
-            buf.resize(commitlog::RECORD_HEADER, 0);
-            flush::encode_record(ops.clone(), &mut buf);
-            let appended = self.log.append_framed(seq, &mut buf);
-            if let Err(e) = appended {
-                poison(&self.poisoned, &format!("cannot append to the commit log: {e}"));
-                return Err(e);
-            }
-            match self.config.commitlog_sync {
-                CommitlogSync::Batch => {
-                    if let Err(e) = self.log.sync() {
-                        poison(&self.poisoned, &e.to_string());
-                        return Err(e);
-                    }
-                }
-                CommitlogSync::Group { .. } => self.group.wait_synced(&self.poisoned, &self.stop, &self.log)?,
-                CommitlogSync::Periodic { .. } => {}
-            }
-        }
+        let logged = match seq {
+            Some(seq) => self.log_and_sync(seq, ops.clone()),
+            None => Ok(()),
+        };
         if mark {
             let mut rest = ops;
             for (store, n) in &runs {
@@ -200,10 +194,72 @@ impl Storage {
                 self.unrepaired.mark(&store.def.id, tokens.map(keys::token_from_bytes));
             }
         }
+        logged?;
         for (store, _) in &runs {
             self.flusher.after_write(store);
         }
         Ok(())
+    }
+
+    /// Appends the record of `ops` to the commit log and syncs it as the
+    /// mode says. A failed append poisons the engine unless it failed for
+    /// want of space: then the log's next append goes to a new segment (the
+    /// torn record ends the old one at replay) and the write fails alone.
+    fn log_and_sync<'a>(
+        &self,
+        seq: u64,
+        ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])> + Clone,
+    ) -> Result<(), StorageError> {
+        // Room for the record header first: the log fills it in place and
+        // writes the record as it is (no copy).
+        let bytes: usize = ops.clone().map(|(_, k, v)| 16 + 2 * 10 + k.len() + v.len()).sum();
+        let mut buf = Vec::with_capacity(commitlog::RECORD_HEADER + bytes);
+        buf.resize(commitlog::RECORD_HEADER, 0);
+        flush::encode_record(ops, &mut buf);
+        if let Err(e) = self.log.append_framed(seq, &mut buf) {
+            if e.is_out_of_space() {
+                warn_no_space(&e);
+                return Err(StorageError::NoSpace(format!("cannot append to the commit log: {}", io_message(&e))));
+            }
+            poison(&self.poisoned, &format!("cannot append to the commit log: {e}"));
+            return Err(e);
+        }
+        match self.config.commitlog_sync {
+            CommitlogSync::Batch => {
+                if let Err(e) = self.log.sync() {
+                    poison(&self.poisoned, &e.to_string());
+                    return Err(e);
+                }
+            }
+            CommitlogSync::Group { .. } => self.group.wait_synced(&self.poisoned, &self.stop, &self.log)?,
+            CommitlogSync::Periodic { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+/// Logs a commit log append that failed for want of space: the first, then
+/// at most one every 10 s with the number left out (a full disk fails every
+/// write).
+fn warn_no_space(e: &StorageError) {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    static LEFT_OUT: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let last = LAST.load(Ordering::Relaxed);
+    if now >= last.saturating_add(10) && LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    {
+        let left_out = LEFT_OUT.swap(0, Ordering::Relaxed);
+        tracing::warn!(left_out, "cannot append to the commit log, the disk is full; writes fail: {e}");
+    } else {
+        LEFT_OUT.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The operating system's message of an I/O error (without the "I/O error" prefix).
+fn io_message(e: &StorageError) -> String {
+    match e {
+        StorageError::Io(io) => io.to_string(),
+        other => other.to_string(),
     }
 }
 

@@ -19,6 +19,7 @@ pub mod codec;
 pub mod compare;
 pub mod consistency;
 pub mod cql_type;
+pub mod json;
 pub mod literal;
 pub mod mutation;
 pub mod order;

@@ -1,7 +1,8 @@
 //! SELECT: restriction analysis (`plan`), reads from storage or a virtual
 //! table with filtering (`reader`), paging (`paging`), and the selection
 //! (`selection`: columns, writetime/ttl, token(), functions, aggregates);
-//! this module runs them (`execute`) and writes the result rows.
+//! this module runs them (`execute`) and writes the result rows, for SELECT
+//! JSON as one JSON object per row (`types::json`).
 //!
 //! Invariants:
 //! - Rows are produced in Cassandra's order: partitions by token (or in the
@@ -12,6 +13,7 @@
 //! - A restriction Shoal cannot serve exactly is refused with Cassandra's
 //!   message, never answered approximately.
 
+use std::borrow::Cow;
 use std::cmp::Ordering as CmpOrdering;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -38,6 +40,8 @@ pub struct Page<'a> {
     pub skip_metadata: bool,
 }
 
+#[cfg(test)]
+mod json_tests;
 mod paging;
 mod plan;
 mod reader;
@@ -69,9 +73,6 @@ pub fn execute(
     page: &Page<'_>,
 ) -> Result<ResultBody, QueryError> {
     let (keyspace, table) = common::resolve_table(schema, &select.table, session_keyspace)?;
-    if select.json {
-        return Err(QueryError::invalid("SELECT JSON is not supported yet"));
-    }
     if !select.group_by.is_empty() {
         return Err(QueryError::invalid("GROUP BY is not supported yet"));
     }
@@ -142,47 +143,109 @@ pub fn execute(
         });
     }
 
-    let mut metadata = RowsMetadata::new(selection.specs.clone());
+    let mut metadata = RowsMetadata::new(selection.result_specs());
     if page.skip_metadata {
         metadata = metadata.without_column_specs();
     }
-    let mut writer = RowsWriter::new(selection.sels.len());
+    let mut out = Out::new(&selection);
     if aggregate {
-        write_aggregate(table, &selection, &rows, &mut writer);
+        write_aggregate(table, &selection, &rows, &mut out);
     } else {
         for row in &rows {
-            write_row(table, &selection, row, &mut writer);
+            write_row(table, &selection, row, &mut out);
         }
         if let Some(next) = next {
             metadata = metadata.with_paging_state(Some(next.encode()));
         }
     }
-    Ok(ResultBody::Rows(writer.finish(metadata)))
+    Ok(ResultBody::Rows(out.finish().finish(metadata)))
 }
 
-fn write_row(table: &TableDef, selection: &SelectionPlan, row: &RowData, w: &mut RowsWriter) {
-    for sel in &selection.sels {
-        match sel {
-            Sel::Column(i) => w.push_cell(row.cells[*i].as_ref().map(|c| c.value.as_slice())),
-            Sel::WriteTime(i) => {
-                let ts = row.cells[*i].as_ref().and_then(|c| c.timestamp);
-                w.push_cell(ts.map(|t| t.to_be_bytes()).as_ref().map(|b| &b[..]))
-            }
-            Sel::Ttl(i) => {
-                let ttl = row.cells[*i].as_ref().and_then(|c| c.ttl);
-                w.push_cell(ttl.map(|t| t.to_be_bytes()).as_ref().map(|b| &b[..]))
-            }
-            Sel::Token => w.push_cell(Some(&row.token.to_be_bytes())),
-            Sel::Convert { column, function, ty } => {
-                let out = row.cells[*column]
-                    .as_ref()
-                    .and_then(|c| convert(&table.columns[*column].ty, &c.value, function, ty));
-                w.push_cell(out.as_deref())
-            }
-            Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) => w.push_cell(None),
+/// Where a result row's cells go: straight into the rows, or for SELECT JSON
+/// into the row's JSON object (keys: the selectors' names), sent as the
+/// row's one `[json]` cell when the row ends.
+enum Out<'s> {
+    Cells(RowsWriter),
+    Json { rows: RowsWriter, specs: &'s [ColumnSpec], text: String, cells: usize },
+}
+
+impl<'s> Out<'s> {
+    fn new(selection: &'s SelectionPlan) -> Out<'s> {
+        if selection.json {
+            Out::Json { rows: RowsWriter::new(1), specs: &selection.specs, text: String::new(), cells: 0 }
+        } else {
+            Out::Cells(RowsWriter::new(selection.sels.len()))
         }
     }
+
+    fn push_cell(&mut self, cell: Option<&[u8]>) {
+        match self {
+            Out::Cells(rows) => rows.push_cell(cell),
+            Out::Json { specs, text, cells, .. } => {
+                text.push_str(if *cells == 0 { "{" } else { ", " });
+                if let Some(spec) = specs.get(*cells) {
+                    types::json::name_key(&spec.name, text);
+                    text.push_str(": ");
+                    match cell {
+                        Some(bytes) => types::json::write_json(&spec.ty, bytes, text),
+                        None => text.push_str("null"),
+                    }
+                }
+                *cells += 1;
+            }
+        }
+    }
+
+    fn end_row(&mut self) {
+        match self {
+            Out::Cells(rows) => rows.end_row(),
+            Out::Json { rows, text, cells, .. } => {
+                text.push_str(if *cells == 0 { "{}" } else { "}" });
+                rows.push_cell(Some(text.as_bytes()));
+                rows.end_row();
+                text.clear();
+                *cells = 0;
+            }
+        }
+    }
+
+    fn finish(self) -> RowsWriter {
+        match self {
+            Out::Cells(rows) | Out::Json { rows, .. } => rows,
+        }
+    }
+}
+
+fn write_row(table: &TableDef, selection: &SelectionPlan, row: &RowData, w: &mut Out<'_>) {
+    for sel in &selection.sels {
+        w.push_cell(row_cell(table, sel, row).as_deref());
+    }
     w.end_row();
+}
+
+/// The value of one selector for one row.
+fn row_cell<'r>(table: &TableDef, sel: &Sel, row: &'r RowData) -> Option<Cow<'r, [u8]>> {
+    match sel {
+        Sel::Column(i) => row.cells[*i].as_ref().map(|c| Cow::Borrowed(c.value.as_slice())),
+        Sel::WriteTime(i) => {
+            let ts = row.cells[*i].as_ref().and_then(|c| c.timestamp);
+            ts.map(|t| Cow::Owned(t.to_be_bytes().to_vec()))
+        }
+        Sel::Ttl(i) => {
+            let ttl = row.cells[*i].as_ref().and_then(|c| c.ttl);
+            ttl.map(|t| Cow::Owned(t.to_be_bytes().to_vec()))
+        }
+        Sel::Token => Some(Cow::Owned(row.token.to_be_bytes().to_vec())),
+        Sel::Convert { column, function, ty } => row.cells[*column]
+            .as_ref()
+            .and_then(|c| convert(&table.columns[*column].ty, &c.value, function, ty))
+            .map(Cow::Owned),
+        Sel::ToJson { inner, ty } => {
+            let json = types::json::to_json_function(ty, row_cell(table, inner, row).as_deref());
+            Some(Cow::Owned(json.into_bytes()))
+        }
+        Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) => None,
+    }
 }
 
 fn convert(from: &CqlType, value: &[u8], function: &str, to: &CqlType) -> Option<Vec<u8>> {
@@ -204,27 +267,36 @@ fn convert(from: &CqlType, value: &[u8], function: &str, to: &CqlType) -> Option
     Some(out.to_bytes())
 }
 
-fn write_aggregate(table: &TableDef, selection: &SelectionPlan, rows: &[RowData], w: &mut RowsWriter) {
+fn write_aggregate(table: &TableDef, selection: &SelectionPlan, rows: &[RowData], w: &mut Out<'_>) {
     for sel in &selection.sels {
-        match sel {
-            Sel::Count => w.push_cell(Some(&(rows.len() as i64).to_be_bytes())),
-            Sel::CountColumn(i) => {
-                let n = rows.iter().filter(|r| r.cells[*i].is_some()).count() as i64;
-                w.push_cell(Some(&n.to_be_bytes()))
-            }
-            Sel::Min(i) | Sel::Max(i) => {
-                let ty = &table.columns[*i].ty;
-                let values = rows.iter().filter_map(|r| r.cells[*i].as_ref().map(|c| c.value.as_slice()));
-                let best = if matches!(sel, Sel::Min(_)) {
-                    values.min_by(|a, b| types::compare::compare_serialized(ty, a, b))
-                } else {
-                    values.max_by(|a, b| types::compare::compare_serialized(ty, a, b))
-                };
-                w.push_cell(best)
-            }
-            Sel::Column(i) => w.push_cell(rows.first().and_then(|r| r.cells[*i].as_ref()).map(|c| c.value.as_slice())),
-            _ => w.push_cell(None),
-        }
+        w.push_cell(aggregate_cell(table, sel, rows).as_deref());
     }
     w.end_row();
+}
+
+/// The value of one selector over all the rows of an aggregate query.
+fn aggregate_cell<'r>(table: &TableDef, sel: &Sel, rows: &'r [RowData]) -> Option<Cow<'r, [u8]>> {
+    match sel {
+        Sel::Count => Some(Cow::Owned((rows.len() as i64).to_be_bytes().to_vec())),
+        Sel::CountColumn(i) => {
+            let n = rows.iter().filter(|r| r.cells[*i].is_some()).count() as i64;
+            Some(Cow::Owned(n.to_be_bytes().to_vec()))
+        }
+        Sel::Min(i) | Sel::Max(i) => {
+            let ty = &table.columns[*i].ty;
+            let values = rows.iter().filter_map(|r| r.cells[*i].as_ref().map(|c| c.value.as_slice()));
+            let best = if matches!(sel, Sel::Min(_)) {
+                values.min_by(|a, b| types::compare::compare_serialized(ty, a, b))
+            } else {
+                values.max_by(|a, b| types::compare::compare_serialized(ty, a, b))
+            };
+            best.map(Cow::Borrowed)
+        }
+        Sel::Column(i) => rows.first().and_then(|r| r.cells[*i].as_ref()).map(|c| Cow::Borrowed(c.value.as_slice())),
+        Sel::ToJson { inner, ty } => {
+            let json = types::json::to_json_function(ty, aggregate_cell(table, inner, rows).as_deref());
+            Some(Cow::Owned(json.into_bytes()))
+        }
+        _ => None,
+    }
 }

@@ -1,5 +1,6 @@
 //! The selection of a SELECT: output columns (plain, writetime, ttl, token(),
-//! conversions, aggregates) and their result metadata (also for PREPARE).
+//! conversions, toJson(), aggregates) and their result metadata (also for
+//! PREPARE); for SELECT JSON the result is one `[json]` text column.
 
 use super::*;
 
@@ -20,18 +21,51 @@ pub(super) enum Sel {
         function: String,
         ty: CqlType,
     },
+    /// `toJson(inner)`: the JSON text of a selector's value of type `ty`.
+    ToJson {
+        inner: Box<Sel>,
+        ty: CqlType,
+    },
 }
 
 impl Sel {
     pub(super) fn is_aggregate(&self) -> bool {
-        matches!(self, Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_))
+        match self {
+            Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) => true,
+            Sel::ToJson { inner, .. } => inner.is_aggregate(),
+            _ => false,
+        }
+    }
+
+    /// A column, or toJson() of one: in an aggregate query, its value in the first row.
+    pub(super) fn is_column(&self) -> bool {
+        match self {
+            Sel::Column(_) => true,
+            Sel::ToJson { inner, .. } => inner.is_column(),
+            _ => false,
+        }
     }
 }
 
 /// The selection of a statement: output columns and their specs.
 pub struct SelectionPlan {
     pub(super) sels: Vec<Sel>,
+    /// One per selector (for SELECT JSON, the keys of each row's object).
     pub specs: Vec<ColumnSpec>,
+    /// SELECT JSON: rows are sent as one `[json]` text column.
+    pub json: bool,
+}
+
+impl SelectionPlan {
+    /// The result's columns: the selectors', or for SELECT JSON the one
+    /// `[json]` text column (named after the table, as Cassandra's).
+    pub fn result_specs(&self) -> Vec<ColumnSpec> {
+        if !self.json {
+            return self.specs.clone();
+        }
+        let (keyspace, table) = self.specs.first().map(|s| (s.keyspace.clone(), s.table.clone())).unwrap_or_default();
+        vec![ColumnSpec { keyspace, table, name: "[json]".into(), ty: CqlType::Text }]
+    }
 }
 
 pub(super) fn spec(table: &TableDef, name: String, ty: CqlType) -> ColumnSpec {
@@ -57,10 +91,10 @@ pub fn plan_selection(table: &TableDef, select: &ast::Select) -> Result<Selectio
             }
         }
     }
-    if sels.iter().any(Sel::is_aggregate) && !sels.iter().all(|s| s.is_aggregate() || matches!(s, Sel::Column(_))) {
+    if sels.iter().any(Sel::is_aggregate) && !sels.iter().all(|s| s.is_aggregate() || s.is_column()) {
         return Err(QueryError::Invalid("Cannot mix aggregate and non-aggregate selectors other than columns".into()));
     }
-    Ok(SelectionPlan { sels, specs })
+    Ok(SelectionPlan { sels, specs, json: select.json })
 }
 
 pub(super) fn column_arg(table: &TableDef, expr: &SelectorExpr, what: &str) -> Result<usize, QueryError> {
@@ -170,6 +204,24 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                         ty,
                     ))
                 }
+                "tojson" | "to_json" => {
+                    let [arg] = args.as_slice() else {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid number of arguments for function system.{fname}(any)"
+                        )));
+                    };
+                    if matches!(arg, SelectorExpr::Term(Term::Literal(ast::Literal::Null))) {
+                        return Err(QueryError::Invalid(format!(
+                            "Cannot infer type of argument NULL in call to function system.{fname}(any): use type casts to disambiguate"
+                        )));
+                    }
+                    let (inner, name, ty) = plan_selector(table, arg)?;
+                    let sel = Sel::ToJson { inner: Box::new(inner), ty };
+                    Ok((sel, format!("system.{fname}({name})"), CqlType::Text))
+                }
+                "fromjson" | "from_json" => Err(QueryError::Invalid(format!(
+                    "{fname}() cannot be used in the selection clause of a SELECT statement"
+                ))),
                 other if other.ends_with("asblob") || other.starts_with("blobas") => {
                     let i = column_arg(
                         table,

@@ -1,7 +1,8 @@
 //! SELECT: restriction analysis (`plan`), reads from storage or a virtual
 //! table with filtering (`reader`), paging (`paging`), and the selection
-//! (`selection`: columns, writetime/ttl, token(), functions, aggregates);
-//! this module runs them (`execute`) and writes the result rows, for SELECT
+//! (`selection`: columns, writetime/ttl, token(), functions, aggregates,
+//! `cast`), GROUP BY (`group`: validation, grouped reads and paging by
+//! groups); this module runs them (`execute`) and writes the result rows, for SELECT
 //! JSON as one JSON object per row (`types::json`).
 //!
 //! Invariants:
@@ -40,6 +41,10 @@ pub struct Page<'a> {
     pub skip_metadata: bool,
 }
 
+mod cast;
+mod group;
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 mod json_tests;
 mod paging;
@@ -47,6 +52,7 @@ mod plan;
 mod reader;
 mod selection;
 
+use group::*;
 use paging::*;
 use plan::*;
 use reader::*;
@@ -73,11 +79,9 @@ pub fn execute(
     page: &Page<'_>,
 ) -> Result<ResultBody, QueryError> {
     let (keyspace, table) = common::resolve_table(schema, &select.table, session_keyspace)?;
-    if !select.group_by.is_empty() {
-        return Err(QueryError::invalid("GROUP BY is not supported yet"));
-    }
     let selection = plan_selection(table, select)?;
     let plan = plan_read(table, select, ctx)?;
+    let group_prefix = group_by_prefix(table, select)?;
     let limit = limit_value(&select.limit, "[limit]", "LIMIT", ctx)?;
     let per_partition = limit_value(&select.per_partition_limit, "[per_partition_limit]", "PER PARTITION LIMIT", ctx)?;
     let aggregate = selection.sels.iter().any(Sel::is_aggregate);
@@ -96,9 +100,27 @@ pub fn execute(
     }
     if let (PartitionPlan::Keys(keys), true, Some(_)) = (&plan.partitions, !select.order_by.is_empty(), page.page_size)
     {
-        if keys.len() > 1 && !aggregate {
+        if keys.len() > 1 && (!aggregate || group_prefix.is_some()) {
             return Err(QueryError::invalid("Cannot page queries with both ORDER BY and a IN restriction on the partition key; you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query"));
         }
+    }
+
+    if let Some(prefix) = group_prefix {
+        let grouped = Grouped { table, selection: &selection, plan: &plan, prefix, per_partition, limit };
+        let reader = Reader {
+            proc,
+            schema,
+            keyspace,
+            consistency: page.consistency,
+            table,
+            plan: &plan,
+            per_partition: None,
+            distinct,
+            now: proc.clock.now_seconds(),
+        };
+        let sort_in_memory =
+            !select.order_by.is_empty() && matches!(&plan.partitions, PartitionPlan::Keys(k) if k.len() > 1);
+        return grouped.execute(&reader, page, sort_in_memory);
     }
 
     let mut position = match page.paging_state {
@@ -128,19 +150,7 @@ pub fn execute(
     // A LIMIT used up ends the query, whatever is left in storage.
     let next = next.filter(|p| p.remaining > 0);
     if sort_in_memory {
-        let cks: Vec<(usize, CqlType)> = table.clustering().map(|c| (c.position as usize, c.ty.clone())).collect();
-        let reversed = plan.reversed;
-        let table_orders: Vec<bool> = table.clustering().map(|c| c.order == ClusteringOrder::Desc).collect();
-        rows.sort_by(|a, b| {
-            for (pos, ty) in &cks {
-                let o = types::compare::compare_serialized(ty, &a.clustering[*pos], &b.clustering[*pos]);
-                let o = if table_orders[*pos] { o.reverse() } else { o };
-                if o != CmpOrdering::Equal {
-                    return if reversed { o.reverse() } else { o };
-                }
-            }
-            CmpOrdering::Equal
-        });
+        sort_rows(table, plan.reversed, &mut rows);
     }
 
     let mut metadata = RowsMetadata::new(selection.result_specs());
@@ -216,6 +226,28 @@ impl<'s> Out<'s> {
     }
 }
 
+/// Sorts rows of several partitions by clustering order (ORDER BY with IN).
+fn sort_rows(table: &TableDef, reversed: bool, rows: &mut [RowData]) {
+    rows.sort_by(|a, b| compare_clustering(table, reversed, &a.clustering, &b.clustering));
+}
+
+/// Compares clusterings in the query's order (a missing value, as in a
+/// static-only row, first).
+fn compare_clustering(table: &TableDef, reversed: bool, a: &[Vec<u8>], b: &[Vec<u8>]) -> CmpOrdering {
+    for c in table.clustering() {
+        let pos = c.position as usize;
+        let o = match (a.get(pos), b.get(pos)) {
+            (Some(x), Some(y)) => types::compare::compare_serialized(&c.ty, x, y),
+            (x, y) => x.is_some().cmp(&y.is_some()),
+        };
+        let o = if c.order == ClusteringOrder::Desc { o.reverse() } else { o };
+        if o != CmpOrdering::Equal {
+            return if reversed { o.reverse() } else { o };
+        }
+    }
+    CmpOrdering::Equal
+}
+
 fn write_row(table: &TableDef, selection: &SelectionPlan, row: &RowData, w: &mut Out<'_>) {
     for sel in &selection.sels {
         w.push_cell(row_cell(table, sel, row).as_deref());
@@ -243,6 +275,9 @@ fn row_cell<'r>(table: &TableDef, sel: &Sel, row: &'r RowData) -> Option<Cow<'r,
         Sel::ToJson { inner, ty } => {
             let json = types::json::to_json_function(ty, row_cell(table, inner, row).as_deref());
             Some(Cow::Owned(json.into_bytes()))
+        }
+        Sel::Cast { inner, from, to } => {
+            row_cell(table, inner, row).and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
         }
         Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) => None,
     }
@@ -274,8 +309,12 @@ fn write_aggregate(table: &TableDef, selection: &SelectionPlan, rows: &[RowData]
     w.end_row();
 }
 
-/// The value of one selector over all the rows of an aggregate query.
+/// The value of one selector over all the rows of an aggregate query (or
+/// of one group): a non-aggregate selector takes the first row's value.
 fn aggregate_cell<'r>(table: &TableDef, sel: &Sel, rows: &'r [RowData]) -> Option<Cow<'r, [u8]>> {
+    if !sel.is_aggregate() {
+        return rows.first().and_then(|r| row_cell(table, sel, r));
+    }
     match sel {
         Sel::Count => Some(Cow::Owned((rows.len() as i64).to_be_bytes().to_vec())),
         Sel::CountColumn(i) => {
@@ -292,10 +331,12 @@ fn aggregate_cell<'r>(table: &TableDef, sel: &Sel, rows: &'r [RowData]) -> Optio
             };
             best.map(Cow::Borrowed)
         }
-        Sel::Column(i) => rows.first().and_then(|r| r.cells[*i].as_ref()).map(|c| Cow::Borrowed(c.value.as_slice())),
         Sel::ToJson { inner, ty } => {
             let json = types::json::to_json_function(ty, aggregate_cell(table, inner, rows).as_deref());
             Some(Cow::Owned(json.into_bytes()))
+        }
+        Sel::Cast { inner, from, to } => {
+            aggregate_cell(table, inner, rows).and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
         }
         _ => None,
     }

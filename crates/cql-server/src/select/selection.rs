@@ -1,5 +1,5 @@
 //! The selection of a SELECT: output columns (plain, writetime, ttl, token(),
-//! conversions, toJson(), aggregates) and their result metadata (also for
+//! conversions, CAST, toJson(), aggregates) and their result metadata (also for
 //! PREPARE); for SELECT JSON the result is one `[json]` text column.
 
 use super::*;
@@ -26,13 +26,19 @@ pub(super) enum Sel {
         inner: Box<Sel>,
         ty: CqlType,
     },
+    /// `CAST(inner AS to)`: a selector's value of type `from` converted (`cast`).
+    Cast {
+        inner: Box<Sel>,
+        from: CqlType,
+        to: CqlType,
+    },
 }
 
 impl Sel {
     pub(super) fn is_aggregate(&self) -> bool {
         match self {
             Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) => true,
-            Sel::ToJson { inner, .. } => inner.is_aggregate(),
+            Sel::ToJson { inner, .. } | Sel::Cast { inner, .. } => inner.is_aggregate(),
             _ => false,
         }
     }
@@ -41,7 +47,7 @@ impl Sel {
     pub(super) fn is_column(&self) -> bool {
         match self {
             Sel::Column(_) => true,
-            Sel::ToJson { inner, .. } => inner.is_column(),
+            Sel::ToJson { inner, .. } | Sel::Cast { inner, .. } => inner.is_column(),
             _ => false,
         }
     }
@@ -240,7 +246,33 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                 other => Err(QueryError::Invalid(format!("Unknown function '{other}'"))),
             }
         }
-        SelectorExpr::Cast { .. } => Err(QueryError::invalid("CAST in the selection is not supported yet")),
+        SelectorExpr::Cast { expr, ty } => {
+            let (inner, name, from) = plan_selector(table, expr)?;
+            // Cassandra ignores a cast to the selector's own type.
+            if from == *ty {
+                return Ok((inner, name, from));
+            }
+            if !cast::supported(&from, ty) {
+                let column = first_column(expr).unwrap_or(name);
+                return Err(QueryError::Invalid(format!("{column} cannot be cast to {}", ty.to_cql())));
+            }
+            let name = format!("cast({name} as {})", ty.to_cql());
+            Ok((Sel::Cast { inner: Box::new(inner), from, to: ty.clone() }, name, ty.clone()))
+        }
         _ => Err(QueryError::invalid("This selector is not supported yet")),
+    }
+}
+
+/// The first column a selector reads (Cassandra names it in cast errors).
+fn first_column(expr: &SelectorExpr) -> Option<String> {
+    match expr {
+        SelectorExpr::Column(name) => Some(name.clone()),
+        SelectorExpr::CellMetadata { target, .. } => first_column(target),
+        SelectorExpr::FunctionCall { args, .. } => args.iter().find_map(first_column),
+        SelectorExpr::Cast { expr, .. }
+        | SelectorExpr::TypeHint { expr, .. }
+        | SelectorExpr::Field { expr, .. }
+        | SelectorExpr::Element { expr, .. } => first_column(expr),
+        _ => None,
     }
 }

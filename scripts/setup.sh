@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Shoal's build and tests need on a fresh Debian machine:
-#   - apt: clang + libclang-dev (RocksDB's bindgen), python3-venv, and for the
-#     driver suites of other languages (scripts/driver-tests.sh) Go, Maven and a
-#     JDK when they are missing
+#   - apt: clang + libclang-dev (RocksDB's bindgen), python3-venv, openssl (bench/compare
+#     --tls), and for the driver suites of other languages (scripts/driver-tests.sh) Go,
+#     Maven and a JDK when they are missing
 #   - a Python venv under $SHOAL_VENV (default $HOME/.cache/shoal/venv) with the
 #     DataStax Python driver, cqlsh and pytest, pinned.
 # Idempotent: each step is skipped when already done.
@@ -19,6 +19,8 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 command -v javac >/dev/null 2>&1 || need_apt+=(default-jdk-headless)
+# bench/compare --tls makes its throw-away certificates with the openssl command.
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo (Rust) is required; install rustup first" >&2; exit 1; }
 # rustfmt and clippy run in scripts/test.sh.
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then

@@ -2,6 +2,7 @@
 
     bench/compare [--quick | --smoke] [--runs 3] [--n 2000000] [--threads 128]
                   [--rf1-only | --rf3] [--shoal-only] [--client simplenative|driver] [--out DIR]
+                  [--auth] [--tls]
     bench/compare --steadiness [--minutes 30] [--with-cassandra] [--threads 128]
     bench/compare --durability [--durability-duration 10s] [--durability-threads 1,2,4,...,256]
 
@@ -25,6 +26,14 @@ CPU-us per operation (/proc/PID/stat); peak RSS is the server's VmHWM (reset bef
 Before the measured runs each server gets the same discarded warm-up (Cassandra needs its JIT warm).
 --rf3 adds the same at RF=3, CL=QUORUM on local 3-node clusters (`shoal cluster up -n 3`,
 bench/cassandra-cluster.sh).
+
+--auth and --tls (either or both; RF=1 only): after the plain RF=1 runs, each system runs write, mixed and
+fixed-rate again (the plain runs' rate; no max phase) on a server restarted with PasswordAuthenticator +
+CassandraAuthorizer (--auth; the client logs in as cassandra/cassandra) and a TLS-only native port (--tls:
+client_encryption_options with a PEM keystore from a throw-away CA made by `openssl`; Cassandra through its
+PEMBasedSslContextFactory; the client `-transport truststore=ca.pem`, simplenative only). The report adds a
+section with each system's cost per operation against its plain run (server and client CPU-us/op, ops/s, p99)
+and Shoal against Cassandra with the same settings.
 
 Output: one table (median of the runs, Shoal/Cassandra ratios), RESULTS.md (date, versions, machine,
 exact commands, the table, which issue-5 targets are met, every run's numbers), SVGs of throughput
@@ -54,7 +63,8 @@ Opt-in, instead of the comparison (both may be given; the output goes to bench/ 
 Env: CARGO_TARGET_DIR (the shoal binary is $CARGO_TARGET_DIR/release/shoal, default
 ~/.cache/shoal/target), CASS_HOME (the Cassandra install, default ~/.cache/cassandra-ref),
 CASS_REF (its scripts, default scripts/cassandra), BENCH_HOME (server data, default
-~/.cache/shoal/bench: Cassandra's and Shoal's data on the same disk).
+~/.cache/shoal/bench: Cassandra's and Shoal's data on the same disk), CASS_PORT, CASS_STORAGE_PORT,
+CASS_JMX_PORT (the single Cassandra node's ports, default 9042, 7000, 7199, as start.sh reads them).
 """
 # This module: the command line (argparse; the docstring above is --help's text), `main` with its exit
 # codes and signal handling. The work is in compare, steadiness and durability.
@@ -67,9 +77,10 @@ import sys
 import tempfile
 import time
 
-from .compare import (Bench, level_args, max_levels, results_plots, run_system, summary_table, targets, versions,
-                      write_results)
+from .compare import (Bench, level_args, max_levels, results_plots, run_system, security_cost_lines, security_table,
+                      summary_table, targets, variant_name, versions, write_results)
 from .durability import durability
+from .security import Security
 from .servers import CassandraCluster, CassandraNode, ShoalCluster, ShoalNode, cassandra_installed, stop_all
 from .steadiness import STEADY_KEYS, steadiness
 from .util import BENCH_HOME, CASS_INSTALL, CASS_REF, HERE, SHOAL_BIN, Fail, log
@@ -99,6 +110,10 @@ def run():
     ap.add_argument("--rf3-n", type=int, help="rows per RF=3 write run (default min(n, 200,000))")
     ap.add_argument("--shoal-only", action="store_true", help="do not run Cassandra")
     ap.add_argument("--out", help="directory for RESULTS.md, SVGs, JSON and logs (default: see above)")
+    ap.add_argument("--auth", action="store_true", help="also RF=1 with PasswordAuthenticator + CassandraAuthorizer "
+                    "on both servers (the client logs in as cassandra/cassandra)")
+    ap.add_argument("--tls", action="store_true", help="also RF=1 with a TLS-only native port on both servers "
+                    "(with --auth: both at once)")
     ex = ap.add_argument_group("steadiness and durability (opt-in; they run instead of the comparison)")
     ex.add_argument("--steadiness", action="store_true", help="a long write run: the rate per minute, the last "
                     "5 minutes within 10%% of the first 5 (STEADINESS.md, steadiness.svg)")
@@ -121,6 +136,9 @@ def run():
                  "--quick, --smoke, --rf3, --rf3-only or --shoal-only")
     if a.with_cassandra and not a.steadiness:
         ap.error("--with-cassandra goes with --steadiness")
+    problem = security_args_problem(a)
+    if problem:
+        ap.error(problem)
     if a.minutes <= 0 or a.fsync_seconds <= 0:
         ap.error("--minutes and --fsync-seconds must be positive")
     try:
@@ -185,20 +203,30 @@ def run():
             durability(a, out, results_dir, vers, started, argv)
         return
     log(f"bench/compare: n={a.n:,}, runs={a.runs}, threads={a.threads}, fixed-rate {a.fixed_s}s, "
-        f"{'Cassandra + Shoal' if with_cassandra else 'Shoal only'}{', RF=3 too' if a.rf3 else ', RF=3 only' if a.rf3_only else ''}; output {out}")
+        f"{'Cassandra + Shoal' if with_cassandra else 'Shoal only'}{', RF=3 too' if a.rf3 else ', RF=3 only' if a.rf3_only else ''}"
+        f"{', RF=1 with ' + Security(a.auth, a.tls).label + ' too' if a.auth or a.tls else ''}; output {out}")
 
-    bench = Bench(a, out)
+    security = Security(a.auth, a.tls)
+    if security:
+        security.prepare(os.path.join(out, "tls"))
+    bench = Bench(a, out, security)
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    bench.started = started
     t0 = time.time()
     vers = versions(cass_version)
     if not with_cassandra:
         bench.notes.append("Cassandra was not run (--shoal-only or not installed): no ratios; the fixed rate is "
                            "50% of Shoal's own median write rate.")
     scen = [] if a.rf3_only else [("rf1", [], a.n, CassandraNode, ShoalNode)]
+    if security:
+        scen.append((variant_name(security), [], a.n, lambda o: CassandraNode(o, security=security),
+                     lambda o: ShoalNode(o, security=security)))
     if a.rf3 or a.rf3_only:
         scen.append(("rf3", ["cl=QUORUM", "-schema", "replication(factor=3)"], a.rf3_n, CassandraCluster, ShoalCluster))
     for name, cl_args, n, cass_cls, shoal_cls in scen:
         fixed_of = "cassandra" if with_cassandra else "shoal"
+        if security and name == variant_name(security) and "rf1" in bench.fixed_rate:
+            bench.fixed_rate[name] = bench.fixed_rate["rf1"]  # the plain runs' rate: the same load, secured
         try:
             if with_cassandra:
                 run_system(bench, cass_cls(out), name, cl_args, n, fixed_of)
@@ -211,6 +239,9 @@ def run():
     bench.wall = time.time() - t0
     if a.fixed_s > 0:
         for sc_name, (rate, of) in bench.fixed_rate.items():
+            if security and sc_name == variant_name(security):
+                bench.notes.append(f"{sc_name.upper()} fixed-rate runs: {rate:,} op/s, the plain RF1 runs' rate.")
+                continue
             bench.notes.append(f"{sc_name.upper()} fixed-rate runs: {rate:,} op/s = 50% of {of}'s median write rate.")
 
     charts = results_plots(bench, results_dir)
@@ -221,11 +252,29 @@ def run():
     print(summary_table(bench))
     for t, met in targets(bench):
         print(f"{'MET    ' if met else 'NOT MET'}  {t}")
+    if security:
+        table = security_table(bench)
+        print(f"\n{security.label} against the plain RF=1 runs (medians):\n{table or '(nothing to compare)'}")
+        for line in security_cost_lines(bench):
+            print(line)
     print(f"\nwrote {results}" + "".join(f"\n      {os.path.join(results_dir, svg)}" for svg, drawn in charts if drawn) +
           f"\nraw JSON and logs: {out}")
     if a.smoke and not all(drawn for _, drawn in charts):
         # CI's check that the specs and `shoal stress plot` agree; a full run keeps its numbers instead.
         raise Fail("smoke: a chart was not drawn (see the warning above)")
+
+
+def security_args_problem(a):
+    """Why --auth/--tls cannot go with the other arguments, or None."""
+    if not (a.auth or a.tls):
+        return None
+    if a.steadiness or a.durability:
+        return "--auth and --tls go with the comparison, not --steadiness or --durability"
+    if a.rf3 or a.rf3_only:
+        return "--auth and --tls run at RF=1 only (not with --rf3 or --rf3-only)"
+    if a.tls and a.client != "simplenative":
+        return "--tls needs --client simplenative: shoal stress speaks TLS through its own client only"
+    return None
 
 
 def on_signal(signum, _frame):

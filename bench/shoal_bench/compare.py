@@ -7,6 +7,7 @@ Shoal/Cassandra ratios, every run, the max-rate levels), the issue-5 targets, th
 import datetime
 import json
 import os
+import re
 import shlex
 import statistics
 import time
@@ -19,25 +20,32 @@ from .util import BENCH_HOME, CASS_REF, ROOT, SHOAL_BIN, Fail, log, md_table, sh
 
 
 class Bench:
-    def __init__(self, args, out):
+    def __init__(self, args, out, security=None):
         self.args, self.out = args, out
         self.rows = []          # every run: dict(scenario, system, workload, run, ...)
         self.commands = {}      # (scenario, workload) -> a command line as run (first system, run 1)
         self.fixed_rate = {}    # scenario -> (ops/s, what it is 50% of)
         self.notes = []
         self.warmups = {}       # scenario -> discarded warm-up writes per server
+        self.security = security  # --auth/--tls (security.Security): RF=1 again with both servers secured
+        self.started = None     # when the run began (UTC text), for the auth/TLS section
+        self.tls_sessions = {}  # system -> the TLS version and cipher suite its stress runs reported
 
     def stress(self, server, scenario, workload, run, stress_args, timeout, keep=True, mode=()):
         """One `shoal stress` run; mode: extra -mode words (connectionsPerHost=N)."""
         name = f"{scenario}-{server.system}-{workload}" + (f"-{run}" if run else "")
         path = os.path.join(self.out, name + ".json")
+        security = getattr(server, "security", None)
+        mode = list(mode) + (security.mode_words() if security else [])
         if self.args.client == "simplenative" or mode:
             stress_args = stress_args + ["-mode"] + (["simplenative"] if self.args.client == "simplenative" else
-                                                     ["native", "cql3", "prepared"]) + list(mode)
+                                                     ["native", "cql3", "prepared"]) + mode
+        if security:
+            stress_args = stress_args + security.transport_words()
         cmd = [SHOAL_BIN, "stress"] + stress_args + [
             "-node", ",".join(server.nodes), "-port", f"native={server.port}",
             "--json", path, "--server-pid", ",".join(map(str, server.pids))]
-        cmd_line = " ".join(shlex.quote(a) for a in ["shoal", "stress"] + stress_args)
+        cmd_line = " ".join(shlex.quote(shown_arg(a)) for a in ["shoal", "stress"] + stress_args)
         log(f"{server.label} {scenario} {workload}{' run ' + str(run) if run else ''}: {cmd_line}")
         for pid in server.pids:
             if not alive(pid):
@@ -52,7 +60,11 @@ class Bench:
             lines = text.splitlines()
             first = next((x for x in lines if x.startswith("shoal stress:") or "error" in x.lower()), "")
             raise Fail(f"{server.label} {workload}: stress failed: {first} (log: {name}.log)\n" + "\n".join(lines[-20:]))
-        report = json.load(open(path))
+        session = re.search(r"^TLS: (.+) \(-transport\)$", text, re.M)
+        if session:
+            self.tls_sessions[server.system] = session.group(1)
+        with open(path) as f:
+            report = json.load(f)
         s = report["summary"]
         if s.get("stopped_by"):
             raise Fail(f"{server.label} {workload}: stopped by an error: {s['stopped_by']}")
@@ -133,6 +145,12 @@ def run_system(bench, server, scenario, cl_args, n, fixed_of):
     serve(server, lambda s: bench.scenario(s, scenario, cl_args, n, fixed_of))
 
 
+def shown_arg(arg):
+    """A stress argument as the reports print it: a file after `truststore=` through `shown`."""
+    key, eq, value = arg.partition("=")
+    return f"{key}={shown(value)}" if eq and key in ("truststore", "keystore") else arg
+
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,10 +163,22 @@ WORKLOADS = [("write", "write"), ("mixed", "mixed r9:w1"), ("fixed", "fixed-rate
 SCENARIOS = [("rf1", "RF=1, CL=ONE, 1 node"), ("rf3", "RF=3, CL=QUORUM, 3 local nodes")]
 
 
+def variant_name(security):
+    """The scenario of the --auth/--tls runs: RF=1 with both servers secured (`rf1-auth-tls`)."""
+    return f"rf1-{security.name}"
+
+
+def scenarios(bench):
+    """SCENARIOS, with the --auth/--tls variant after RF=1 when there is one."""
+    if not bench.security:
+        return SCENARIOS
+    return [SCENARIOS[0], (variant_name(bench.security), f"RF=1 with {bench.security.label}")] + SCENARIOS[1:]
+
+
 
 def summary_table(bench):
     rows = []
-    for sc, sc_name in SCENARIOS:
+    for sc, sc_name in scenarios(bench):
         for wl, wl_name in WORKLOADS:
             meds = {}
             for system, label in (("cassandra", "Cassandra"), ("shoal", "Shoal")):
@@ -180,7 +210,7 @@ def runs_table(bench):
 def cores_lines(bench):
     """Where the cores went in each system's median write and mixed run (the machine has os.cpu_count())."""
     out = []
-    for sc, _ in SCENARIOS:
+    for sc, _ in scenarios(bench):
         for wl in ("write", "mixed"):
             parts = []
             for system, label in (("cassandra", "Cassandra"), ("shoal", "Shoal")):
@@ -319,6 +349,142 @@ def versions(cass_version):
             "cassandra": f"Apache Cassandra {cass_version} (Maven Central jars, {shown(CASS_REF)}), {java[0] if java else 'java ?'}"}
 
 
+# ---------------------------------------------------------------------------------------------
+# --auth/--tls: the secured RF=1 runs against the plain ones
+
+SECURITY_HEADING = "## Auth and TLS: the cost against the plain run"
+
+
+def _signed(x):
+    """`+1.5`, `-0.3`; `+0.0` for what rounds to zero (never `-0.0`)."""
+    return f"{0.0 if abs(x) < 0.05 else x:+.1f}"
+
+
+def _pct(new, old):
+    """The change from `old` to `new` in percent, `+25%`."""
+    change = (new / old - 1) * 100 if old else 0.0
+    return f"{0 if abs(change) < 0.5 else change:+.0f}%"
+
+
+def _med(bench, scenario, system, workload, key):
+    vals = [r[key] for r in bench.rows
+            if (r["scenario"], r["system"], r["workload"]) == (scenario, system, workload) and r[key] is not None]
+    return statistics.median(vals) if vals else None
+
+
+def security_table(bench):
+    """Per workload and system: the plain RF=1 medians against those of the secured runs."""
+    v, label = variant_name(bench.security), bench.security.label
+    rows = []
+    for wl, wl_name in WORKLOADS:
+        for system, name in (("cassandra", "Cassandra"), ("shoal", "Shoal")):
+            m = {(sc, k): _med(bench, sc, system, wl, k) for sc in ("rf1", v)
+                 for k in ("ops_s", "cpu_us", "client_cpu_us", "p99")}
+            if m[("rf1", "ops_s")] is None or m[(v, "ops_s")] is None:
+                continue
+            ops0, ops1, cpu0, cpu1 = m[("rf1", "ops_s")], m[(v, "ops_s")], m[("rf1", "cpu_us")], m[(v, "cpu_us")]
+            c0, c1 = m[("rf1", "client_cpu_us")] or 0, m[(v, "client_cpu_us")] or 0
+            rows.append([wl_name, name, f"{ops0:,.0f}", f"{ops1:,.0f}", f"{_pct(ops1, ops0)}",
+                         f"{cpu0:.1f}", f"{cpu1:.1f}", f"**{_signed(cpu1 - cpu0)}** ({_pct(cpu1, cpu0)})",
+                         f"{c0:.1f} -> {c1:.1f}", f"{m[('rf1', 'p99')]:.2f} -> {m[(v, 'p99')]:.2f}"])
+    if not rows:
+        return None
+    return md_table(["workload", "system", "ops/s plain", f"ops/s {label}", "ops/s change", "server CPU-us/op plain",
+                     f"server CPU-us/op {label}", "extra server CPU-us/op", "client CPU-us/op", "p99 ms"], rows)
+
+
+def security_cost_lines(bench):
+    """The cost per write in words: each system's extra server CPU per write (closed-loop writes, and at the
+    fixed rate when measured: the same load for both variants, and runs long enough for /proc's 10 ms ticks),
+    and Shoal against Cassandra."""
+    v, label = variant_name(bench.security), bench.security.label
+    out = []
+    for wl, what in (("write", "per write"), ("fixed", "per write at the fixed rate")):
+        cpu = {(sc, system): _med(bench, sc, system, wl, "cpu_us") for sc in ("rf1", v)
+               for system in ("cassandra", "shoal")}
+        parts = []
+        for system, name in (("cassandra", "Cassandra"), ("shoal", "Shoal")):
+            a, b = cpu[("rf1", system)], cpu[(v, system)]
+            if a and b:
+                parts.append(f"{name} {a:.1f} -> {b:.1f} ({_signed(b - a)}, {_pct(b, a)})")
+        if parts:
+            rate = f" ({bench.fixed_rate[v][0]:,}/s)" if wl == "fixed" and v in bench.fixed_rate else ""
+            out.append(f"- Server CPU-us {what}{rate}, plain -> {label}: " + "; ".join(parts) + ".")
+        c0, s0, c1, s1 = cpu[("rf1", "cassandra")], cpu[("rf1", "shoal")], cpu[(v, "cassandra")], cpu[(v, "shoal")]
+        if c0 and s0 and c1 and s1:
+            out.append(f"  Shoal/Cassandra: {s1 / c1:.2f}x with {label} on both (Cassandra/Shoal = {c1 / s1:.1f}), "
+                       f"{s0 / c0:.2f}x plain.")
+    return out
+
+
+def security_section(bench, argv):
+    """The RESULTS.md section of the --auth/--tls runs: what was secured, the table, the cost per write, and the
+    Cassandra configuration used."""
+    sec, v = bench.security, variant_name(bench.security)
+    cmd = " ".join(argv)
+    fixed = bench.args.fixed_s > 0
+    workloads = "write, mixed and fixed-rate" if fixed else "write and mixed"
+    runs = f"{bench.args.runs} run{'s' if bench.args.runs > 1 else ''} each" + (
+        ", the fixed-rate ones at the plain runs' rate" if fixed else "")
+    L = [SECURITY_HEADING, "",
+         f"Measured {bench.started} by `{cmd}` on {machine()}. The same invocation ran each system's plain RF=1 "
+         f"runs first, then the same {workloads} workloads ({runs}) against the same server restarted with "
+         f"{sec.label} (scenario {v.upper()} in the tables above and below).", ""]
+    if sec.auth:
+        L.append("- auth: `authenticator: PasswordAuthenticator`, `authorizer: CassandraAuthorizer` on both; the "
+                 f"client logs in as the default superuser (`-mode simplenative user=cassandra password=cassandra`), "
+                 "once per connection; each request is then checked against the role's cached permissions.")
+    if sec.tls:
+        L.append("- TLS: the native port TLS-only (`client_encryption_options: enabled: true, optional: false`, no "
+                 "client certificates), both servers presenting the same EC P-256 certificate from a throw-away CA "
+                 "(`openssl`, PEM keystore: the unencrypted PKCS#8 key and the certificate); the client verifies the "
+                 "chain, not the host name (`-transport truststore=ca.pem`). The stress client sets the run up "
+                 "through its own connections (its driver has no TLS in this build).")
+        if bench.tls_sessions:
+            L.append("- Negotiated (as `shoal stress` reported it): " + "; ".join(
+                f"{name} {bench.tls_sessions[system]}" for system, name in (("cassandra", "Cassandra"), ("shoal", "Shoal"))
+                if system in bench.tls_sessions) + ".")
+    table = security_table(bench)
+    if table:
+        L += ["", f"Medians (RF=1, `-rate threads={bench.args.threads}`):", "", table, ""]
+    L += security_cost_lines(bench)
+    if bench.args.runs == 1:
+        L += ["", "One run of each (--quick or --smoke): a single short run moves by more than the cost measured here "
+              "(Cassandra's JIT and compactions; the CPU of a run under a second is counted in /proc's 10 ms ticks). "
+              + ("The fixed-rate runs, the same load for 10 s or more, are the steadiest measure here; " if fixed else "")
+              + "the full mode's median of 3 runs of 2,000,000 operations is the one to quote."]
+    L += ["", "Cassandra's configuration for these runs: scripts/cassandra/cassandra.yaml.template with",
+          "", "```yaml"]
+    if sec.auth:
+        L += ["authenticator: PasswordAuthenticator", "authorizer: CassandraAuthorizer"]
+    if sec.tls:
+        L += ["client_encryption_options:", "  enabled: true", "  optional: false",
+              "  keystore: node.pem            # private key (PKCS#8, unencrypted) + certificate, PEM",
+              "  require_client_auth: false", "  ssl_context_factory:",
+              "    class_name: org.apache.cassandra.security.PEMBasedSslContextFactory"]
+    L += ["```", "", "and Shoal's shoal.yaml the same lines (without `ssl_context_factory`: Shoal reads PEM only).", ""]
+    return L
+
+
+def carried_section(path, heading):
+    """The section under `heading` of the RESULTS.md being replaced (a run without --auth/--tls keeps the last
+    measured one, which names its own command and date), or nothing."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return []
+    start = text.find("\n" + heading + "\n")
+    if start < 0:
+        return []
+    end = text.find("\n## ", start + 1)
+    kept = "(Kept from the previous RESULTS.md: this run did not measure it.)"
+    body = text[start + 1:end if end >= 0 else len(text)].rstrip("\n").split("\n")
+    while body and body[-1] in (kept, ""):
+        body.pop()
+    return body + ["", kept, ""]
+
+
 def write_results(bench, path, argv, started, vers, charts, results_dir):
     """RESULTS.md at `path`; charts: [(SVG name in results_dir, drawn)] from `results_plots`."""
     a = bench.args
@@ -365,6 +531,10 @@ def write_results(bench, path, argv, started, vers, charts, results_dir):
         L += [f"## Maximum write throughput: client threads and connections swept (RF1, {a.max_s} s runs, median of {a.runs})", "",
               "Each system's maximum is its best median over the levels, client threads and connections per node (Shoal's only where its median p99 "
               "is at most 10 ms), as cassandra-stress's default mode ramps threads up to find it.", "", mt, ""]
+    if bench.security:
+        L += security_section(bench, argv)
+    else:
+        L += carried_section(path, SECURITY_HEADING)
     L += ["## Issue 5 targets", ""]
     L += [f"- {'MET' if met else '**NOT MET**'}: {t}" for t, met in tgt]
     measured = {t.split(":")[0] for t, _ in tgt}

@@ -33,12 +33,13 @@ def cassandra_installed():
 class ShoalNode:
     system, label = "shoal", "Shoal"
 
-    def __init__(self, out, commitlog=PERIODIC, keep_rocksdb_log=False):
+    def __init__(self, out, commitlog=PERIODIC, keep_rocksdb_log=False, security=None):
         self.dir = None  # a fresh directory per start: concurrent invocations never share one
         self.out, self.proc, self.port = out, None, free_port()
         self.nodes, self.pids = ["127.0.0.1"], []
         self.commitlog = commitlog  # the YAML lines of the commit log's sync mode
         self.keep_rocksdb_log = keep_rocksdb_log  # copy RocksDB's LOG files into `out` before the data goes
+        self.security = security  # --auth/--tls (security.Security), or None
 
     @property
     def data_root(self):
@@ -49,6 +50,8 @@ class ShoalNode:
         cfg = os.path.join(self.dir, "shoal.yaml")
         with open(cfg, "w") as f:
             f.write(SHOAL_YAML.format(storage_port=free_port(), commitlog=self.commitlog))
+            if self.security:
+                f.write(self.security.shoal_yaml())
         self.cmd = [SHOAL_BIN, "server", "--config", cfg, "--data-dir", os.path.join(self.dir, "data"),
                     "--native-port", str(self.port), "--admin-port", str(free_port())]
         logf = open(os.path.join(self.out, "shoal-server.log"), "a")
@@ -57,6 +60,9 @@ class ShoalNode:
         logf.close()
         wait_port("127.0.0.1", self.port, 60, self.proc, "shoal server")
         self.pids = [self.proc.pid]
+        if self.security:
+            waited = self.security.wait_login("127.0.0.1", self.port, 60, alive=lambda: self.proc.poll() is None)
+            log(f"shoal server: {self.security.label} login works (after {waited:.1f}s)")
         log(f"shoal server up: pid {self.proc.pid}, 127.0.0.1:{self.port}, data {self.dir}")
 
     def stop(self):
@@ -98,13 +104,18 @@ class CassandraNode:
     pid file are ours; the jars are the install's): WIPE=1 never touches anyone else's data."""
     system, label = "cassandra", "Cassandra"
 
-    def __init__(self, out, wipe_after=False):
+    def __init__(self, out, wipe_after=False, security=None):
         self.home = os.path.join(BENCH_HOME, "cassandra")
-        self.out, self.started, self.port = out, False, 9042
+        # start.sh's ports (CQL, storage, JMX), from the same environment variables it reads.
+        self.ports = [int(os.environ.get(k, d)) for k, d in (("CASS_PORT", 9042), ("CASS_STORAGE_PORT", 7000),
+                                                               ("CASS_JMX_PORT", 7199))]
+        self.out, self.started, self.port = out, False, self.ports[0]
         self.nodes, self.pids = ["127.0.0.1"], []
         self.env = dict(os.environ, CASS_HOME=self.home, WIPE="1")
         self.data_root = os.path.join(self.home, "data")
         self.wipe_after = wipe_after  # delete the data once stopped (the long steadiness run's GBs)
+        self.security = security  # --auth/--tls (security.Security), or None
+        self.ref = CASS_REF  # the scripts start.sh and stop.sh (with --auth/--tls: a copy beside a changed template)
 
     def start(self):
         os.makedirs(self.home, exist_ok=True)
@@ -117,19 +128,28 @@ class CassandraNode:
         if os.path.exists(pidfile) and alive(read_text(pidfile).strip() or 0):
             raise Fail(f"a Cassandra from an earlier bench/compare still runs (pid {read_text(pidfile).strip()}); "
                        f"stop it with CASS_HOME={self.home} {CASS_REF}/stop.sh")
-        for port in (9042, 7000, 7199):
+        for port in self.ports:
             if port_open("127.0.0.1", port):
-                raise Fail(f"127.0.0.1:{port} is in use by another process: Cassandra needs 9042, 7000 and 7199 "
-                           f"(is another Cassandra, e.g. {CASS_REF}/start.sh's, running?)")
+                raise Fail(f"127.0.0.1:{port} is in use by another process: Cassandra needs "
+                           f"{', '.join(map(str, self.ports))} (is another Cassandra, e.g. {CASS_REF}/start.sh's, "
+                           "running? CASS_PORT, CASS_STORAGE_PORT and CASS_JMX_PORT choose others)")
+        if self.security:
+            self.ref = self.security.cassandra_ref(CASS_REF, os.path.join(self.out, f"cassandra-ref-{self.security.name}"))
         self.started = True
-        out = sh([os.path.join(CASS_REF, "start.sh")], timeout=300, env=self.env)
+        out = sh([os.path.join(self.ref, "start.sh")], timeout=300, env=self.env)
         self.pids = [int(read_text(pidfile).strip())]
+        if self.security:
+            # Its default superuser comes ~10 s after the port opens (superuser_setup_delay_ms).
+            pid = self.pids[0]
+            waited = self.security.wait_login("127.0.0.1", self.port, 180, alive=lambda: alive(pid))
+            log(f"cassandra: {self.security.label} login works {waited:.1f}s after the port opened "
+                f"(config {self.home}/conf/cassandra.yaml from {self.ref})")
         log(f"cassandra up: {out.strip().splitlines()[-1]}, data {self.home}/data")
 
     def stop(self):
         if self.started:
             self.started = False
-            out = sh([os.path.join(CASS_REF, "stop.sh")], timeout=120, env=self.env, check=False)
+            out = sh([os.path.join(self.ref, "stop.sh")], timeout=120, env=self.env, check=False)
             log(f"cassandra: {out.strip()}")
             pid = read_text(os.path.join(self.home, "cassandra.pid")).strip()
             if self.wipe_after and not (pid and alive(pid)):

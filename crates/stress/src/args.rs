@@ -3,7 +3,8 @@
 //!
 //! The new syntax is a command word, its `key=value` / bare-word parameters,
 //! then option groups (`-rate ...`, `-node ...`, `-col ...`, `-schema ...`,
-//! `-pop ...`, `-mode ...`, `-port ...`, `-log ...`, `-errors ...`) each taking
+//! `-pop ...`, `-mode ...`, `-port ...`, `-log ...`, `-errors ...`,
+//! `-transport ...`) each taking
 //! the words up to the next word starting with `-`, and `--long VALUE` options.
 //! Parsing is pure (no file or network access) and every rejection is a
 //! `UsageError` whose text names the offending word; `lib.rs` prints it with
@@ -13,7 +14,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::legacy;
-use crate::settings::{Command, Consistency, Population, Rate, Ratio, Replication, RunLength, Settings, Truncate};
+use crate::settings::{
+    Command, Consistency, Population, Rate, Ratio, Replication, RunLength, Settings, Transport, Truncate,
+};
 
 /// A command line that cannot be run; the text names what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +50,8 @@ usage: shoal stress write|read|mixed|verify [n=N | duration=30s] [cl=ONE] [no-wa
        -pop seq=1..N | uniform(1..N) | gaussian(1..N) | dist=uniform(1..N)
        -mode native cql3 prepared | simplenative [user=U password=P] [connectionsPerHost=N]
                                    (simplenative: the stress tool's own lean client, not the driver)
+       -transport truststore=CA.pem [keystore=KEY_AND_CERT.pem] [hostname-verification=true]
+                                   TLS, with -mode simplenative only; PEM files (not JKS), an unencrypted key
        -log interval=1s
        -errors ignore [retries=N]  (ignore: as --keep-going; retries: as --retries)
        -K N | --retries N          extra tries per operation (default 9, as cassandra-stress)
@@ -157,6 +162,7 @@ fn parse_new(args: &[String]) -> Result<Settings, UsageError> {
             "-mode" => mode_option(&mut settings, words)?,
             "-log" => log_option(&mut settings, words)?,
             "-errors" => errors_option(&mut settings, words)?,
+            "-transport" => transport_option(&mut settings, words)?,
             "-K" => {
                 let [word] = words else { return err("-K needs one number (retries)") };
                 settings.retries = parse_u32(word, "-K")?;
@@ -482,6 +488,81 @@ fn errors_option(settings: &mut Settings, words: &[String]) -> Result<(), UsageE
             _ => return err(format!("-errors: unknown word `{word}`; use ignore and retries=N")),
         }
     }
+    Ok(())
+}
+
+/// `-transport`: cassandra-stress's TLS options (`SettingsTransport`), with PEM files
+/// instead of Java keystores. The files are read when the run starts (`transport.rs`).
+fn transport_option(settings: &mut Settings, words: &[String]) -> Result<(), UsageError> {
+    let mut truststore = None;
+    let mut keystore = None;
+    let mut hostname_verification = false;
+    for word in words {
+        let Some((key, value)) = word.split_once('=') else {
+            return err(format!("-transport: unknown word `{word}`; use truststore=FILE [keystore=FILE]"));
+        };
+        match key {
+            "truststore" | "keystore" => {
+                if value.is_empty() {
+                    return err(format!("-transport {key}= needs a file name"));
+                }
+                let lower = value.to_ascii_lowercase();
+                if [".jks", ".p12", ".pfx", ".jceks"].iter().any(|ext| lower.ends_with(ext)) {
+                    return err(format!(
+                        "-transport {key}={value}: shoal stress needs a PEM file, not a Java keystore \
+                         (export it: keytool -exportcert -rfc, or openssl pkcs12 -nodes)"
+                    ));
+                }
+                if key == "truststore" {
+                    truststore = Some(PathBuf::from(value));
+                } else {
+                    keystore = Some(PathBuf::from(value));
+                }
+            }
+            // A PEM truststore has no password (Cassandra's PEM factory ignores it too).
+            "truststore-password" => {}
+            "keystore-password" if value.is_empty() => {}
+            "keystore-password" => {
+                return err("-transport keystore-password: encrypted private keys are not supported; keep the key \
+                            unencrypted in the PEM keystore (openssl pkcs8 -topk8 -nocrypt) and protect the file");
+            }
+            "ssl-protocol" if value.eq_ignore_ascii_case("TLS") => {}
+            "ssl-protocol" => {
+                return err(format!(
+                    "-transport ssl-protocol={value}: only TLS (the default) is accepted; shoal stress negotiates \
+                     TLS 1.3 or 1.2"
+                ));
+            }
+            // The Java key manager's algorithm (SunX509...): nothing to choose here.
+            "ssl-alg" => {}
+            "ssl-ciphers" => {
+                return err("-transport ssl-ciphers: not supported; shoal stress offers rustls' default cipher suites");
+            }
+            "store-type" if value.eq_ignore_ascii_case("PEM") => {}
+            "store-type" => {
+                return err(format!("-transport store-type={value}: shoal stress needs PEM files (store-type=PEM)"));
+            }
+            // Older cassandra-stress: the Thrift transport factory, no meaning for a CQL client.
+            "factory" => {}
+            "hostname-verification" => {
+                hostname_verification = match value.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return err(format!("-transport hostname-verification={value}: use true or false")),
+                }
+            }
+            _ => {
+                return err(format!(
+                    "-transport: unknown word `{word}`; use truststore=, keystore=, hostname-verification= \
+                     (and cassandra-stress's truststore-password=, ssl-protocol=TLS, ssl-alg=)"
+                ))
+            }
+        }
+    }
+    let Some(truststore) = truststore else {
+        return err("-transport needs truststore=FILE (the CA certificates, PEM): TLS is on only with a truststore");
+    };
+    settings.transport = Some(Transport { truststore, keystore, hostname_verification });
     Ok(())
 }
 

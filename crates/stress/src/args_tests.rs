@@ -4,7 +4,7 @@
 //! `shared/classic-runs.md`, with the report's placeholders filled in.
 
 use super::*;
-use crate::settings::Settings;
+use crate::settings::{Settings, Transport};
 
 fn words(line: &str) -> Vec<String> {
     line.split_whitespace().map(str::to_string).collect()
@@ -236,6 +236,32 @@ const ERRORS: &[(&str, &str)] = &[
     ("-n", "-n needs a value"),
     ("-O DC1-3 -R NetworkTopologyStrategy", "-O DC1-3: use DC1:3,DC2:3"),
     ("-R NetworkTopologyStrategy", "NetworkTopologyStrategy needs per-DC factors"),
+    ("write -transport truststore=ca.pem", "-transport (TLS) needs -mode simplenative"),
+    ("write -mode native cql3 prepared -transport truststore=ca.pem", "-transport (TLS) needs -mode simplenative"),
+    ("write -mode simplenative -transport", "-transport needs truststore=FILE"),
+    ("write -mode simplenative -transport keystore=k.pem", "-transport needs truststore=FILE"),
+    ("write -mode simplenative -transport truststore=", "-transport truststore= needs a file name"),
+    ("write -mode simplenative -transport truststore=ca.jks", "-transport truststore=ca.jks: shoal stress needs a PEM"),
+    ("write -mode simplenative -transport truststore=a.pem keystore=k.P12", "-transport keystore=k.P12: shoal stress"),
+    (
+        "write -mode simplenative -transport truststore=a.pem keystore-password=s",
+        "-transport keystore-password: encrypted",
+    ),
+    (
+        "write -mode simplenative -transport truststore=a.pem ssl-protocol=TLSv1.1",
+        "-transport ssl-protocol=TLSv1.1: only TLS",
+    ),
+    ("write -mode simplenative -transport truststore=a.pem ssl-ciphers=X,Y", "-transport ssl-ciphers: not supported"),
+    (
+        "write -mode simplenative -transport truststore=a.pem store-type=JKS",
+        "-transport store-type=JKS: shoal stress needs PEM",
+    ),
+    (
+        "write -mode simplenative -transport truststore=a.pem hostname-verification=yes",
+        "-transport hostname-verification=yes",
+    ),
+    ("write -mode simplenative -transport truststore=a.pem bogus=1", "-transport: unknown word `bogus=1`"),
+    ("write -mode simplenative -transport a.pem", "-transport: unknown word `a.pem`"),
 ];
 
 #[test]
@@ -322,4 +348,22 @@ fn failed_keys_is_a_long_option_of_every_command() {
     assert_eq!(s.failed_keys.as_deref(), Some(std::path::Path::new("v.txt")));
     assert_eq!(s.json.as_deref(), Some(std::path::Path::new("v.json")));
     assert!(USAGE.contains("--failed-keys FILE"));
+}
+
+#[test]
+fn transport_takes_cassandra_stress_tls_options_with_pem_files() {
+    assert_eq!(run("write n=10 -mode simplenative").unwrap().transport, None);
+    let s = run("write n=10 -mode simplenative user=cassandra password=cassandra -transport truststore=/tmp/ca.pem")
+        .expect("parses");
+    let expected = Transport { truststore: "/tmp/ca.pem".into(), keystore: None, hostname_verification: false };
+    assert_eq!(s.transport, Some(expected));
+    assert_eq!((s.user.as_deref(), s.password.as_deref()), (Some("cassandra"), Some("cassandra")));
+    // The option may come before -mode; cassandra-stress's harmless options are accepted.
+    let s = run("write n=10 -transport truststore=ca.pem truststore-password=x keystore=me.pem keystore-password= \
+         ssl-protocol=TLS ssl-alg=SunX509 store-type=PEM factory=x hostname-verification=true -mode simplenative")
+    .expect("parses");
+    let expected =
+        Transport { truststore: "ca.pem".into(), keystore: Some("me.pem".into()), hostname_verification: true };
+    assert_eq!(s.transport, Some(expected));
+    assert!(USAGE.contains("-transport truststore="));
 }

@@ -8,7 +8,9 @@
 //! modes), creates the `workload` schema, runs the warmup and the measured
 //! phase with `stats` histograms, trying each failed operation again as
 //! cassandra-stress does (`-errors retries=N`, 9 by default); `report` prints interval lines and
-//! the summary and writes `--json`/`--csv`/`--hdr-log`; `plot` draws `--plot`
+//! the summary and writes `--json`/`--csv`/`--hdr-log`. With `-transport`
+//! (TLS, `transport`) the lean client alone runs (the driver has no TLS in this
+//! build): `control` does the driver's part of the setup. `plot` draws `--plot`
 //! through `chart` (SVG, the project's one plotting path);
 //! `cpu` samples client and server CPU from /proc; `hdr` turns histograms
 //! into text for the JSON report; `failed_keys` collects the keys of failed
@@ -31,6 +33,7 @@
 pub mod args;
 pub mod chart;
 pub mod compare;
+pub mod control;
 pub mod cpu;
 pub mod failed_keys;
 pub mod hdr;
@@ -42,6 +45,7 @@ pub mod report;
 pub mod run;
 pub mod settings;
 pub mod stats;
+pub mod transport;
 pub mod workload;
 
 use std::process::ExitCode;

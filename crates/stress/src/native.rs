@@ -21,6 +21,11 @@
 //! of the preferred data center first); the operation index (plus the attempt)
 //! picks among the preferred replicas, so retries go to the next one.
 //!
+//! With `-transport` (TLS) every connection is a TLS session (`transport.rs`),
+//! and the driver, which has no TLS in this build, is not used at all: the
+//! setup goes through one more connection of this client (`control.rs`),
+//! which reads the ring from the system tables.
+//!
 //! Why: the driver spends about 3.3 client CPU-µs per write on the benchmark's
 //! machine (future moves, tracing spans, load-balancing plans, per-request
 //! timers), which on a 2-core machine shared with the server caps what any
@@ -51,12 +56,12 @@ use cql_protocol::frame::{parse_response_header, FrameHeader, Opcode, HEADER_LEN
 use cql_protocol::request::{encode_execute, encode_request, Request, StartupOptions};
 use cql_protocol::response::{decode_response, ErrorBody, ErrorKind, Response, ResultBody, Rows};
 use scylla::client::session::Session;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 
 use crate::settings::{Consistency, Settings};
+use crate::transport::Tls;
 
 /// How long a request may wait for its response (the driver mode's request timeout).
 pub const TIMEOUT: Duration = Duration::from_secs(12);
@@ -77,9 +82,17 @@ type Reply = Result<(FrameHeader, Bytes), String>;
 /// How often a connection looks for requests past [`TIMEOUT`].
 const SWEEP: Duration = Duration::from_secs(1);
 
+/// A connected socket, before its halves go to the reader and the writer.
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<tls::tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
 /// One connection: the write buffer and the requests waiting, under one lock.
-struct Conn {
+pub(crate) struct Conn {
     addr: SocketAddr,
+    /// The TLS session's protocol version and cipher suite (`-transport`).
+    tls: Option<String>,
     /// [`TIMEOUT`] (shorter in tests).
     timeout: Duration,
     state: Mutex<ConnState>,
@@ -108,22 +121,35 @@ impl Conn {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Connects, starts the reader and writer tasks and says STARTUP (and, when
-    /// the server asks, authenticates with `auth`).
-    async fn open(addr: SocketAddr, auth: Option<&(String, String)>) -> Result<Arc<Conn>, String> {
-        Conn::open_with(addr, auth, TIMEOUT).await
+    /// Connects (through TLS with `tls`), starts the reader and writer tasks and
+    /// says STARTUP (and, when the server asks, authenticates with `auth`).
+    pub(crate) async fn open(
+        addr: SocketAddr,
+        auth: Option<&(String, String)>,
+        tls: Option<&Tls>,
+    ) -> Result<Arc<Conn>, String> {
+        Conn::open_with(addr, auth, tls, TIMEOUT).await
     }
 
     async fn open_with(
         addr: SocketAddr,
         auth: Option<&(String, String)>,
+        tls: Option<&Tls>,
         timeout: Duration,
     ) -> Result<Arc<Conn>, String> {
         let socket = TcpStream::connect(addr).await.map_err(|e| format!("cannot connect to {addr}: {e}"))?;
         socket.set_nodelay(true).map_err(|e| format!("{addr}: TCP_NODELAY: {e}"))?;
-        let (rd, wr) = socket.into_split();
+        let (io, session) = match tls {
+            None => (Io::Plain(socket), None),
+            Some(tls) => {
+                let stream = tls.handshake(socket, addr).await?;
+                let session = crate::transport::describe(&stream);
+                (Io::Tls(Box::new(stream)), Some(session))
+            }
+        };
         let conn = Arc::new(Conn {
             addr,
+            tls: session,
             timeout,
             state: Mutex::new(ConnState {
                 out: BytesMut::with_capacity(64 << 10),
@@ -135,9 +161,16 @@ impl Conn {
             }),
             wake_writer: Notify::new(),
         });
-        tokio::spawn(read_loop(Arc::clone(&conn), rd));
-        tokio::spawn(write_loop(Arc::clone(&conn), wr));
-        tokio::spawn(sweep_loop(Arc::downgrade(&conn)));
+        match io {
+            Io::Plain(socket) => {
+                let (rd, wr) = socket.into_split();
+                conn.start(rd, wr);
+            }
+            Io::Tls(stream) => {
+                let (rd, wr) = tokio::io::split(*stream);
+                conn.start(rd, wr);
+            }
+        }
         let options = BTreeMap::from([("CQL_VERSION".to_string(), "3.0.0".to_string())]);
         match conn.request(&Request::Startup(StartupOptions(options))).await? {
             Response::Ready => Ok(conn),
@@ -154,6 +187,22 @@ impl Conn {
             }
             other => Err(format!("{addr}: STARTUP answered with {}", describe(&other))),
         }
+    }
+
+    /// The TLS session's protocol version and cipher suite; `None` on plain TCP.
+    pub(crate) fn tls(&self) -> Option<&str> {
+        self.tls.as_deref()
+    }
+
+    /// Starts the connection's reader, writer and timeout sweep tasks.
+    fn start<R, W>(self: &Arc<Self>, rd: R, wr: W)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        tokio::spawn(read_loop(Arc::clone(self), rd));
+        tokio::spawn(write_loop(Arc::clone(self), wr));
+        tokio::spawn(sweep_loop(Arc::downgrade(self)));
     }
 
     /// Takes a stream id, lets `encode` append the frame for it to the write buffer,
@@ -187,7 +236,7 @@ impl Conn {
     }
 
     /// Sends a request built by the codec and decodes its response (setup only).
-    async fn request(&self, request: &Request) -> Result<Response, String> {
+    pub(crate) async fn request(&self, request: &Request) -> Result<Response, String> {
         let (header, body) = self.call(|out, stream| encode_request(out, stream, None, request)).await?;
         decode_response(&header, body, None)
             .map(|frame| frame.response)
@@ -203,7 +252,7 @@ impl Conn {
     }
 
     /// Marks the connection failed and fails every waiting request.
-    fn fail(&self, why: String) {
+    pub(crate) fn fail(&self, why: String) {
         let waiting: Vec<_> = {
             let mut s = self.lock();
             if s.failed.is_none() {
@@ -224,7 +273,7 @@ impl Conn {
     }
 }
 
-async fn write_loop(conn: Arc<Conn>, mut wr: OwnedWriteHalf) {
+async fn write_loop<W: AsyncWrite + Unpin>(conn: Arc<Conn>, mut wr: W) {
     let mut spare = BytesMut::with_capacity(64 << 10);
     loop {
         conn.wake_writer.notified().await;
@@ -241,7 +290,13 @@ async fn write_loop(conn: Arc<Conn>, mut wr: OwnedWriteHalf) {
                 }
                 std::mem::swap(&mut s.out, &mut spare);
             }
-            if let Err(e) = wr.write_all(&spare).await {
+            // A TLS stream may keep records back until flushed (a no-op on plain TCP).
+            if let Err(e) = async {
+                wr.write_all(&spare).await?;
+                wr.flush().await
+            }
+            .await
+            {
                 conn.fail(format!("write: {e}"));
                 return;
             }
@@ -250,7 +305,7 @@ async fn write_loop(conn: Arc<Conn>, mut wr: OwnedWriteHalf) {
     }
 }
 
-async fn read_loop(conn: Arc<Conn>, mut rd: OwnedReadHalf) {
+async fn read_loop<R: AsyncRead + Unpin>(conn: Arc<Conn>, mut rd: R) {
     let mut buf = BytesMut::with_capacity(64 << 10);
     let mut ready = Vec::new();
     let why = 'read: loop {
@@ -428,9 +483,7 @@ pub struct Native {
 
 impl Native {
     /// Connects to every node the driver knows and prepares `insert_cql`/`select_cql`
-    /// on each connection (`-mode connectionsPerHost`, `user`, `password`, `-node dc=`
-    /// and the consistency level come from `settings`). Fails only when no node can
-    /// be reached.
+    /// on each connection (see [`Native::open`]).
     pub async fn connect(
         session: &Session,
         settings: &Settings,
@@ -440,8 +493,6 @@ impl Native {
         let keyspace = settings.schema.keyspace.as_str();
         let table = crate::workload::TABLE;
         let prefer_dc = settings.nodes.dc.as_deref();
-        let per_node = settings.connections_per_host.map_or(1, |n| n.get());
-        let auth = settings.user.clone().map(|u| (u, settings.password.clone().unwrap_or_default()));
         let state = session.get_cluster_state();
         let nodes = state.get_nodes_info();
         let index: HashMap<_, u32> = nodes.iter().enumerate().map(|(i, n)| (n.host_id, i as u32)).collect();
@@ -461,15 +512,32 @@ impl Native {
                 (token.value(), replicas)
             })
             .collect();
-        let routes = Routes::new(ring);
+        let addrs: Vec<SocketAddr> =
+            nodes.iter().map(|node| SocketAddr::new(node.address.ip(), node.address.port())).collect();
+        Native::open(&addrs, Routes::new(ring), settings, None, insert_cql, select_cql).await
+    }
 
+    /// Connects to `nodes` (through TLS with `tls`), routing by `routes` (whose node
+    /// indexes are positions in `nodes`), and prepares `insert_cql`/`select_cql` on
+    /// each connection (`-mode connectionsPerHost`, `user`, `password` and the
+    /// consistency level come from `settings`). Fails only when no node can be
+    /// connected to and prepared on.
+    pub async fn open(
+        nodes: &[SocketAddr],
+        routes: Routes,
+        settings: &Settings,
+        tls: Option<&Tls>,
+        insert_cql: Option<String>,
+        select_cql: Option<String>,
+    ) -> Result<Native, String> {
+        let per_node = settings.connections_per_host.map_or(1, |n| n.get());
+        let auth = settings.user.clone().map(|u| (u, settings.password.clone().unwrap_or_default()));
         let mut pools = Vec::with_capacity(nodes.len());
-        for node in nodes.iter() {
-            let addr = SocketAddr::new(node.address.ip(), node.address.port());
+        for &addr in nodes {
             let mut pool = Pool { conns: Vec::with_capacity(per_node), down: None };
             for _ in 0..per_node {
                 let link = async {
-                    let conn = Conn::open(addr, auth.as_ref()).await?;
+                    let conn = Conn::open(addr, auth.as_ref(), tls).await?;
                     let insert = match &insert_cql {
                         Some(cql) => Some(conn.prepare(cql).await?),
                         None => None,
@@ -497,7 +565,7 @@ impl Native {
         }
         if pools.iter().all(|p| p.down.is_some()) {
             let why: Vec<_> = pools.iter().filter_map(|p| p.down.clone()).collect();
-            return Err(format!("simplenative: no node could be reached: {}", why.join("; ")));
+            return Err(format!("simplenative: no node could be connected to and prepared on: {}", why.join("; ")));
         }
         Ok(Native { pools, routes, consistency: protocol_consistency(settings.consistency), insert_cql, select_cql })
     }
@@ -586,7 +654,7 @@ impl Drop for Native {
 
 /// A response that was not the expected one, in the words of the protocol: an
 /// error's code, message and details, or the message's kind.
-fn describe(response: &Response) -> String {
+pub(crate) fn describe(response: &Response) -> String {
     match response {
         Response::Error(e) => format!("error 0x{:04X}: {} ({:?})", e.kind.code(), e.message, e.kind),
         other => format!("unexpected {} message", other.opcode().name()),

@@ -1,5 +1,6 @@
-//! Unit tests of the lean client: consistency levels, token routing, and a
-//! request's timeout against a server that never answers it.
+//! Unit tests of the lean client: consistency levels, token routing, a
+//! request's timeout against a server that never answers it, and TLS
+//! (`-transport`) against a rustls server.
 
 use super::*;
 
@@ -86,7 +87,7 @@ async fn a_request_without_answer_times_out_and_keeps_its_stream_until_the_late_
         let mut rest = Vec::new();
         let _ = socket.read_to_end(&mut rest).await;
     });
-    let conn = Conn::open_with(addr, None, Duration::from_secs(1)).await.unwrap();
+    let conn = Conn::open_with(addr, None, None, Duration::from_secs(1)).await.unwrap();
     let started = std::time::Instant::now();
     let err = conn.request(&Request::Options).await.unwrap_err();
     assert!(err.contains("no response") && err.contains("within 1 s"), "{err}");
@@ -100,4 +101,97 @@ async fn a_request_without_answer_times_out_and_keeps_its_stream_until_the_late_
     }
     assert_eq!(conn.lock().free.len(), STREAMS, "the late answer frees the stream id");
     server.abort();
+}
+
+/// A TLS server (crate `tls`, as Shoal's) presenting `keystore` that answers
+/// every request frame with READY on its stream; its address.
+async fn tls_server(keystore: &std::path::Path) -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = tls::server_config(tls::Keystore::read(keystore, None).unwrap(), None).unwrap();
+    let acceptor = tls::tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut stream) = acceptor.accept(socket).await else { return };
+                let mut header = [0u8; HEADER_LEN];
+                while stream.read_exact(&mut header).await.is_ok() {
+                    let len = u32::from_be_bytes(header[5..9].try_into().unwrap()) as usize;
+                    let mut body = vec![0u8; len];
+                    if stream.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let ready = [0x84, 0, header[2], header[3], 0x02, 0, 0, 0, 0];
+                    if stream.write_all(&ready).await.is_err() || stream.flush().await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn transport(truststore: &std::path::Path, hostname_verification: bool) -> crate::settings::Transport {
+    crate::settings::Transport { truststore: truststore.to_path_buf(), keystore: None, hostname_verification }
+}
+
+/// Through TLS a connection says STARTUP and carries many requests at once (the
+/// writer flushes what the TLS stream holds back); a server whose certificate
+/// another CA signed is refused at the handshake; the name in the certificate is
+/// checked only when asked.
+#[tokio::test]
+async fn a_tls_connection_verifies_the_chain_and_the_name_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let ca = tls::generate::Authority::create("stress CA").unwrap();
+    std::fs::write(path("ca.pem"), &ca.cert_pem).unwrap();
+    std::fs::write(path("here.pem"), ca.issue("here", &["127.0.0.1".parse().unwrap()]).unwrap()).unwrap();
+    std::fs::write(path("elsewhere.pem"), ca.issue("elsewhere", &["10.1.2.3".parse().unwrap()]).unwrap()).unwrap();
+    let other = tls::generate::Authority::create("another CA").unwrap();
+    std::fs::write(path("other.pem"), &other.cert_pem).unwrap();
+
+    let here = tls_server(&path("here.pem")).await;
+    let verified = Tls::new(&transport(&path("ca.pem"), true)).unwrap();
+    let conn = Conn::open_with(here, None, Some(&verified), Duration::from_secs(5)).await.unwrap();
+    assert!(conn.tls().is_some_and(|t| t.starts_with("TLSv1_3 TLS13_")), "{:?}", conn.tls());
+    let answers = futures_join(&conn, 500).await;
+    assert!(answers.iter().all(|a| matches!(a, Ok(Response::Ready))), "{answers:?}");
+
+    let untrusted = Tls::new(&transport(&path("other.pem"), false)).unwrap();
+    let err = Conn::open_with(here, None, Some(&untrusted), Duration::from_secs(5)).await.err().unwrap();
+    assert!(err.contains("TLS handshake failed") && err.contains("signed by a CA of the truststore"), "{err}");
+
+    let elsewhere = tls_server(&path("elsewhere.pem")).await;
+    let err = Conn::open_with(elsewhere, None, Some(&verified), Duration::from_secs(5)).await.err().unwrap();
+    assert!(err.contains("not valid for name") && err.contains("hostname-verification=true"), "{err}");
+    let unverified = Tls::new(&transport(&path("ca.pem"), false)).unwrap();
+    assert!(Conn::open_with(elsewhere, None, Some(&unverified), Duration::from_secs(5)).await.is_ok());
+
+    // A server that does not speak TLS (here: closes at once).
+    let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let plain_addr = plain.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = plain.accept().await {
+            drop(socket)
+        }
+    });
+    let err = Conn::open_with(plain_addr, None, Some(&verified), Duration::from_secs(5)).await.err().unwrap();
+    assert!(err.contains("does the server speak TLS"), "{err}");
+}
+
+/// `n` OPTIONS requests in flight on one connection at once.
+async fn futures_join(conn: &Arc<Conn>, n: usize) -> Vec<Result<Response, String>> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let conn = Arc::clone(conn);
+        tasks.spawn(async move { conn.request(&Request::Options).await });
+    }
+    let mut out = Vec::new();
+    while let Some(answer) = tasks.join_next().await {
+        out.push(answer.unwrap());
+    }
+    out
 }

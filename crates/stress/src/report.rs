@@ -653,6 +653,9 @@ pub struct JsonSettings {
     pub retries: u32,
     pub keep_going: bool,
     pub legacy: Option<String>,
+    /// `-transport`: the connections were TLS.
+    #[serde(default)]
+    pub tls: bool,
     /// Seconds between interval lines.
     #[serde(default = "one_second")]
     pub interval_s: f64,
@@ -691,6 +694,7 @@ impl JsonSettings {
             retries: s.retries,
             keep_going: s.keep_going,
             legacy: s.legacy_note.clone(),
+            tls: s.transport.is_some(),
             interval_s: s.interval.as_secs_f64(),
         }
     }

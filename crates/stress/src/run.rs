@@ -1,7 +1,9 @@
 //! The runner: connects through the scylla driver, creates the schema,
 //! prepares the statements (and, with `-mode simplenative`, opens the lean
 //! client of `native.rs`, which then carries every operation), runs the warmup
-//! and the measured phase, and reports every interval.
+//! and the measured phase, and reports every interval. With `-transport` (TLS,
+//! simplenative only) the driver is not used: `control.rs` does its part of
+//! the setup through the lean client.
 //!
 //! A phase spawns `threads` tokio tasks. Each claims the next operation index
 //! from a shared counter, so the set of operations done is the same whatever
@@ -41,12 +43,14 @@ use scylla::serialize::SerializationError;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 
+use crate::control::Control;
 use crate::cpu;
 use crate::failed_keys::{self, FailedKeys};
 use crate::native::Native;
 use crate::report::{IntervalRow, Reporter};
-use crate::settings::{Command, Population, Rate, RunLength, Settings, Truncate};
+use crate::settings::{Command, Population, Rate, RunLength, Settings, Transport, Truncate};
 use crate::stats::{OpType, Outcome, Recorder, Shards};
+use crate::transport::Tls;
 use crate::workload::{self, OpKind};
 
 /// A run that could not start or finish: the text says why.
@@ -71,10 +75,36 @@ pub struct Measured {
     pub stopped_by: Option<String>,
 }
 
+/// What runs the setup's statements (schema, truncation): the driver, or with
+/// `-transport` the lean client's setup connection.
+enum Setup {
+    Driver(Box<Session>),
+    Native(Control),
+}
+
+impl Setup {
+    async fn execute(&self, cql: &str) -> Result<(), RunError> {
+        match self {
+            Setup::Driver(session) => {
+                session.query_unpaged(cql.to_string(), &[]).await.map_err(|e| RunError(format!("{cql}: {e}")))?;
+            }
+            Setup::Native(control) => {
+                control.query(cql).await.map_err(RunError)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What [`run`] sets up: the setup's connection, the driver's prepared
+/// statements (driver mode) and the lean client (simplenative).
+type Connected = (Setup, Option<PreparedStatement>, Option<PreparedStatement>, Option<Native>);
+
 /// Everything the workers share during one run.
 struct Engine {
     settings: Settings,
-    session: Session,
+    setup: Setup,
+    /// The driver's statements (driver mode; simplenative prepares its own).
     insert: Option<PreparedStatement>,
     select: Option<PreparedStatement>,
     population: Population,
@@ -164,64 +194,16 @@ pub async fn run(
     failed_keys: Option<Arc<FailedKeys>>,
 ) -> Result<Measured, RunError> {
     let hosts = resolve_hosts(settings)?;
-    let profile = ExecutionProfile::builder()
-        .consistency(driver_consistency(settings.consistency))
-        // Retries are ours (-K), counted and reported; the driver must not hide any.
-        .retry_policy(Arc::new(FallthroughRetryPolicy::new()))
-        .request_timeout(Some(Duration::from_secs(12)))
-        .build()
-        .into_handle();
-    let mut builder = SessionBuilder::new().known_nodes(&hosts).default_execution_profile_handle(profile);
-    if let Some(dc) = &settings.nodes.dc {
-        builder = builder.prefer_datacenter(dc.clone());
-    }
-    if let Some(user) = &settings.user {
-        builder = builder.user(user.clone(), settings.password.clone().unwrap_or_default());
-    }
-    if let Some(n) = settings.connections_per_host {
-        builder = builder.pool_size(scylla::client::PoolSize::PerHost(n));
-    }
-    let session = builder.build().await.map_err(|e| RunError(format!("cannot connect to {}: {e}", hosts.join(","))))?;
-
-    let schema = &settings.schema;
-    let keyspace = &schema.keyspace;
-    if matches!(settings.command, Command::Write | Command::Mixed) {
-        for cql in [workload::create_keyspace_cql(schema), workload::create_table_cql(schema, settings.columns)] {
-            session.query_unpaged(cql.clone(), &[]).await.map_err(|e| RunError(format!("{cql}: {e}")))?;
-        }
-        session.await_schema_agreement().await.map_err(|e| RunError(format!("schema agreement: {e}")))?;
-    }
-    let prepare = |cql: String| {
-        let session = &session;
-        async move {
-            session.prepare(cql.clone()).await.map_err(|e| {
-                RunError(format!(
-                    "cannot prepare `{cql}`: {e}\n(does {keyspace}.{} exist with {} columns? `shoal stress write` creates it)",
-                    workload::TABLE,
-                    settings.columns
-                ))
-            })
-        }
+    let (setup, insert, select, native) = match &settings.transport {
+        None => connect_driver(settings, &hosts).await?,
+        Some(transport) => connect_tls(settings, &hosts, transport).await?,
     };
-    let insert = match settings.command {
-        Command::Write | Command::Mixed => Some(prepare(workload::insert_cql(keyspace, settings.columns)).await?),
-        _ => None,
-    };
-    let select = match settings.command {
-        Command::Read | Command::Mixed | Command::Verify => {
-            Some(prepare(workload::select_cql(keyspace, settings.columns)).await?)
-        }
-        _ => None,
-    };
-    let native = if settings.simple_native {
-        let cql = |p: &Option<PreparedStatement>| p.as_ref().map(|p| p.get_statement().to_string());
-        Some(Native::connect(&session, settings, cql(&insert), cql(&select)).await.map_err(RunError)?)
-    } else {
-        None
-    };
+    if let Setup::Native(control) = &setup {
+        reporter.note(&format!("TLS: {} (-transport)", control.tls().unwrap_or("?")));
+    }
     let engine = Arc::new(Engine {
         settings: settings.clone(),
-        session,
+        setup,
         insert,
         select,
         population: settings.effective_population(),
@@ -269,6 +251,94 @@ pub async fn run(
     })
 }
 
+/// The hint after a statement that could not be prepared.
+fn prepare_hint(keyspace: &str, columns: u32) -> String {
+    format!("(does {keyspace}.{} exist with {columns} columns? `shoal stress write` creates it)", workload::TABLE)
+}
+
+/// Connects through the driver: the schema, the driver's statements and (simplenative)
+/// the lean client over the ring the driver read.
+async fn connect_driver(settings: &Settings, hosts: &[String]) -> Result<Connected, RunError> {
+    let profile = ExecutionProfile::builder()
+        .consistency(driver_consistency(settings.consistency))
+        // Retries are ours (-K), counted and reported; the driver must not hide any.
+        .retry_policy(Arc::new(FallthroughRetryPolicy::new()))
+        .request_timeout(Some(Duration::from_secs(12)))
+        .build()
+        .into_handle();
+    let mut builder = SessionBuilder::new().known_nodes(hosts).default_execution_profile_handle(profile);
+    if let Some(dc) = &settings.nodes.dc {
+        builder = builder.prefer_datacenter(dc.clone());
+    }
+    if let Some(user) = &settings.user {
+        builder = builder.user(user.clone(), settings.password.clone().unwrap_or_default());
+    }
+    if let Some(n) = settings.connections_per_host {
+        builder = builder.pool_size(scylla::client::PoolSize::PerHost(n));
+    }
+    let session = builder.build().await.map_err(|e| RunError(format!("cannot connect to {}: {e}", hosts.join(","))))?;
+
+    let schema = &settings.schema;
+    let keyspace = &schema.keyspace;
+    if matches!(settings.command, Command::Write | Command::Mixed) {
+        for cql in [workload::create_keyspace_cql(schema), workload::create_table_cql(schema, settings.columns)] {
+            session.query_unpaged(cql.clone(), &[]).await.map_err(|e| RunError(format!("{cql}: {e}")))?;
+        }
+        session.await_schema_agreement().await.map_err(|e| RunError(format!("schema agreement: {e}")))?;
+    }
+    let prepare = |cql: String| {
+        let session = &session;
+        async move {
+            session.prepare(cql.clone()).await.map_err(|e| {
+                RunError(format!("cannot prepare `{cql}`: {e}\n{}", prepare_hint(keyspace, settings.columns)))
+            })
+        }
+    };
+    let insert = match settings.command {
+        Command::Write | Command::Mixed => Some(prepare(workload::insert_cql(keyspace, settings.columns)).await?),
+        _ => None,
+    };
+    let select = match settings.command {
+        Command::Read | Command::Mixed | Command::Verify => {
+            Some(prepare(workload::select_cql(keyspace, settings.columns)).await?)
+        }
+        _ => None,
+    };
+    let native = if settings.simple_native {
+        let cql = |p: &Option<PreparedStatement>| p.as_ref().map(|p| p.get_statement().to_string());
+        Some(Native::connect(&session, settings, cql(&insert), cql(&select)).await.map_err(RunError)?)
+    } else {
+        None
+    };
+    Ok((Setup::Driver(Box::new(session)), insert, select, native))
+}
+
+/// `-transport`: TLS through the lean client alone (the driver has no TLS in this
+/// build): the setup connection creates the schema and reads the ring, then the
+/// lean client connects to every node and prepares its statements there.
+async fn connect_tls(settings: &Settings, hosts: &[String], transport: &Transport) -> Result<Connected, RunError> {
+    let tls = Tls::new(transport).map_err(RunError)?;
+    let control = Control::connect(hosts, settings, &tls).await.map_err(RunError)?;
+    let schema = &settings.schema;
+    let keyspace = &schema.keyspace;
+    let writes = matches!(settings.command, Command::Write | Command::Mixed);
+    if writes {
+        for cql in [workload::create_keyspace_cql(schema), workload::create_table_cql(schema, settings.columns)] {
+            control.query(&cql).await.map_err(RunError)?;
+        }
+        control.await_schema_agreement().await.map_err(|e| RunError(format!("schema agreement: {e}")))?;
+    }
+    let (nodes, routes) = control.topology(settings).await.map_err(RunError)?;
+    let insert = writes.then(|| workload::insert_cql(keyspace, settings.columns));
+    let select = matches!(settings.command, Command::Read | Command::Mixed | Command::Verify)
+        .then(|| workload::select_cql(keyspace, settings.columns));
+    let native = Native::open(&nodes, routes, settings, Some(&tls), insert, select).await.map_err(|e| {
+        let hint = if e.contains("cannot prepare") { prepare_hint(keyspace, settings.columns) } else { String::new() };
+        RunError(format!("{e}\n{hint}").trim_end().to_string())
+    })?;
+    Ok((Setup::Native(control), None, None, Some(native)))
+}
+
 /// The warmup: a quarter of the run up to 50,000 operations, and at most a tenth of
 /// the run's time (or 10 s).
 fn warmup_size(settings: &Settings) -> (u64, Duration) {
@@ -279,9 +349,15 @@ fn warmup_size(settings: &Settings) -> (u64, Duration) {
 }
 
 async fn truncate(engine: &Engine) -> Result<(), RunError> {
-    let cql = workload::truncate_cql(&engine.settings.schema.keyspace);
-    engine.session.query_unpaged(cql.clone(), &[]).await.map_err(|e| RunError(format!("{cql}: {e}")))?;
-    Ok(())
+    engine.setup.execute(&workload::truncate_cql(&engine.settings.schema.keyspace)).await
+}
+
+/// The driver's session (driver mode).
+fn session(engine: &Engine) -> Result<&Session, String> {
+    match &engine.setup {
+        Setup::Driver(session) => Ok(session),
+        Setup::Native(_) => Err("no driver session (-transport runs go through simplenative)".to_string()),
+    }
 }
 
 struct PhaseResult {
@@ -565,14 +641,14 @@ async fn write(
     buffer: &mut Vec<u8>,
 ) -> Result<Outcome, String> {
     let settings = &engine.settings;
-    let Some(insert) = &engine.insert else { return Err("no INSERT statement prepared".to_string()) };
     workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
     if let Some(native) = &engine.native {
         native.write(op, attempt, key, buffer, settings.column_size as usize).await?;
         return Ok(Outcome::Written);
     }
+    let Some(insert) = &engine.insert else { return Err("no INSERT statement prepared".to_string()) };
     let row = InsertRow { key, values: buffer, size: settings.column_size as usize };
-    engine.session.execute_unpaged(insert, row).await.map_err(|e| e.to_string())?;
+    session(engine)?.execute_unpaged(insert, row).await.map_err(|e| e.to_string())?;
     Ok(Outcome::Written)
 }
 
@@ -631,7 +707,6 @@ async fn read(
     expect: Option<(u64, &mut Vec<u8>)>,
 ) -> Result<Outcome, String> {
     let settings = &engine.settings;
-    let Some(select) = &engine.select else { return Err("no SELECT statement prepared".to_string()) };
     if let Some(native) = &engine.native {
         let rows = native.read(op, attempt, key).await?;
         let Some((index, buffer)) = expect else {
@@ -642,7 +717,8 @@ async fn read(
         };
         return Ok(check_row(settings, index, buffer, row.iter().map(Option::as_deref)));
     }
-    let result = engine.session.execute_unpaged(select, (key,)).await.map_err(|e| e.to_string())?;
+    let Some(select) = &engine.select else { return Err("no SELECT statement prepared".to_string()) };
+    let result = session(engine)?.execute_unpaged(select, (key,)).await.map_err(|e| e.to_string())?;
     let rows = result.into_rows_result().map_err(|e| e.to_string())?;
     let Some((index, buffer)) = expect else {
         return Ok(if rows.rows_num() == 0 { Outcome::Missing } else { Outcome::Read });

@@ -206,6 +206,19 @@ pub struct Nodes {
     pub dc: Option<String>,
 }
 
+/// `-transport`: TLS on the client connections (PEM files, read when the run starts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transport {
+    /// `truststore=`: the CA certificates (PEM) the servers' chains must lead to.
+    pub truststore: PathBuf,
+    /// `keystore=`: the client's private key and certificate chain (one PEM file), for
+    /// servers that require client certificates.
+    pub keystore: Option<PathBuf>,
+    /// `hostname-verification=true`: the server's certificate must also name the address
+    /// connected to (off by default, as in cassandra-stress: only the chain is checked).
+    pub hostname_verification: bool,
+}
+
 /// Mixed-workload weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ratio {
@@ -247,6 +260,9 @@ pub struct Settings {
     /// `-mode simplenative`: the operations go through the stress tool's own lean
     /// client (`native.rs`) instead of the driver.
     pub simple_native: bool,
+    /// `-transport`: TLS (with `-mode simplenative` only: it then also sets up the run
+    /// without the driver, `control.rs`).
+    pub transport: Option<Transport>,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub hdr_log: Option<PathBuf>,
@@ -309,6 +325,7 @@ impl Settings {
             user: None,
             connections_per_host: None,
             simple_native: false,
+            transport: None,
             password: None,
             json: None,
             csv: None,
@@ -389,6 +406,11 @@ impl Settings {
         }
         if self.command == Command::Mixed && self.ratio.read == 0 && self.ratio.write == 0 {
             return Err("ratio(read=..,write=..) needs at least one non-zero weight".to_string());
+        }
+        if self.transport.is_some() && !self.simple_native {
+            return Err("-transport (TLS) needs -mode simplenative: the scylla driver in this build has no TLS \
+                        (its rustls feature would add aws-lc, a second crypto library beside ring)"
+                .to_string());
         }
         if self.nodes.hosts.is_empty() && self.nodes.file.is_none() {
             return Err("-node needs at least one host".to_string());

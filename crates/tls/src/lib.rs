@@ -119,18 +119,36 @@ pub fn client_config(
     roots: Arc<RootCertStore>,
     endpoint_verification: bool,
 ) -> Result<rustls::ClientConfig, String> {
+    client_builder(roots, endpoint_verification)?
+        .with_client_auth_cert(keystore.chain, keystore.key)
+        .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))
+}
+
+/// A client configuration that trusts servers chained to `roots` and
+/// presents no certificate (servers with `require_client_auth: false`).
+pub fn client_config_without_cert(
+    roots: Arc<RootCertStore>,
+    endpoint_verification: bool,
+) -> Result<rustls::ClientConfig, String> {
+    Ok(client_builder(roots, endpoint_verification)?.with_no_client_auth())
+}
+
+/// A client configuration up to its certificate: the server's chain is
+/// verified against `roots` (its name only with `endpoint_verification`).
+fn client_builder(
+    roots: Arc<RootCertStore>,
+    endpoint_verification: bool,
+) -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>, String> {
     let provider = provider();
     let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, Arc::clone(&provider))
         .build()
         .map_err(|e| format!("TLS server verification: {e}"))?;
     let verifier = Arc::new(ChainVerifier { webpki, endpoint_verification });
-    rustls::ClientConfig::builder_with_provider(provider)
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_client_auth_cert(keystore.chain, keystore.key)
-        .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))
+        .with_custom_certificate_verifier(verifier))
 }
 
 /// WebPKI verification of the server's chain, with the name check only

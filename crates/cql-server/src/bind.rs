@@ -451,7 +451,8 @@ fn call_function(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>)
     let arg = |i: usize, ty: &CqlType| -> Result<Option<Value>, QueryError> {
         eval_value(&args[i], &Receiver { name: &lname, ty }, ctx)
     };
-    let result = match lname.as_str() {
+    let canonical = legacy_function_name(&lname);
+    let result = match canonical.as_str() {
         "fromjson" | "from_json" => {
             return match from_json_call(name, args, r, ctx)? {
                 Some(bytes) => Value::deserialize(r.ty, &bytes).map(Some).map_err(|e| marshal(e, r)),
@@ -481,14 +482,14 @@ fn call_function(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>)
         "mintimeuuid" | "maxtimeuuid" => {
             argc(1)?;
             let Some(Value::Timestamp(ms)) = arg(0, &CqlType::Timestamp)? else { return Ok(None) };
-            Value::TimeUuid(if lname == "mintimeuuid" { lit::min_timeuuid(ms) } else { lit::max_timeuuid(ms) })
+            Value::TimeUuid(if canonical == "mintimeuuid" { lit::min_timeuuid(ms) } else { lit::max_timeuuid(ms) })
         }
         "totimestamp" | "dateof" | "todate" | "tounixtimestamp" | "unixtimestampof" => {
             argc(1)?;
             // The argument's type is whatever the term is; try timeuuid, then date, then timestamp.
             let ms = arg_as_unix_ms(&args[0], &lname, ctx)?;
             let Some(ms) = ms else { return Ok(None) };
-            match lname.as_str() {
+            match canonical.as_str() {
                 "totimestamp" | "dateof" => Value::Timestamp(ms),
                 "todate" => Value::Date(lit::timestamp_to_date(ms)),
                 _ => Value::BigInt(ms),
@@ -548,4 +549,22 @@ fn coerce(v: Value, r: &Receiver<'_>) -> Result<Option<Value>, QueryError> {
         (Value::TimeUuid(u), CqlType::Uuid) => Value::Uuid(u),
         (v, _) => v,
     }))
+}
+
+/// The lower-case name a native function has in Cassandra before 5.0 for
+/// its snake_case spelling (CASSANDRA-18037: `to_timestamp` for
+/// `toTimestamp`, `int_as_blob` for `intAsBlob`, ...); other names as given.
+pub(crate) fn legacy_function_name(lname: &str) -> String {
+    match lname {
+        "current_timestamp" | "current_date" | "current_time" | "current_timeuuid" | "min_timeuuid"
+        | "max_timeuuid" | "to_date" | "to_timestamp" | "to_unix_timestamp" => lname.replace('_', ""),
+        _ => {
+            let simple = |t: &str| !t.is_empty() && !t.contains('_');
+            match (lname.strip_prefix("blob_as_"), lname.strip_suffix("_as_blob")) {
+                (Some(t), _) if simple(t) => format!("blobas{t}"),
+                (_, Some(t)) if simple(t) => format!("{t}asblob"),
+                _ => lname.to_string(),
+            }
+        }
+    }
 }

@@ -93,7 +93,7 @@ impl<'t> Collector<'t> {
                     }
                     return;
                 }
-                let arg_ty = match fname.as_str() {
+                let arg_ty = match crate::bind::legacy_function_name(&fname).as_str() {
                     "mintimeuuid" | "maxtimeuuid" => CqlType::Timestamp,
                     "totimestamp" | "todate" | "tounixtimestamp" | "dateof" | "unixtimestampof" => CqlType::TimeUuid,
                     f if f.starts_with("blobas") => CqlType::Blob,

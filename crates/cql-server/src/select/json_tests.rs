@@ -67,7 +67,7 @@ fn output(cql: &str, rows: &[RowData]) -> (Vec<ColumnSpec>, Vec<Vec<Option<Strin
         write_aggregate(&t, &plan, rows, &mut out);
     } else {
         for r in rows {
-            write_row(&t, &plan, r, &mut out);
+            write_row(&plan, r, &mut out);
         }
     }
     let specs = plan.result_specs();

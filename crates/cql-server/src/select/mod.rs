@@ -41,6 +41,9 @@ pub struct Page<'a> {
     pub skip_metadata: bool,
 }
 
+mod aggregate;
+#[cfg(test)]
+mod aggregate_tests;
 mod cast;
 mod group;
 #[cfg(test)]
@@ -162,7 +165,7 @@ pub fn execute(
         write_aggregate(table, &selection, &rows, &mut out);
     } else {
         for row in &rows {
-            write_row(table, &selection, row, &mut out);
+            write_row(&selection, row, &mut out);
         }
         if let Some(next) = next {
             metadata = metadata.with_paging_state(Some(next.encode()));
@@ -248,15 +251,15 @@ fn compare_clustering(table: &TableDef, reversed: bool, a: &[Vec<u8>], b: &[Vec<
     CmpOrdering::Equal
 }
 
-fn write_row(table: &TableDef, selection: &SelectionPlan, row: &RowData, w: &mut Out<'_>) {
+fn write_row(selection: &SelectionPlan, row: &RowData, w: &mut Out<'_>) {
     for sel in &selection.sels {
-        w.push_cell(row_cell(table, sel, row).as_deref());
+        w.push_cell(row_cell(sel, row).as_deref());
     }
     w.end_row();
 }
 
 /// The value of one selector for one row.
-fn row_cell<'r>(table: &TableDef, sel: &Sel, row: &'r RowData) -> Option<Cow<'r, [u8]>> {
+fn row_cell<'r>(sel: &Sel, row: &'r RowData) -> Option<Cow<'r, [u8]>> {
     match sel {
         Sel::Column(i) => row.cells[*i].as_ref().map(|c| Cow::Borrowed(c.value.as_slice())),
         Sel::WriteTime(i) => {
@@ -268,18 +271,15 @@ fn row_cell<'r>(table: &TableDef, sel: &Sel, row: &'r RowData) -> Option<Cow<'r,
             ttl.map(|t| Cow::Owned(t.to_be_bytes().to_vec()))
         }
         Sel::Token => Some(Cow::Owned(row.token.to_be_bytes().to_vec())),
-        Sel::Convert { column, function, ty } => row.cells[*column]
-            .as_ref()
-            .and_then(|c| convert(&table.columns[*column].ty, &c.value, function, ty))
-            .map(Cow::Owned),
+        Sel::Convert { inner, from, function, ty } => {
+            row_cell(inner, row).and_then(|v| convert(from, &v, function, ty)).map(Cow::Owned)
+        }
         Sel::ToJson { inner, ty } => {
-            let json = types::json::to_json_function(ty, row_cell(table, inner, row).as_deref());
+            let json = types::json::to_json_function(ty, row_cell(inner, row).as_deref());
             Some(Cow::Owned(json.into_bytes()))
         }
-        Sel::Cast { inner, from, to } => {
-            row_cell(table, inner, row).and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
-        }
-        Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) => None,
+        Sel::Cast { inner, from, to } => row_cell(inner, row).and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned),
+        Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) | Sel::Numeric(..) => None,
     }
 }
 
@@ -313,7 +313,7 @@ fn write_aggregate(table: &TableDef, selection: &SelectionPlan, rows: &[RowData]
 /// of one group): a non-aggregate selector takes the first row's value.
 fn aggregate_cell<'r>(table: &TableDef, sel: &Sel, rows: &'r [RowData]) -> Option<Cow<'r, [u8]>> {
     if !sel.is_aggregate() {
-        return rows.first().and_then(|r| row_cell(table, sel, r));
+        return rows.first().and_then(|r| row_cell(sel, r));
     }
     match sel {
         Sel::Count => Some(Cow::Owned((rows.len() as i64).to_be_bytes().to_vec())),
@@ -331,12 +331,19 @@ fn aggregate_cell<'r>(table: &TableDef, sel: &Sel, rows: &'r [RowData]) -> Optio
             };
             best.map(Cow::Borrowed)
         }
+        Sel::Numeric(kind, i) => {
+            let values = rows.iter().filter_map(|r| r.cells[*i].as_ref().map(|c| c.value.as_slice()));
+            aggregate::compute(*kind, &table.columns[*i].ty, values).map(Cow::Owned)
+        }
         Sel::ToJson { inner, ty } => {
             let json = types::json::to_json_function(ty, aggregate_cell(table, inner, rows).as_deref());
             Some(Cow::Owned(json.into_bytes()))
         }
         Sel::Cast { inner, from, to } => {
             aggregate_cell(table, inner, rows).and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
+        }
+        Sel::Convert { inner, from, function, ty } => {
+            aggregate_cell(table, inner, rows).and_then(|v| convert(from, &v, function, ty)).map(Cow::Owned)
         }
         _ => None,
     }

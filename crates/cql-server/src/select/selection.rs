@@ -15,9 +15,13 @@ pub(super) enum Sel {
     CountColumn(usize),
     Min(usize),
     Max(usize),
-    /// A native function of one column converting its value (toTimestamp, ...).
+    /// `sum(c)` or `avg(c)` of a numeric column (`aggregate`).
+    Numeric(aggregate::Numeric, usize),
+    /// A native function of one argument converting its value (toTimestamp,
+    /// intAsBlob, ...): `inner`'s value, of type `from`, as a `ty`.
     Convert {
-        column: usize,
+        inner: Box<Sel>,
+        from: CqlType,
         function: String,
         ty: CqlType,
     },
@@ -37,8 +41,8 @@ pub(super) enum Sel {
 impl Sel {
     pub(super) fn is_aggregate(&self) -> bool {
         match self {
-            Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) => true,
-            Sel::ToJson { inner, .. } | Sel::Cast { inner, .. } => inner.is_aggregate(),
+            Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) | Sel::Numeric(..) => true,
+            Sel::ToJson { inner, .. } | Sel::Cast { inner, .. } | Sel::Convert { inner, .. } => inner.is_aggregate(),
             _ => false,
         }
     }
@@ -143,8 +147,10 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
             }
         }
         SelectorExpr::FunctionCall { function, args } => {
+            // `fname` as written (it names the column), `canonical` its pre-5.0 spelling.
             let fname = function.name.to_ascii_lowercase();
-            match fname.as_str() {
+            let canonical = crate::bind::legacy_function_name(&fname);
+            match canonical.as_str() {
                 "token" => {
                     let pk: Vec<&str> = table.partition_key().map(|c| c.name.as_str()).collect();
                     let given: Vec<String> = args
@@ -180,6 +186,19 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                     let sel = if fname == "min" { Sel::Min(i) } else { Sel::Max(i) };
                     Ok((sel, format!("system.{fname}({})", c.name), c.ty.clone()))
                 }
+                "sum" | "avg" => {
+                    // Each overload takes one argument.
+                    let [arg] = args.as_slice() else {
+                        return Err(QueryError::Invalid(aggregate::no_signature(&fname)));
+                    };
+                    let i = column_arg(table, arg, &fname)?;
+                    let c = &table.columns[i];
+                    if !aggregate::NUMERIC.contains(&c.ty) {
+                        return Err(QueryError::Invalid(aggregate::no_signature(&fname)));
+                    }
+                    let kind = if fname == "sum" { aggregate::Numeric::Sum } else { aggregate::Numeric::Avg };
+                    Ok((Sel::Numeric(kind, i), format!("system.{fname}({})", c.name), c.ty.clone()))
+                }
                 "writetime" | "ttl" => {
                     let kind = if fname == "ttl" { CellMetadataKind::Ttl } else { CellMetadataKind::WriteTime };
                     let target =
@@ -187,26 +206,21 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                     plan_selector(table, &SelectorExpr::CellMetadata { kind, target: Box::new(target) })
                 }
                 "totimestamp" | "todate" | "tounixtimestamp" | "dateof" | "unixtimestampof" => {
-                    let i = column_arg(
-                        table,
-                        args.first().ok_or_else(|| QueryError::invalid("function needs an argument"))?,
-                        &fname,
-                    )?;
-                    let c = &table.columns[i];
-                    if !matches!(c.ty, CqlType::TimeUuid | CqlType::Timestamp | CqlType::Date) {
+                    let (inner, iname, from) = one_argument(table, &fname, args)?;
+                    if !matches!(from, CqlType::TimeUuid | CqlType::Timestamp | CqlType::Date) {
                         return Err(QueryError::Invalid(format!(
-                            "Type error: {} cannot be passed as argument 0 of function system.{fname} of type timeuuid",
-                            c.name
+                            "Type error: {iname} cannot be passed as argument 0 of function system.{fname} of type timeuuid"
                         )));
                     }
-                    let ty = match fname.as_str() {
+                    let ty = match canonical.as_str() {
                         "totimestamp" | "dateof" => CqlType::Timestamp,
                         "todate" => CqlType::Date,
                         _ => CqlType::BigInt,
                     };
+                    let name = format!("system.{fname}({iname})");
                     Ok((
-                        Sel::Convert { column: i, function: fname.clone(), ty: ty.clone() },
-                        format!("system.{fname}({})", c.name),
+                        Sel::Convert { inner: Box::new(inner), from, function: canonical.clone(), ty: ty.clone() },
+                        name,
                         ty,
                     ))
                 }
@@ -229,21 +243,29 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                     "{fname}() cannot be used in the selection clause of a SELECT statement"
                 ))),
                 other if other.ends_with("asblob") || other.starts_with("blobas") => {
-                    let i = column_arg(
-                        table,
-                        args.first().ok_or_else(|| QueryError::invalid("function needs an argument"))?,
-                        other,
-                    )?;
-                    let ty = if other.ends_with("asblob") {
-                        CqlType::Blob
-                    } else {
-                        CqlType::from_simple_name(&other[6..])
-                            .ok_or_else(|| QueryError::Invalid(format!("Unknown function {other}")))?
-                    };
-                    let name = format!("system.{other}({})", table.columns[i].name);
-                    Ok((Sel::Convert { column: i, function: other.to_string(), ty: ty.clone() }, name, ty))
+                    let target = other.strip_suffix("asblob").or_else(|| other.strip_prefix("blobas")).unwrap_or(other);
+                    // There is no blobAsBlob.
+                    let native = CqlType::from_simple_name(target)
+                        .filter(|t| *t != CqlType::Blob)
+                        .ok_or_else(|| QueryError::Invalid(format!("Unknown function '{fname}'")))?;
+                    let (inner, iname, from) = one_argument(table, &fname, args)?;
+                    // xAsBlob takes an x, blobAsX a blob.
+                    let (expected, ty) =
+                        if other.ends_with("asblob") { (native, CqlType::Blob) } else { (CqlType::Blob, native) };
+                    if from != expected {
+                        return Err(QueryError::Invalid(format!(
+                            "Type error: {iname} cannot be passed as argument 0 of function system.{fname} of type {}",
+                            expected.to_cql()
+                        )));
+                    }
+                    let name = format!("system.{fname}({iname})");
+                    Ok((
+                        Sel::Convert { inner: Box::new(inner), from, function: other.to_string(), ty: ty.clone() },
+                        name,
+                        ty,
+                    ))
                 }
-                other => Err(QueryError::Invalid(format!("Unknown function '{other}'"))),
+                _ => Err(QueryError::Invalid(format!("Unknown function '{fname}'"))),
             }
         }
         SelectorExpr::Cast { expr, ty } => {
@@ -261,6 +283,18 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
         }
         _ => Err(QueryError::invalid("This selector is not supported yet")),
     }
+}
+
+/// The one argument of a conversion function, planned (it may be a column,
+/// another function call, an aggregate, ...).
+fn one_argument(table: &TableDef, fname: &str, args: &[SelectorExpr]) -> Result<(Sel, String, CqlType), QueryError> {
+    let [arg] = args else {
+        return Err(QueryError::Invalid(format!(
+            "Invalid number of arguments in call to function system.{fname}: 1 required but {} provided",
+            args.len()
+        )));
+    };
+    plan_selector(table, arg)
 }
 
 /// The first column a selector reads (Cassandra names it in cast errors).

@@ -1,0 +1,172 @@
+"""Native functions and aggregates in the selection, as Cassandra 5.0.9 has
+them: the `sum` and `avg` aggregates (apache/cassandra
+cql3/functions/AggregateFcts.java), alone, nested in toJson()/CAST and per
+GROUP BY group.
+
+sum/avg are defined over the numeric types, the result of the argument's
+type: an integer sum wraps in that type, an integer average sums in 64 bits
+and truncates, float/double sum with Kahan compensation, decimal and varint
+are exact (the decimal average is a running mean rounded half-even to the
+scale of the values). Nulls are skipped; over no values both give 0.
+
+Function calls nest in the selection: a conversion function (xAsBlob,
+blobAsX, toTimestamp, toDate, toUnixTimestamp) takes any selector of its
+argument type, aggregates included, named `system.f(system.g(c))`
+(apache/cassandra cql3/functions/BytesConversionFcts.java, TimeFcts.java;
+FunctionResolver.java for the type error). Cassandra 5 adds snake_case
+spellings (CASSANDRA-18037, listed in test/unit/.../NativeFunctionsTest.java):
+to_timestamp, to_date, to_unix_timestamp, current_timestamp, current_date,
+current_time, current_timeuuid, min_timeuuid, max_timeuuid, int_as_blob,
+blob_as_int, ..., beside the older names."""
+
+from decimal import Decimal
+
+import pytest
+from cassandra import InvalidRequest
+
+
+@pytest.fixture(scope="module")
+def fs(module_ks_session):
+    s = module_ks_session
+    s.execute(
+        "CREATE TABLE n (k int, c int, ti tinyint, si smallint, i int, bi bigint, vi varint, f float, d double,"
+        " de decimal, t text, PRIMARY KEY (k, c))"
+    )
+    s.execute("CREATE TABLE tm (k int PRIMARY KEY, tu timeuuid, ts timestamp, dt date)")
+    ins = s.prepare("INSERT INTO n (k, c, ti, si, i, bi, vi, f, d, de, t) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    rows = [
+        (1, 1, 100, 30000, 2147483647, 9223372036854775807, 10**30, 1.5, 0.1, Decimal("1.5"), "a"),
+        (1, 2, 100, 30000, 2147483647, 9223372036854775807, 10**30, 2.25, 0.1, Decimal("2.25"), "b"),
+        (1, 3, None, None, None, None, None, None, 0.1, None, None),
+        (2, 1, 1, 1, 1, 1, 1, 1.0, 0.1, Decimal("1"), "c"),
+        (2, 2, 2, 2, 2, 2, 2, 2.0, 0.1, Decimal("2"), "d"),
+        (2, 3, 4, 4, 4, 4, 4, 4.0, 0.1, Decimal("4"), "e"),
+        (3, 1, -1, -1, -1, -1, -1, -1.0, 0.1, Decimal("-1"), "f"),
+        (3, 2, -2, -2, -2, -2, -2, -2.0, 0.1, Decimal("-2"), "g"),
+    ]
+    for r in rows:
+        s.execute(ins, r)
+    return s
+
+
+def one(session, query, params=None):
+    rows = list(session.execute(query, params))
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def test_integer_sums_wrap_in_their_type(fs):
+    r = one(fs, "SELECT sum(ti), sum(si), sum(i), sum(bi), sum(vi) FROM n WHERE k = 1")
+    assert tuple(r) == (-56, -5536, -2, -2, 2 * 10**30)
+
+
+def test_integer_averages_sum_in_64_bits_and_truncate(fs):
+    r = one(fs, "SELECT avg(ti), avg(si), avg(i), avg(bi), avg(vi) FROM n WHERE k = 1")
+    # The nulls of row (1, 3) are skipped; ints and bigints do not wrap.
+    assert tuple(r) == (100, 30000, 2147483647, 9223372036854775807, 10**30)
+    # (1 + 2 + 4) / 3 and (-1 - 2) / 2 truncate toward zero.
+    assert tuple(one(fs, "SELECT avg(i), avg(vi), avg(ti) FROM n WHERE k = 2")) == (2, 2, 2)
+    assert tuple(one(fs, "SELECT avg(i), avg(bi), avg(vi) FROM n WHERE k = 3")) == (-1, -1, -1)
+
+
+def test_floating_point(fs):
+    r = one(fs, "SELECT sum(f), avg(f), sum(d), avg(d) FROM n WHERE k = 1")
+    assert tuple(r) == (3.75, 1.875, pytest.approx(0.3), pytest.approx(0.1))
+    # Ten 0.1s sum to exactly 1.0 with Kahan's compensation (0.9999999999999999 naively)...
+    r = one(fs, "SELECT sum(d), avg(d), count(d) FROM n")
+    assert tuple(r) == (pytest.approx(0.8), 0.1, 8)
+    assert one(fs, "SELECT sum(d) FROM n WHERE k = 2")[0] == pytest.approx(0.3)
+
+
+def test_decimal(fs):
+    r = one(fs, "SELECT sum(de), avg(de) FROM n WHERE k = 1")
+    assert str(r[0]) == "3.75"
+    # 1.5 + (2.25 - 1.5) / 2 = 1.5 + 0.38 (0.375 rounded half-even at scale 2).
+    assert str(r[1]) == "1.88"
+    r = one(fs, "SELECT sum(de), avg(de) FROM n WHERE k = 2")
+    # avg(1, 2, 4): 1, then 1 + 1/2 -> 1 (scale 0, half-even), then 1 + 3/3 = 2.
+    assert (str(r[0]), str(r[1])) == ("7", "2")
+
+
+def test_empty_input_gives_zero(fs):
+    r = one(fs, "SELECT sum(i), avg(i), sum(d), avg(f), sum(de), avg(de), avg(vi), count(*) FROM n WHERE k = 9")
+    assert tuple(r) == (0, 0, 0.0, 0.0, Decimal(0), Decimal(0), 0, 0)
+    # Only nulls.
+    assert tuple(one(fs, "SELECT sum(i), avg(i) FROM n WHERE k = 1 AND c = 3")) == (0, 0)
+
+
+def test_names_types_and_nesting(fs):
+    rs = fs.execute("SELECT sum(i), avg(d), AVG(bi) AS a, k FROM n WHERE k = 2")
+    assert rs.column_names == ["system.sum(i)", "system.avg(d)", "a", "k"]
+    assert [t.typename for t in rs.column_types] == ["int", "double", "bigint", "int"]
+    r = one(fs, "SELECT toJson(sum(i)), CAST(avg(i) AS text), k, t FROM n WHERE k = 2")
+    assert tuple(r) == ("7", "2", 2, "c")
+
+
+def test_per_group(fs):
+    rows = list(fs.execute("SELECT k, sum(i), avg(i), sum(de) FROM n GROUP BY k"))
+    got = sorted((r[0], r[1], r[2], str(r[3])) for r in rows)
+    assert got == [(1, -2, 2147483647, "3.75"), (2, 7, 2, "7"), (3, -3, -1, "-3")]
+
+
+def test_prepared(fs):
+    ps = fs.prepare("SELECT sum(i), avg(i) FROM n WHERE k = ?")
+    assert [c[2] for c in ps.result_metadata] == ["system.sum(i)", "system.avg(i)"]
+    assert tuple(one(fs, ps, (2,))) == (7, 2)
+
+
+@pytest.mark.parametrize("function", ["sum", "avg"])
+def test_non_numeric_arguments_are_refused(fs, function):
+    with pytest.raises(InvalidRequest) as e:
+        fs.execute(f"SELECT {function}(t) FROM n")
+    assert f"Invalid call to function {function}, none of its type signatures match" in str(e.value)
+
+
+def test_conversion_functions_nest(fs):
+    rs = fs.execute("SELECT blobAsInt(intAsBlob(i)), bigintAsBlob(bi) FROM n WHERE k = 2 AND c = 3")
+    assert rs.column_names == ["system.blobasint(system.intasblob(i))", "system.bigintasblob(bi)"]
+    assert tuple(rs.one()) == (4, b"\x00" * 7 + b"\x04")
+    r = one(fs, "SELECT toJson(max(i)), blobAsInt(intAsBlob(sum(i))), toJson(avg(de)) FROM n WHERE k = 2")
+    assert tuple(r) == ("4", 7, "2")
+    # A null stays null through the calls.
+    assert one(fs, "SELECT blobAsInt(intAsBlob(i)) FROM n WHERE k = 1 AND c = 3")[0] is None
+
+
+def test_conversion_functions_check_argument_types(fs):
+    with pytest.raises(InvalidRequest) as e:
+        fs.execute("SELECT intAsBlob(t) FROM n")
+    assert "Type error: t cannot be passed as argument 0 of function system.intasblob of type int" in str(e.value)
+    with pytest.raises(InvalidRequest) as e:
+        fs.execute("SELECT blobAsInt(i) FROM n")
+    assert "Type error: i cannot be passed as argument 0 of function system.blobasint of type blob" in str(e.value)
+
+
+def test_snake_case_time_functions(fs):
+    fs.execute("INSERT INTO tm (k, tu, ts, dt) VALUES (1, current_timeuuid(), current_timestamp(), current_date())")
+    fs.execute("INSERT INTO tm (k, tu, ts) VALUES (2, now(), to_timestamp(min_timeuuid('2024-05-06 07:08:09+0000')))")
+    rs = fs.execute(
+        "SELECT to_unix_timestamp(ts), to_date(ts), to_timestamp(tu), toDate(toTimestamp(tu)), to_date(tu),"
+        " tounixtimestamp(ts) FROM tm WHERE k = 2"
+    )
+    assert rs.column_names == [
+        "system.to_unix_timestamp(ts)",
+        "system.to_date(ts)",
+        "system.to_timestamp(tu)",
+        "system.todate(system.totimestamp(tu))",
+        "system.to_date(tu)",
+        "system.tounixtimestamp(ts)",
+    ]
+    r = rs.one()
+    assert r[0] == r[5] == 1714979289000
+    assert str(r[1]) == "2024-05-06"
+    assert r[3] == r[4]
+    # The same instant (but for a midnight between the calls).
+    r = one(fs, "SELECT to_date(tu), dt, to_date(ts) FROM tm WHERE k = 1")
+    days = [d.days_from_epoch for d in r]
+    assert max(days) - min(days) <= 1
+
+
+def test_snake_case_blob_functions(fs):
+    rs = fs.execute("SELECT blob_as_int(int_as_blob(i)), text_as_blob(t) FROM n WHERE k = 2 AND c = 1")
+    assert rs.column_names == ["system.blob_as_int(system.int_as_blob(i))", "system.text_as_blob(t)"]
+    assert tuple(rs.one()) == (1, b"c")

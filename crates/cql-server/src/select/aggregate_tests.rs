@@ -2,8 +2,8 @@
 //! them, and the selection's names, types and refusals.
 //! tests/python/test_functions.py runs them through the server.
 
+use super::test_support;
 use num_bigint::BigInt;
-use types::schema::{ColumnDef, TableOptions};
 
 use super::aggregate::{compute, Numeric};
 use super::*;
@@ -95,31 +95,14 @@ fn decimals_are_exact() {
 
 /// `t (k int, c int, n int, f double, s text, PRIMARY KEY (k, c))`.
 fn table() -> TableDef {
-    let col = |name: &str, ty: CqlType, kind, position, id| ColumnDef {
-        name: name.to_string(),
-        ty,
-        kind,
-        position,
-        order: ClusteringOrder::Asc,
-        id,
-    };
-    let mut t = TableDef {
-        keyspace: "ks".into(),
-        name: "t".into(),
-        id: uuid::Uuid::nil(),
-        columns: vec![
-            col("k", CqlType::Int, ColumnKind::PartitionKey, 0, 0),
-            col("c", CqlType::Int, ColumnKind::Clustering, 0, 1),
-            col("n", CqlType::Int, ColumnKind::Regular, 0, 2),
-            col("f", CqlType::Double, ColumnKind::Regular, 0, 3),
-            col("s", CqlType::Text, ColumnKind::Regular, 0, 4),
-        ],
-        options: TableOptions::default(),
-        next_column_id: 5,
-        dropped_columns: Default::default(),
-    };
-    t.sort_columns();
-    t
+    use ColumnKind::*;
+    test_support::table(&[
+        ("k", CqlType::Int, PartitionKey),
+        ("c", CqlType::Int, Clustering),
+        ("n", CqlType::Int, Regular),
+        ("f", CqlType::Double, Regular),
+        ("s", CqlType::Text, Regular),
+    ])
 }
 
 fn plan(cql: &str) -> Result<SelectionPlan, String> {

@@ -2,43 +2,21 @@
 //! `SelectStatement`) and CAST in the selection (names and refusals).
 //! tests/python/test_group_by.py runs the grouped reads and paging.
 
-use types::schema::{ColumnDef, TableOptions};
+use super::test_support::{self, select};
 
 use super::*;
 
 /// `t ((p1, p2), c1, c2, v text, n int)`.
 fn table() -> TableDef {
-    let col = |name: &str, ty: CqlType, kind, position, id| ColumnDef {
-        name: name.to_string(),
-        ty,
-        kind,
-        position,
-        order: ClusteringOrder::Asc,
-        id,
-    };
-    let mut t = TableDef {
-        keyspace: "ks".into(),
-        name: "t".into(),
-        id: uuid::Uuid::nil(),
-        columns: vec![
-            col("p1", CqlType::Int, ColumnKind::PartitionKey, 0, 0),
-            col("p2", CqlType::Int, ColumnKind::PartitionKey, 1, 1),
-            col("c1", CqlType::Int, ColumnKind::Clustering, 0, 2),
-            col("c2", CqlType::Int, ColumnKind::Clustering, 1, 3),
-            col("v", CqlType::Text, ColumnKind::Regular, 0, 4),
-            col("n", CqlType::Int, ColumnKind::Regular, 0, 5),
-        ],
-        options: TableOptions::default(),
-        next_column_id: 6,
-        dropped_columns: Default::default(),
-    };
-    t.sort_columns();
-    t
-}
-
-fn select(cql: &str) -> ast::Select {
-    let Ok(ast::Statement::Select(select)) = cql::parse(cql) else { panic!("not a SELECT: {cql}") };
-    *select
+    use ColumnKind::*;
+    test_support::table(&[
+        ("p1", CqlType::Int, PartitionKey),
+        ("p2", CqlType::Int, PartitionKey),
+        ("c1", CqlType::Int, Clustering),
+        ("c2", CqlType::Int, Clustering),
+        ("v", CqlType::Text, Regular),
+        ("n", CqlType::Int, Regular),
+    ])
 }
 
 fn prefix(cql: &str) -> Result<Option<usize>, String> {

@@ -3,8 +3,8 @@
 //! Cassandra 5.0.9's (see also `types::json`'s tests and
 //! tests/python/test_json.py, which runs against both).
 
+use super::test_support::{self, select};
 use cql_protocol::BoundValue;
-use types::schema::{ColumnDef, TableOptions};
 
 use super::*;
 use crate::clock::Clock;
@@ -12,36 +12,14 @@ use crate::common::CellOut;
 
 /// `t (k int, c int, "Cap" int, ts timestamp, l list<int>, PRIMARY KEY (k, c))`.
 fn table() -> TableDef {
-    let col = |name: &str, ty: CqlType, kind, position, id| ColumnDef {
-        name: name.to_string(),
-        ty,
-        kind,
-        position,
-        order: ClusteringOrder::Asc,
-        id,
-    };
-    let mut t = TableDef {
-        keyspace: "ks".into(),
-        name: "t".into(),
-        id: uuid::Uuid::nil(),
-        columns: vec![
-            col("k", CqlType::Int, ColumnKind::PartitionKey, 0, 0),
-            col("c", CqlType::Int, ColumnKind::Clustering, 0, 1),
-            col("Cap", CqlType::Int, ColumnKind::Regular, 0, 2),
-            col("ts", CqlType::Timestamp, ColumnKind::Regular, 0, 3),
-            col("l", CqlType::List { elem: Box::new(CqlType::Int), frozen: false }, ColumnKind::Regular, 0, 4),
-        ],
-        options: TableOptions::default(),
-        next_column_id: 5,
-        dropped_columns: Default::default(),
-    };
-    t.sort_columns();
-    t
-}
-
-fn select(cql: &str) -> ast::Select {
-    let Ok(ast::Statement::Select(select)) = cql::parse(cql) else { panic!("not a SELECT: {cql}") };
-    *select
+    use ColumnKind::*;
+    test_support::table(&[
+        ("k", CqlType::Int, PartitionKey),
+        ("c", CqlType::Int, Clustering),
+        ("Cap", CqlType::Int, Regular),
+        ("ts", CqlType::Timestamp, Regular),
+        ("l", CqlType::List { elem: Box::new(CqlType::Int), frozen: false }, Regular),
+    ])
 }
 
 fn int(v: i32) -> Vec<u8> {

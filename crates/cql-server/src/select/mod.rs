@@ -54,6 +54,8 @@ mod paging;
 mod plan;
 mod reader;
 mod selection;
+#[cfg(test)]
+mod test_support;
 
 use group::*;
 use paging::*;

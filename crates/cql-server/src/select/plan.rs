@@ -498,33 +498,15 @@ pub(super) fn contains(ty: &CqlType, collection: &[u8], needle: &[u8], key: bool
 mod tests {
     use super::*;
     use crate::clock::Clock;
-    use types::schema::{ColumnDef, TableOptions};
 
     /// `t (k int, c int, v int, PRIMARY KEY (k, c))`.
     fn table() -> TableDef {
-        let col = |name: &str, kind, position, id| ColumnDef {
-            name: name.to_string(),
-            ty: CqlType::Int,
-            kind,
-            position,
-            order: ClusteringOrder::Asc,
-            id,
-        };
-        let mut t = TableDef {
-            keyspace: "ks".into(),
-            name: "t".into(),
-            id: uuid::Uuid::nil(),
-            columns: vec![
-                col("k", ColumnKind::PartitionKey, 0, 0),
-                col("c", ColumnKind::Clustering, 0, 1),
-                col("v", ColumnKind::Regular, 0, 2),
-            ],
-            options: TableOptions::default(),
-            next_column_id: 3,
-            dropped_columns: Default::default(),
-        };
-        t.sort_columns();
-        t
+        use ColumnKind::*;
+        crate::select::test_support::table(&[
+            ("k", CqlType::Int, PartitionKey),
+            ("c", CqlType::Int, Clustering),
+            ("v", CqlType::Int, Regular),
+        ])
     }
 
     fn plan(cql: &str) -> Result<ReadPlan, QueryError> {

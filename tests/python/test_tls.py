@@ -261,3 +261,54 @@ def test_an_auth_tls_cluster_forms_and_keeps_intruders_out(tmp_path_factory):
                 if node.proc.poll() is None:
                     node.proc.kill()
                 node.proc.wait(timeout=10)
+
+
+def test_answers_reach_a_client_that_reads_late(tls_only, certs):
+    """Answers a full socket did not take stay in the TLS session until flushed: a client that
+    sends many requests for large rows before it reads anything still gets every answer."""
+    import struct
+
+    cluster, session = tls_session(tls_only, client_context(certs))
+    try:
+        session.execute("CREATE KEYSPACE IF NOT EXISTS late WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("CREATE TABLE IF NOT EXISTS late.t (k int PRIMARY KEY, v blob)")
+        session.execute("INSERT INTO late.t (k, v) VALUES (1, %s)", (os.urandom(300_000),))
+    finally:
+        cluster.shutdown()
+
+    def frame(opcode, body, stream=0):
+        return struct.pack(">BBhBi", 0x04, 0, stream, opcode, len(body)) + body
+
+    def read_frame(s):
+        def exactly(n):
+            data = b""
+            while len(data) < n:
+                chunk = s.recv(n - len(data))
+                if not chunk:
+                    raise AssertionError("connection closed")
+                data += chunk
+            return data
+        header = exactly(9)
+        _, _, stream, opcode, length = struct.unpack(">BBhBi", header)
+        return stream, opcode, exactly(length)
+
+    raw = socket.create_connection((tls_only.host, tls_only.port), timeout=20)
+    s = client_context(certs).wrap_socket(raw, server_hostname="127.0.0.1")
+    try:
+        startup = struct.pack(">H", 1) + struct.pack(">H", 11) + b"CQL_VERSION" + struct.pack(">H", 5) + b"3.0.0"
+        s.sendall(frame(0x01, startup))
+        assert read_frame(s)[1] == 0x02  # READY
+        query = b"SELECT v FROM late.t WHERE k = 1"
+        body = struct.pack(">i", len(query)) + query + struct.pack(">HB", 1, 0)
+        n = 100  # 100 x 300 KB of answers: far more than the socket buffers hold
+        s.sendall(b"".join(frame(0x07, body, stream=i + 1) for i in range(n)))
+        time.sleep(1.0)  # let the server fill the socket and stall
+        streams = set()
+        for _ in range(n):
+            stream, opcode, _ = read_frame(s)
+            assert opcode == 0x08, opcode  # RESULT
+            streams.add(stream)
+        assert streams == set(range(1, n + 1))
+    finally:
+        s.close()

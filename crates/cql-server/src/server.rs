@@ -204,7 +204,12 @@ impl Conn {
         let out = self.encode_all(&responses);
         match self.socket.try_lock() {
             // A failed write closes the connection; the reader sees it.
-            Ok(mut socket) => drop(socket.write_all(&out).await),
+            // The flush matters under TLS: rustls keeps what the socket did not take.
+            Ok(mut socket) => {
+                if socket.write_all(&out).await.is_ok() {
+                    let _ = socket.flush().await;
+                }
+            }
             Err(_) => drop(self.tx.send(out.freeze()).await),
         }
     }
@@ -251,8 +256,13 @@ async fn connection(
                     Err(_) => break,
                 }
             }
-            if writer.lock().await.write_all(&buf).await.is_err() {
-                return;
+            {
+                let mut socket = writer.lock().await;
+                // Under TLS a write may leave records in rustls' buffer when the socket is
+                // full; only a flush sends them (on plain TCP it is free).
+                if socket.write_all(&buf).await.is_err() || socket.flush().await.is_err() {
+                    return;
+                }
             }
             buf.clear();
         }

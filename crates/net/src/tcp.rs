@@ -796,7 +796,11 @@ async fn write_frames(
                 None => break,
             }
         }
+        // The flush matters under TLS: rustls keeps what a full socket did not take.
         if let Err(e) = writer.write_all(&buf).await {
+            return ConnectionEnd::Io(e);
+        }
+        if let Err(e) = writer.flush().await {
             return ConnectionEnd::Io(e);
         }
         buf.clear();

@@ -318,3 +318,49 @@ def test_static_only_partitions_are_groups(s, fetch_size):
     assert sorted(got, key=lambda r: (r[0], -1 if r[1] is None else r[1])) == [
         (k, None, k, 0) for k in range(10)
     ] + [(k, c, k, 1) for k in range(10, 20) for c in range(2)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_shapes_page_sizes_and_limits_match_a_model(s, seed):
+    """Seeded random tables (uneven partitions and groups, empty ones absent, single-row groups)
+    grouped at random page sizes, LIMITs and PER PARTITION LIMITs: every page's groups equal a
+    model computed from the ungrouped rows, none twice, none lost, in the unpaged order."""
+    import random
+
+    rnd = random.Random(seed)
+    table = f"rnd{seed}"
+    s.execute(f"CREATE TABLE {table} (k int, c1 int, c2 int, v int, PRIMARY KEY (k, c1, c2))")
+    rows = []
+    for k in rnd.sample(range(1000), rnd.randint(1, 12)):
+        for c1 in rnd.sample(range(50), rnd.randint(1, 6)):
+            for c2 in rnd.sample(range(50), rnd.choice([1, 1, 2, 5, 17])):
+                rows.append((k, c1, c2, rnd.randint(-1000, 1000)))
+    _load(s, s.prepare(f"INSERT INTO {table} (k, c1, c2, v) VALUES (?, ?, ?, ?)"), rows)
+    # The model: groups in the table's own order (token order of k, then c1), from the plain rows.
+    ordered = [tuple(r) for r in s.execute(SimpleStatement(f"SELECT k, c1, v FROM {table}", fetch_size=100_000))]
+    groups = {}
+    for k, c1, v in ordered:
+        n, lo, hi = groups.get((k, c1), (0, v, v))
+        groups[(k, c1)] = (n + 1, min(lo, v), max(hi, v))
+    model = [(k, c1, *groups[(k, c1)]) for k, c1 in dict.fromkeys((k, c1) for k, c1, _ in ordered)]
+    for _ in range(4):
+        fetch = rnd.choice([1, 2, 3, 5, 8, 13, 1000])
+        limit = rnd.choice([None, 1, 2, len(model), len(model) + 3, rnd.randint(1, len(model))])
+        per_partition = rnd.choice([None, None, 1, 2])
+        q = f"SELECT k, c1, count(*), min(v), max(v) FROM {table} GROUP BY k, c1"
+        expected = model
+        if per_partition is not None:
+            q += f" PER PARTITION LIMIT {per_partition}"
+            seen, kept = {}, []
+            for g in expected:
+                seen[g[0]] = seen.get(g[0], 0) + 1
+                if seen[g[0]] <= per_partition:
+                    kept.append(g)
+            expected = kept
+        if limit is not None:
+            q += f" LIMIT {limit}"
+            expected = expected[:limit]
+        pages = _paged(s, q, fetch)
+        assert all(len(p) <= fetch for p in pages), (q, fetch)
+        got = [r for p in pages for r in p]
+        assert got == expected, (seed, q, fetch)

@@ -42,6 +42,8 @@ use crate::wire;
 pub struct CoordinatorConfig {
     pub write_timeout: Duration,
     pub read_timeout: Duration,
+    /// A lightweight transaction retries contended ballots this long (`paxos`).
+    pub cas_contention_timeout: Duration,
     pub hinted_handoff_enabled: bool,
     pub max_hint_window: Duration,
 }
@@ -51,6 +53,7 @@ impl Default for CoordinatorConfig {
         CoordinatorConfig {
             write_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(5),
+            cas_contention_timeout: Duration::from_secs(1),
             hinted_handoff_enabled: true,
             max_hint_window: Duration::from_secs(3 * 3600),
         }
@@ -145,7 +148,7 @@ impl<T: Transport + Clone> Coordinator<T> {
 
     /// Stores a hint for `target` unless hinted handoff is off or the target
     /// has been down longer than `max_hint_window`. True when stored.
-    fn hint(&self, target: Uuid, mutations: &[&Mutation]) -> bool {
+    pub(crate) fn hint(&self, target: Uuid, mutations: &[&Mutation]) -> bool {
         if !self.config.hinted_handoff_enabled {
             return false;
         }
@@ -447,6 +450,11 @@ impl<T: Transport + Clone> Coordinator<T> {
         read: PartitionRead,
         cl: Consistency,
     ) -> Result<Option<Partition>, CoordError> {
+        if matches!(cl, Consistency::Serial | Consistency::LocalSerial) {
+            // A SERIAL read: a Paxos prepare round that finishes any proposal in progress first.
+            let req = crate::paxos::CasRequest { read, serial: cl, commit: cl, is_read: true };
+            return Ok(self.cas(ks, req, |_| Ok(None)).await?.current);
+        }
         let view = self.view.snapshot();
         if Self::local_only(&view, ks) {
             if !matches!(ks.replication, Replication::Local) {

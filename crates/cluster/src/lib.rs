@@ -24,6 +24,7 @@ pub mod bulk;
 pub mod coordinator;
 pub mod gossip;
 pub mod movement;
+pub mod paxos;
 pub mod plan;
 pub mod repair;
 pub mod repaired;

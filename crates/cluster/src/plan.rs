@@ -122,6 +122,24 @@ impl Requirement {
         Ok(req)
     }
 
+    /// What a Paxos round (a lightweight transaction's prepare or propose)
+    /// needs at SERIAL or LOCAL_SERIAL: a quorum of the replicas (of this
+    /// data center for LOCAL_SERIAL), as Cassandra's `forPaxos`; pending
+    /// replicas are added by the caller ([`Requirement::add_pending`]).
+    pub fn serial(replication: &Replication, cl: Consistency, local_dc: &str) -> Result<Requirement, CoordError> {
+        let (block_for, only_dc) = match cl {
+            Consistency::Serial => (quorum(total_rf(replication)), None),
+            Consistency::LocalSerial => (quorum(rf_in_dc(replication, local_dc)), Some(local_dc.to_string())),
+            other => {
+                return Err(CoordError::Invalid(format!(
+                    "Invalid consistency for conditional update. Must be one of SERIAL or LOCAL_SERIAL (got {})",
+                    other.name()
+                )))
+            }
+        };
+        Ok(Requirement { consistency: cl, block_for, only_dc, per_dc: BTreeMap::new() })
+    }
+
     /// A pending replica in `dc` (a joining node's future range) raises
     /// what a write blocks for by one when its answer counts, as Cassandra
     /// adds pending endpoints to blockFor, so the new owner cannot miss an

@@ -1,6 +1,6 @@
 //! The replica side of internode messaging: drains the transport's inbound
 //! queue and answers each request (apply mutations, raw reads and digests,
-//! key scans, read-repair writes, repair validation and the record of a
+//! key scans, read-repair writes, lightweight transactions' Paxos rounds, repair validation and the record of a
 //! finished repair (`repaired`), schema push/pull,
 //! streaming, echo). Also the hint
 //! dispatcher (replays stored hints to targets that are up again) and the
@@ -73,6 +73,10 @@ pub async fn serve<T: Transport + Clone>(
                         }
                     }
                 });
+            } else if matches!(msg.verb, Verb::PaxosPrepareReq | Verb::PaxosProposeReq | Verb::PaxosCommitReq) {
+                // Paxos records are made durable before the answer (an fsync in batch mode).
+                let storage = Arc::clone(storage);
+                tokio::task::spawn_blocking(move || serve_paxos(&storage, msg));
             } else {
                 if msg.verb == Verb::RepairStateReq {
                     // The state is kept by the ranges of the ring this node sees now.
@@ -131,6 +135,20 @@ fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
                 tracing::debug!(%from, "mutation request failed: {e}");
                 responder.fail(code, &e);
             }
+        }
+    }
+}
+
+/// A lightweight transaction's prepare, propose or commit (`paxos`).
+fn serve_paxos(storage: &Storage, msg: Inbound) {
+    let Inbound { from, verb, payload, responder } = msg;
+    let Some(rsp) = verb.response() else { return };
+    match crate::paxos::serve(storage, verb, &payload) {
+        Ok(body) => responder.respond(rsp, body),
+        Err(crate::paxos::ServeError::Malformed(e)) => responder.fail(FailureCode::MalformedPayload, &e),
+        Err(crate::paxos::ServeError::Storage(e)) => {
+            tracing::debug!(%from, ?verb, "paxos request failed: {e}");
+            responder.fail(FailureCode::Storage, &e);
         }
     }
 }

@@ -57,6 +57,17 @@ pub trait DataPlane: Send + Sync {
     ) -> Result<(), QueryError>;
     /// Reads one partition at `cl`.
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError>;
+    /// A lightweight transaction on one partition (Paxos at `req.serial`):
+    /// `decide` gets the partition's current rows (`req.read`) and returns
+    /// the mutations to make (planned at timestamp 0; they take the
+    /// ballot's time) or None. Answers whether they were made, and the rows
+    /// `decide` saw.
+    fn cas(
+        &self,
+        ks: &KeyspaceDef,
+        req: CasRequest,
+        decide: Decide<'_>,
+    ) -> Result<(bool, Option<Partition>), QueryError>;
     /// Partition keys in a token range at `cl`.
     fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency)
         -> Result<Vec<(i64, Vec<u8>)>, QueryError>;
@@ -69,6 +80,20 @@ pub trait DataPlane: Send + Sync {
     /// Called after this node changed the schema (DDL): tell the peers.
     fn schema_changed(&self) {}
 }
+
+/// A conditional write (or SERIAL read) of one partition.
+#[derive(Clone, Debug)]
+pub struct CasRequest {
+    /// The rows the conditions read; its table, token and key name the partition.
+    pub read: PartitionRead,
+    /// SERIAL or LOCAL_SERIAL.
+    pub serial: Consistency,
+    /// The statement's consistency level: what the commit waits for.
+    pub commit: Consistency,
+}
+
+/// A CAS's decision on the current rows: the mutations to make, if any.
+pub type Decide<'a> = &'a mut dyn FnMut(Option<&Partition>) -> Result<Option<Vec<Mutation>>, QueryError>;
 
 /// The rest of a write that waits for replicas, handed to the caller.
 pub type DeferredWrite = Pin<Box<dyn Future<Output = Result<(), QueryError>> + Send>>;

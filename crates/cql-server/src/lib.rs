@@ -19,6 +19,7 @@
 pub mod audit;
 pub mod auth;
 pub mod bind;
+pub mod cas;
 pub mod clock;
 pub mod common;
 pub mod data;

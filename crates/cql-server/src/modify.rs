@@ -27,8 +27,6 @@ use crate::schema::Schema;
 /// Cassandra's maximum TTL (20 years).
 pub const MAX_TTL: i32 = 630_720_000;
 
-const LWT: &str = "Conditional updates (IF NOT EXISTS, IF EXISTS, IF <condition>: lightweight transactions) are not supported by Shoal yet";
-
 /// Per-execution write settings.
 pub struct WriteOpts {
     /// The client's default timestamp (protocol) or a BATCH's USING TIMESTAMP.
@@ -387,13 +385,6 @@ impl Seen {
     }
 }
 
-fn reject_lwt(if_clause: &Option<ast::IfClause>) -> Result<(), QueryError> {
-    if if_clause.is_some() {
-        return Err(QueryError::Invalid(LWT.into()));
-    }
-    Ok(())
-}
-
 pub fn insert(
     proc: &Processor,
     schema: &Schema,
@@ -404,9 +395,6 @@ pub fn insert(
 ) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &ins.table, session)?;
     reject_virtual(ks, opts)?;
-    if ins.if_not_exists {
-        return Err(QueryError::Invalid(LWT.into()));
-    }
     // INSERT JSON: every column of the table gets the document's value as a bind value.
     let json = match &ins.values {
         InsertValues::Json { value, default_unset } => Some(json_values(table, value, *default_unset, ctx)?),
@@ -573,7 +561,6 @@ pub fn update(
 ) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &upd.table, session)?;
     reject_virtual(ks, opts)?;
-    reject_lwt(&upd.if_clause)?;
     let (timestamp, ttl) = using_values(&upd.using, table, ctx, proc, opts)?;
     let cc = CellCtx::new(timestamp, ttl, &proc.clock);
     let r = key_restrictions(table, &upd.where_clause, ctx, false)?;
@@ -774,7 +761,6 @@ pub fn delete(
 ) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &del.table, session)?;
     reject_virtual(ks, opts)?;
-    reject_lwt(&del.if_clause)?;
     if del.using.ttl.is_some() {
         return Err(QueryError::invalid("TTL attribute is not allowed for deletes"));
     }

@@ -187,6 +187,69 @@ impl<'t> Collector<'t> {
         Ok(())
     }
 
+    /// The markers of an `IF` clause (Cassandra names them after the column,
+    /// `key(col)`/`idx(col)` for an element's key or index, `value(col)` for
+    /// an element, `in(col)` for a whole IN list).
+    fn conditions(&mut self, clause: &Option<ast::IfClause>) -> Result<(), QueryError> {
+        let Some(ast::IfClause::Conditions(conds)) = clause else { return Ok(()) };
+        for cond in conds {
+            let (name, ty) = match &cond.lhs {
+                ast::ConditionLhs::Column(n) => {
+                    let (_, col) = common::column(self.table, n)?;
+                    (col.name.clone(), col.ty.clone())
+                }
+                ast::ConditionLhs::Element { column, key } => {
+                    let (_, col) = common::column(self.table, column)?;
+                    let col = col.clone();
+                    let (label, kt, vt) = match &col.ty {
+                        CqlType::Map { key, value, .. } => ("key", (**key).clone(), (**value).clone()),
+                        CqlType::List { elem, .. } => ("idx", CqlType::Int, (**elem).clone()),
+                        other => ("key", CqlType::Blob, other.clone()),
+                    };
+                    self.term(key, &format!("{label}({})", col.name), &kt);
+                    (format!("value({})", col.name), vt)
+                }
+                ast::ConditionLhs::Field { column, field } => {
+                    let (_, col) = common::column(self.table, column)?;
+                    let fty = match &col.ty {
+                        CqlType::Udt { fields, .. } => {
+                            fields.iter().find(|(f, _)| f == field).map(|(_, t)| t.clone()).unwrap_or(CqlType::Blob)
+                        }
+                        _ => CqlType::Blob,
+                    };
+                    (format!("{}.{field}", col.name), fty)
+                }
+            };
+            match (cond.op, &cond.rhs) {
+                (Operator::In, Term::Bind(_)) => {
+                    self.term(&cond.rhs, &format!("in({name})"), &CqlType::List { elem: Box::new(ty), frozen: false })
+                }
+                (Operator::In, Term::List(items) | Term::Tuple(items)) => {
+                    for i in items {
+                        self.term(i, &name, &ty);
+                    }
+                }
+                (Operator::Contains, _) => {
+                    let elem = match &ty {
+                        CqlType::List { elem, .. } | CqlType::Set { elem, .. } => (**elem).clone(),
+                        CqlType::Map { value, .. } => (**value).clone(),
+                        other => other.clone(),
+                    };
+                    self.term(&cond.rhs, &name, &elem)
+                }
+                (Operator::ContainsKey, _) => {
+                    let key = match &ty {
+                        CqlType::Map { key, .. } => (**key).clone(),
+                        other => other.clone(),
+                    };
+                    self.term(&cond.rhs, &name, &key)
+                }
+                (_, rhs) => self.term(rhs, &name, &ty),
+            }
+        }
+        Ok(())
+    }
+
     fn using(&mut self, using: &ast::Using) {
         if let Some(t) = &using.ttl {
             self.term(t, "[ttl]", &CqlType::Int);
@@ -272,7 +335,8 @@ fn update(c: &mut Collector<'_>, upd: &ast::Update) -> Result<(), QueryError> {
             AssignmentOp::SetField { value, .. } => c.term(value, &col.name, &CqlType::Blob),
         }
     }
-    c.relations(&upd.where_clause)
+    c.relations(&upd.where_clause)?;
+    c.conditions(&upd.if_clause)
 }
 
 fn delete(c: &mut Collector<'_>, del: &ast::Delete) -> Result<(), QueryError> {
@@ -289,7 +353,8 @@ fn delete(c: &mut Collector<'_>, del: &ast::Delete) -> Result<(), QueryError> {
         }
     }
     c.using(&del.using);
-    c.relations(&del.where_clause)
+    c.relations(&del.where_clause)?;
+    c.conditions(&del.if_clause)
 }
 
 /// Analyzes a statement for PREPARE (and for named bind values).

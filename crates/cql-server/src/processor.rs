@@ -24,6 +24,7 @@ use types::{Consistency, WriteType};
 
 use crate::auth::{Auth, AuthConfig, AuthTables};
 use crate::bind::BindCtx;
+use crate::cas;
 use crate::clock::Clock;
 use crate::data::{DataPlane, WriteGroup};
 use crate::ddl;
@@ -188,11 +189,13 @@ impl Processor {
     pub fn is_write(&self, request: &Request) -> bool {
         match request {
             Request::Batch(_) => true,
-            Request::Execute { id, .. } => self.lookup(id).is_ok_and(|e| {
-                matches!(
-                    e.statement,
-                    Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Batch(_)
-                )
+            // A conditional write waits for Paxos rounds: not one to group.
+            Request::Execute { id, .. } => self.lookup(id).is_ok_and(|e| match &e.statement {
+                Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
+                    Modification::of(&e.statement).is_some_and(|m| m.clause().is_none())
+                }
+                Statement::Batch(_) => true,
+                _ => false,
             }),
             Request::Query { query, .. } => {
                 let word: String = query.trim_start().chars().take(6).collect::<String>().to_ascii_lowercase();
@@ -240,8 +243,7 @@ impl Processor {
         warnings: &mut Vec<String>,
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
-        let mut planned = Vec::with_capacity(batch.statements.len());
-        let opts = WriteOpts { default_timestamp: batch.default_timestamp, system: false };
+        let mut statements = Vec::with_capacity(batch.statements.len());
         for item in &batch.statements {
             let (statement, keyspace, values) = match item {
                 BatchStatement::Query { query, values } => {
@@ -263,14 +265,32 @@ impl Processor {
                 }
             };
             self.auth.authorize(self, &statement.statement, login, keyspace.as_deref())?;
-            let values = self.positional(&statement.statement, keyspace.as_deref(), values)?;
-            let ctx = BindCtx { values: &values, clock: &self.clock };
-            let modification = Modification::of(&statement.statement).ok_or_else(|| {
-                QueryError::invalid(
+            let values = self.positional(&statement.statement, keyspace.as_deref(), values)?.into_owned();
+            if Modification::of(&statement.statement).is_none() {
+                return Err(QueryError::invalid(
                     "Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.",
-                )
-            })?;
-            planned.push(modification.plan(self, &schema, keyspace.as_deref(), &ctx, &opts)?);
+                ));
+            }
+            statements.push((statement, keyspace, values));
+        }
+        let conditional =
+            statements.iter().any(|(st, _, _)| Modification::of(&st.statement).is_some_and(|m| m.clause().is_some()));
+        // A conditional batch takes its ballot's time: the client's default timestamp is ignored, as in Cassandra.
+        let opts = WriteOpts { default_timestamp: batch.default_timestamp, system: false };
+        let mut planned = Vec::with_capacity(statements.len());
+        let mut items = Vec::new();
+        for (statement, keyspace, values) in &statements {
+            let ctx = BindCtx { values, clock: &self.clock };
+            let modification = Modification::of(&statement.statement)
+                .ok_or_else(|| QueryError::Server("a batch statement that is not a modification".into()))?;
+            if conditional {
+                items.push(self.plan_cas(&modification, &schema, keyspace.as_deref(), &ctx)?);
+            } else {
+                planned.push(modification.plan(self, &schema, keyspace.as_deref(), &ctx, &opts)?);
+            }
+        }
+        if conditional {
+            return self.write_cas(items, batch.consistency, batch.serial_consistency, true);
         }
         let write_type =
             if batch.kind == cql_protocol::BatchKind::Logged { WriteType::Batch } else { WriteType::UnloggedBatch };
@@ -290,11 +310,113 @@ impl Processor {
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
+        if modification.clause().is_some() {
+            let item = self.plan_cas(modification, &schema, session, &ctx)?;
+            return self.write_cas(vec![item], params.consistency, params.serial_consistency, false);
+        }
         let opts = WriteOpts { default_timestamp: params.default_timestamp, system: false };
         let planned = modification.plan(self, &schema, session, &ctx, &opts)?;
         self.warn_disk_usage(&planned.mutations, warnings);
         self.data.mutate(group, &planned.keyspace, planned.mutations, params.consistency, WriteType::Simple)?;
         Ok(ResultBody::Void)
+    }
+
+    /// Plans one statement of a conditional write: its update at timestamp
+    /// 0 (the ballot's time replaces it) and its checks.
+    fn plan_cas(
+        &self,
+        modification: &Modification<'_>,
+        schema: &Schema,
+        session: Option<&str>,
+        ctx: &BindCtx<'_>,
+    ) -> Result<(Planned, Vec<cas::Check>), QueryError> {
+        if modification.using().timestamp.is_some() {
+            return Err(QueryError::invalid("Cannot provide custom timestamp for conditional updates"));
+        }
+        let opts = WriteOpts { default_timestamp: Some(0), system: false };
+        let planned = modification.plan(self, schema, session, ctx, &opts)?;
+        let [m] = planned.mutations.as_slice() else {
+            return Err(QueryError::invalid("IN on the partition key is not supported with conditional updates"));
+        };
+        let table = planned
+            .keyspace
+            .tables
+            .values()
+            .find(|t| t.id == m.table)
+            .ok_or_else(|| QueryError::Server("a conditional write to an unknown table".into()))?;
+        let checks = match modification.clause() {
+            Some(clause) => cas::checks(table, clause, m, ctx)?,
+            None => Vec::new(),
+        };
+        Ok((planned, checks))
+    }
+
+    /// A conditional write (one statement, or a batch on one partition):
+    /// Paxos through the data plane, then the `[applied]` result.
+    fn write_cas(
+        &self,
+        items: Vec<(Planned, Vec<cas::Check>)>,
+        cl: Consistency,
+        serial: Option<Consistency>,
+        batch: bool,
+    ) -> Result<ResultBody, QueryError> {
+        let serial = serial.unwrap_or(Consistency::Serial);
+        if !matches!(serial, Consistency::Serial | Consistency::LocalSerial) {
+            return Err(QueryError::Invalid(format!(
+                "Invalid consistency for conditional update. Must be one of SERIAL or LOCAL_SERIAL (got {})",
+                serial.name()
+            )));
+        }
+        if matches!(cl, Consistency::Serial | Consistency::LocalSerial) {
+            return Err(QueryError::Invalid(format!(
+                "{} is not supported as conditional update commit consistency. Use ANY if you mean \"make sure it is accepted but I don't care how many replicas commit it for non-SERIAL reads\"",
+                cl.name()
+            )));
+        }
+        let mut mutations: Vec<Mutation> = Vec::new();
+        let mut checks = Vec::new();
+        let mut keyspace = None;
+        for (planned, c) in items {
+            keyspace.get_or_insert_with(|| Arc::clone(&planned.keyspace));
+            mutations.extend(planned.mutations);
+            checks.extend(c);
+        }
+        let (Some(ks), Some(first)) = (keyspace, mutations.first()) else {
+            return Err(QueryError::Server("a conditional write without mutations".into()));
+        };
+        if mutations.iter().any(|m| m.table != first.table) {
+            return Err(QueryError::invalid("Batch with conditions cannot span multiple tables"));
+        }
+        if mutations.iter().any(|m| m.partition_key != first.partition_key) {
+            return Err(QueryError::invalid("Batch with conditions cannot span multiple partitions"));
+        }
+        let table = ks
+            .tables
+            .values()
+            .find(|t| t.id == first.table)
+            .ok_or_else(|| QueryError::Server("a conditional write to an unknown table".into()))?;
+        let now = self.clock.now_seconds();
+        let read = storage::PartitionRead {
+            table: first.table,
+            token: first.token,
+            partition_key: first.partition_key.to_vec(),
+            ranges: cas::read_ranges(table, &checks),
+            reversed: false,
+            include_static: true,
+            row_limit: if cas::static_only(&checks) { 1 } else { usize::MAX },
+            now,
+        };
+        let key = first.partition_key.clone();
+        let request = crate::data::CasRequest { read, serial, commit: cl };
+        let mut decide =
+            |current: Option<&storage::Partition>| Ok(cas::holds(&checks, current, now).then(|| mutations.clone()));
+        let (applied, current) = self.data.cas(&ks, request, &mut decide)?;
+        let rows = if applied {
+            cas::applied(table)
+        } else {
+            cas::not_applied(table, &key, &checks, current.as_ref(), batch, now)
+        };
+        Ok(ResultBody::Rows(rows))
     }
 
     /// Applies a batch's mutations at `cl`, one data-plane call per keyspace
@@ -507,6 +629,18 @@ impl Processor {
                     None => opts,
                 };
                 let mut planned = Vec::with_capacity(b.statements.len());
+                let conditional = b.statements.iter().any(|st| Modification::of_batch(st).clause().is_some());
+                if conditional {
+                    if b.using.timestamp.is_some() {
+                        return Err(QueryError::invalid("Cannot provide custom timestamp for conditional BATCH"));
+                    }
+                    let items = b
+                        .statements
+                        .iter()
+                        .map(|st| self.plan_cas(&Modification::of_batch(st), &schema, session.as_deref(), &ctx))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    return self.write_cas(items, params.consistency, params.serial_consistency, true);
+                }
                 for st in &b.statements {
                     let modification = Modification::of_batch(st);
                     if b.using.timestamp.is_some() && modification.using().timestamp.is_some() {
@@ -703,6 +837,15 @@ impl<'a> Modification<'a> {
             cql::ast::BatchStatement::Insert(s) => Modification::Insert(s),
             cql::ast::BatchStatement::Update(s) => Modification::Update(s),
             cql::ast::BatchStatement::Delete(s) => Modification::Delete(s),
+        }
+    }
+
+    /// The statement's `IF` (a lightweight transaction), if any.
+    fn clause(&self) -> Option<cas::Clause<'a>> {
+        match self {
+            Modification::Insert(s) => cas::Clause::of(s.if_not_exists, None),
+            Modification::Update(s) => cas::Clause::of(false, s.if_clause.as_ref()),
+            Modification::Delete(s) => cas::Clause::of(false, s.if_clause.as_ref()),
         }
     }
 

@@ -104,13 +104,22 @@ pub enum Verb {
     /// at which write generation (`cluster::wire::RepairStateRequest`).
     RepairStateReq = 0x4E,
     RepairStateRsp = 0x4F,
+    /// Lightweight transactions (`cluster::paxos`): promise a ballot and read.
+    PaxosPrepareReq = 0x60,
+    PaxosPrepareRsp = 0x61,
+    /// Accept a proposal.
+    PaxosProposeReq = 0x62,
+    PaxosProposeRsp = 0x63,
+    /// Apply a chosen proposal.
+    PaxosCommitReq = 0x64,
+    PaxosCommitRsp = 0x65,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 38] = [
+    pub const ALL: [Verb; 44] = [
         Verb::Handshake,
         Verb::BulkHandshake,
         Verb::Echo,
@@ -148,6 +157,12 @@ impl Verb {
         Verb::RepairPushRsp,
         Verb::RepairStateReq,
         Verb::RepairStateRsp,
+        Verb::PaxosPrepareReq,
+        Verb::PaxosPrepareRsp,
+        Verb::PaxosProposeReq,
+        Verb::PaxosProposeRsp,
+        Verb::PaxosCommitReq,
+        Verb::PaxosCommitRsp,
         Verb::Failure,
     ];
 
@@ -185,6 +200,9 @@ impl Verb {
                 | Verb::RepairedRsp
                 | Verb::RepairPushRsp
                 | Verb::RepairStateRsp
+                | Verb::PaxosPrepareRsp
+                | Verb::PaxosProposeRsp
+                | Verb::PaxosCommitRsp
                 | Verb::Failure
         )
     }
@@ -210,6 +228,9 @@ impl Verb {
             Verb::RepairedReq => Some(Verb::RepairedRsp),
             Verb::RepairPushReq => Some(Verb::RepairPushRsp),
             Verb::RepairStateReq => Some(Verb::RepairStateRsp),
+            Verb::PaxosPrepareReq => Some(Verb::PaxosPrepareRsp),
+            Verb::PaxosProposeReq => Some(Verb::PaxosProposeRsp),
+            Verb::PaxosCommitReq => Some(Verb::PaxosCommitRsp),
             _ => None,
         }
     }

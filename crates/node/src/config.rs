@@ -68,6 +68,9 @@ pub struct ConfigFile {
     pub allocate_tokens_for_local_replication_factor: Option<u32>,
     pub write_request_timeout: Option<Dur>,
     pub read_request_timeout: Option<Dur>,
+    /// How long a lightweight transaction's coordinator retries a contended
+    /// Paxos ballot before a CAS WriteTimeout (default 1000ms, as Cassandra).
+    pub cas_contention_timeout: Option<Dur>,
     /// Shoal-only: a table's memtable is flushed at this size (default 256MiB).
     pub memtable_size: Option<Size>,
     /// All tables' active (not yet flushing) memtables together: above it
@@ -430,6 +433,7 @@ pub struct NodeConfig {
     pub allocation_rf: u32,
     pub write_request_timeout: Duration,
     pub read_request_timeout: Duration,
+    pub cas_contention_timeout: Duration,
     pub memtable_bytes: usize,
     pub memtable_space: usize,
     pub block_cache_bytes: usize,
@@ -681,6 +685,10 @@ impl ConfigFile {
             read_request_timeout: match self.read_request_timeout {
                 Some(d) => duration("read_request_timeout", &d)?,
                 None => Duration::from_millis(5000),
+            },
+            cas_contention_timeout: match self.cas_contention_timeout {
+                Some(d) => duration("cas_contention_timeout", &d)?,
+                None => Duration::from_millis(1000),
             },
             memtable_bytes: match self.memtable_size {
                 Some(s) => size_bytes("memtable_size", &s)? as usize,

@@ -187,6 +187,7 @@ pub async fn join(
     let coordinator_config = CoordinatorConfig {
         write_timeout: config.write_request_timeout,
         read_timeout: config.read_request_timeout,
+        cas_contention_timeout: config.cas_contention_timeout,
         hinted_handoff_enabled: config.hinted_handoff_enabled,
         max_hint_window: config.max_hint_window,
     };

@@ -26,7 +26,7 @@ use std::task::{Context, Poll, Waker};
 
 use cluster::verbs::SchemaSync;
 use cluster::{CoordError, Coordinator};
-use cql_server::data::{DataPlane, DeferredWrite, PeerInfo, WriteGroup};
+use cql_server::data::{CasRequest, DataPlane, Decide, DeferredWrite, PeerInfo, WriteGroup};
 use cql_server::error::QueryError;
 use cql_server::schema::SchemaService;
 use net::TcpTransport;
@@ -95,6 +95,28 @@ impl DataPlane for ClusterPlane {
 
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError> {
         run(self.coordinator.read(ks, read, cl)).map_err(query_error)
+    }
+
+    fn cas(
+        &self,
+        ks: &KeyspaceDef,
+        req: CasRequest,
+        decide: Decide<'_>,
+    ) -> Result<(bool, Option<Partition>), QueryError> {
+        let req = cluster::paxos::CasRequest { read: req.read, serial: req.serial, commit: req.commit, is_read: false };
+        // `decide`'s own error goes back to the client as it is.
+        let mut refused: Option<QueryError> = None;
+        let outcome = run(self.coordinator.cas(ks, req, |current| {
+            decide(current).map_err(|e| {
+                refused = Some(e);
+                CoordError::Server("the conditional write was refused".into())
+            })
+        }));
+        match (outcome, refused) {
+            (_, Some(e)) => Err(e),
+            (Ok(o), None) => Ok((o.applied, o.current)),
+            (Err(e), None) => Err(query_error(e)),
+        }
     }
 
     fn scan_keys(

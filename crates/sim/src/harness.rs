@@ -71,6 +71,7 @@ pub fn coordinator_config() -> CoordinatorConfig {
     CoordinatorConfig {
         write_timeout: Duration::from_millis(500),
         read_timeout: Duration::from_millis(500),
+        cas_contention_timeout: Duration::from_millis(1000),
         hinted_handoff_enabled: true,
         max_hint_window: Duration::from_secs(3 * 3600),
     }

@@ -155,7 +155,10 @@ impl Storage {
         let purge_markers = Arc::new(AtomicBool::new(false));
 
         let mut tables = HashMap::new();
-        let mut descriptors = vec![ColumnFamilyDescriptor::new("default", Options::default())];
+        let mut descriptors = vec![
+            ColumnFamilyDescriptor::new("default", Options::default()),
+            ColumnFamilyDescriptor::new(crate::paxos::PAXOS_CF, Options::default()),
+        ];
         for ks in &manifest.keyspaces {
             for table in ks.tables.values() {
                 let Some(cf_name) = manifest.column_families.get(&table.id) else {
@@ -308,6 +311,7 @@ impl Storage {
 
     fn start_syncer(&self) {
         let log = Arc::clone(&self.log);
+        let db = Arc::clone(&self.db);
         let stop = Arc::clone(&self.stop);
         let poisoned = Arc::clone(&self.poisoned);
         let group = Arc::clone(&self.group);
@@ -324,6 +328,10 @@ impl Storage {
                             waited = Duration::ZERO;
                             if let Err(e) = log.sync() {
                                 poison(&poisoned, &e.to_string());
+                            }
+                            // Paxos records (`paxos`) go through RocksDB's own log.
+                            if let Err(e) = db.flush_wal(true) {
+                                poison(&poisoned, e.as_ref());
                             }
                         }
                     }

@@ -64,6 +64,7 @@ pub mod keys;
 mod manifest;
 mod memtable;
 pub mod packed;
+mod paxos;
 mod raw;
 mod read;
 mod stream;

@@ -489,8 +489,8 @@ fn orphan_column_families_are_dropped_at_open() {
         opts.create_missing_column_families(true);
         let mut names = before.clone();
         names.push(format!("t_{}_0", Uuid::new_v4().simple()));
-        let db = rocksdb::DB::open_cf(&opts, &db_path, names.iter().chain(std::iter::once(&"default".to_string())))
-            .expect("raw open");
+        let always = ["default".to_string(), "paxos".to_string()];
+        let db = rocksdb::DB::open_cf(&opts, &db_path, names.iter().chain(always.iter())).expect("raw open");
         let orphan = db.cf_handle(names.last().unwrap()).unwrap();
         db.put_cf(&orphan, b"k", b"v").unwrap();
         drop(orphan);

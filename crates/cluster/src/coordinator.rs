@@ -68,6 +68,8 @@ pub struct Coordinator<T: Transport> {
     pub config: CoordinatorConfig,
     /// When each currently-down endpoint was first seen down (for the hint window).
     down_since: Mutex<HashMap<Uuid, Instant>>,
+    /// Draws the pauses between contended Paxos ballots (`paxos`).
+    pub(crate) paxos_rng: Mutex<rand::rngs::StdRng>,
 }
 
 /// A storage error keeps its CQL kind across the cluster path, as on one node
@@ -105,7 +107,22 @@ impl<T: Transport + Clone> Coordinator<T> {
         hints: Arc<hints::HintStore>,
         config: CoordinatorConfig,
     ) -> Self {
-        Coordinator { view, storage, transport, hints, config, down_since: Mutex::new(HashMap::new()) }
+        use rand::SeedableRng;
+        Coordinator {
+            view,
+            storage,
+            transport,
+            hints,
+            config,
+            down_since: Mutex::new(HashMap::new()),
+            paxos_rng: Mutex::new(rand::rngs::StdRng::seed_from_u64(rand::random())),
+        }
+    }
+
+    /// Seeds the pauses of contended Paxos rounds (the simulator's runs replay).
+    pub fn seed_paxos(&self, seed: u64) {
+        use rand::SeedableRng;
+        *self.paxos_rng.lock().unwrap_or_else(|p| p.into_inner()) = rand::rngs::StdRng::seed_from_u64(seed);
     }
 
     fn local_only(view: &ClusterView, ks: &KeyspaceDef) -> bool {

@@ -834,7 +834,11 @@ impl<T: Transport + Clone> Coordinator<T> {
         if now >= deadline {
             return Err(Self::contention_error(req, who, 0));
         }
-        let pause = Duration::from_millis(u64::from(rand::random::<u8>() % 100));
+        let pause = {
+            use rand::Rng;
+            let mut rng = self.paxos_rng.lock().unwrap_or_else(|p| p.into_inner());
+            Duration::from_millis(rng.gen_range(0..100))
+        };
         tokio::time::sleep(pause.min(deadline - now)).await;
         Ok(())
     }

@@ -19,6 +19,10 @@
 //! cluster serves requests. A failure prints `SIM_SEED=<seed>`, the broken
 //! property and the tail of the event trace.
 //!
+//! Lightweight transactions have a run of their own (`lwt`): concurrent
+//! CAS and SERIAL reads under the same kinds of faults, judged by a
+//! linearizability checker (`linearizable`).
+//!
 //! Modules: `table` (schema and data shape), `harness` (nodes, membership,
 //! failure detector), `gate` (the blocking pool takes turns with the
 //! runtime), `lifecycle` (topology changes and repair), `history` (what
@@ -50,9 +54,12 @@ pub mod gate;
 pub mod harness;
 pub mod history;
 pub mod lifecycle;
+pub mod linearizable;
+pub mod lwt;
 pub mod run;
 pub mod table;
 
 pub use checker::{Property, Violation};
 pub use lifecycle::{OpKind, OpStats};
+pub use lwt::{run_lwt_seed, LwtFailure, LwtReport, LwtSabotage};
 pub use run::{join_cleanup, run_seed, Sabotage, SimConfig, SimFailure, SimReport};

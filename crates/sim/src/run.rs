@@ -328,7 +328,7 @@ static REAPERS: Mutex<Vec<std::thread::JoinHandle<()>>> = Mutex::new(Vec::new())
 /// Closes the nodes' storage and removes the directory off the simulation's
 /// thread: closing a `Storage` joins its commit-log thread, which sleeps in
 /// 50 ms steps, and that would otherwise dominate a seed's time.
-fn reap(cluster: Option<Arc<SimCluster>>, dir: tempfile::TempDir) {
+pub(crate) fn reap(cluster: Option<Arc<SimCluster>>, dir: tempfile::TempDir) {
     let handle = std::thread::spawn(move || {
         drop(cluster);
         drop(dir);

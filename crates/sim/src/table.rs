@@ -26,7 +26,7 @@ pub const REPLICATION_FACTOR: u32 = 3;
 
 const PK_ID: u16 = 16;
 const C_ID: u16 = 17;
-const V_ID: u16 = 18;
+pub(crate) const V_ID: u16 = 18;
 
 /// `now` (seconds since the epoch) of every read: nothing expires.
 pub const READ_NOW_SECS: i32 = 1_700_000_000;

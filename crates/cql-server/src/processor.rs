@@ -160,11 +160,11 @@ impl Processor {
                 Arc::new(PreparedEntry { query: text.to_string(), keyspace: session.map(str::to_string), statement }),
             );
         }
-        Ok(ResultBody::Prepared(Prepared {
+        Ok(ResultBody::Prepared(Box::new(Prepared::new(
             id,
-            metadata: PreparedMetadata::new(info.pk_indexes, info.variables),
-            result_metadata: RowsMetadata::new(info.result),
-        }))
+            PreparedMetadata::new(info.pk_indexes, info.variables),
+            RowsMetadata::new(info.result),
+        ))))
     }
 
     /// The prepared statement `id` names, if this node knows it.

@@ -8,6 +8,7 @@ same tests against Cassandra 5.0.9."""
 
 import socket
 import struct
+import time
 import zlib
 
 import lz4.block as lz4block
@@ -588,15 +589,41 @@ def test_lz4_incompressible_segments(shoal_node):
         assert header[3] == OP_RESULT
 
 
-@pytest.mark.skipif(bool(EXTERNAL), reason="Cassandra honours now_in_seconds; Shoal accepts it and uses its clock")
-def test_now_in_seconds_is_accepted(shoal_node, v5):
+def test_now_in_seconds_is_the_requests_now(shoal_node, v5):
     _, session, ks = v5
     session.execute(f"CREATE TABLE IF NOT EXISTS {ks}.now (k int PRIMARY KEY, v int)")
+    now = int(time.time())
+
+    def run(c, text, now_in_seconds=None, stream=2):
+        flags, extra = (0x180, string(ks) + struct.pack(">i", now_in_seconds)) if now_in_seconds else (0x80, string(ks))
+        header, body = c.request(OP_QUERY, query_body(text, flags, extra), stream)
+        assert header[3] == OP_RESULT, parse_error(body)
+        return body
+
+    def count(body):
+        # RESULT Rows of one int column, global table spec: the rows count follows the specs.
+        flags, columns = struct.unpack(">ii", body[4:12])
+        assert columns == 1 and flags & 0x0001
+        pos = 12
+        for _ in range(3):  # keyspace, table, column name
+            (n,) = struct.unpack(">H", body[pos:pos + 2])
+            pos += 2 + n
+        return struct.unpack(">i", body[pos + 2:pos + 6])[0]
+
     with RawV5(shoal_node) as c:
-        extra = struct.pack(">i", 1_700_000_000)
-        header, body = c.request(OP_QUERY, query_body(f"INSERT INTO {ks}.now (k, v) VALUES (1, 1)", 0x100, extra), 2)
+        # Written "1000 s ago" with a TTL of 100: expired by now.
+        run(c, "INSERT INTO now (k, v) VALUES (1, 1) USING TTL 100", now - 1000)
+        assert count(run(c, "SELECT v FROM now WHERE k = 1")) == 0
+        assert count(run(c, "SELECT v FROM now WHERE k = 1", now - 950)) == 1
+        # Written now with a TTL of 100: live now, expired at now + 1000.
+        run(c, "INSERT INTO now (k, v) VALUES (2, 2) USING TTL 100")
+        assert count(run(c, "SELECT v FROM now WHERE k = 2")) == 1
+        assert count(run(c, "SELECT v FROM now WHERE k = 2", now + 1000)) == 0
+        # The same through a BATCH carrying now_in_seconds.
+        batch = bytes([1]) + struct.pack(">H", 1) + b"\x00" + long_string("INSERT INTO now (k, v) VALUES (3, 3) USING TTL 100")
+        batch += struct.pack(">H", 0) + struct.pack(">H", 1) + struct.pack(">I", 0x180) + string(ks)
+        batch += struct.pack(">i", now - 1000)
+        header, body = c.request(0x0D, batch, 4)
         assert header[3] == OP_RESULT, parse_error(body)
-        ks_extra = string(ks) + struct.pack(">i", 1_700_000_000)
-        header, body = c.request(OP_QUERY, query_body("SELECT v FROM now WHERE k = 1", 0x180, ks_extra), 3)
-        assert header[3] == OP_RESULT, parse_error(body)
-        assert body.endswith(struct.pack(">i", 4) + struct.pack(">i", 1))
+        assert count(run(c, "SELECT v FROM now WHERE k = 3")) == 0
+        assert count(run(c, "SELECT v FROM now WHERE k = 3", now - 950)) == 1

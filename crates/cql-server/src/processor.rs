@@ -241,7 +241,11 @@ impl Processor {
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let mut planned = Vec::with_capacity(batch.statements.len());
-        let opts = WriteOpts { default_timestamp: batch.default_timestamp, system: false };
+        let opts = WriteOpts {
+            default_timestamp: batch.default_timestamp,
+            system: false,
+            now_in_seconds: batch.now_in_seconds,
+        };
         for item in &batch.statements {
             let (statement, keyspace, values) = match item {
                 BatchStatement::Query { query, values } => {
@@ -290,7 +294,11 @@ impl Processor {
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
-        let opts = WriteOpts { default_timestamp: params.default_timestamp, system: false };
+        let opts = WriteOpts {
+            default_timestamp: params.default_timestamp,
+            system: false,
+            now_in_seconds: params.now_in_seconds,
+        };
         let planned = modification.plan(self, &schema, session, &ctx, &opts)?;
         self.warn_disk_usage(&planned.mutations, warnings);
         self.data.mutate(group, &planned.keyspace, planned.mutations, params.consistency, WriteType::Simple)?;
@@ -462,7 +470,11 @@ impl Processor {
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
-        let opts = WriteOpts { default_timestamp: params.default_timestamp, system: false };
+        let opts = WriteOpts {
+            default_timestamp: params.default_timestamp,
+            system: false,
+            now_in_seconds: params.now_in_seconds,
+        };
         self.auth.authorize(self, statement, login, session.as_deref())?;
         match statement {
             Statement::Select(s) => {
@@ -480,6 +492,7 @@ impl Processor {
                     page_size: params.page_size.and_then(|p| usize::try_from(p).ok()),
                     paging_state: params.paging_state.as_deref(),
                     skip_metadata: params.skip_metadata,
+                    now_in_seconds: params.now_in_seconds,
                 };
                 select::execute(self, &schema, session.as_deref(), s, &ctx, &page)
             }
@@ -500,7 +513,11 @@ impl Processor {
                             &ctx,
                         )?;
                         match ts {
-                            Some(types::Value::BigInt(ts)) => WriteOpts { default_timestamp: Some(ts), system: false },
+                            Some(types::Value::BigInt(ts)) => WriteOpts {
+                                default_timestamp: Some(ts),
+                                system: false,
+                                now_in_seconds: params.now_in_seconds,
+                            },
                             _ => return Err(QueryError::invalid("Invalid null value of timestamp")),
                         }
                     }
@@ -650,7 +667,8 @@ impl AuthTables for Processor {
         let bound: Vec<BoundValue> = values.iter().map(|v| BoundValue::Set(Bytes::from(v.to_bytes()))).collect();
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values: &bound, clock: &self.clock };
-        let page = Page { consistency: cl, page_size: None, paging_state: None, skip_metadata: false };
+        let page =
+            Page { consistency: cl, page_size: None, paging_state: None, skip_metadata: false, now_in_seconds: None };
         match select::execute(self, &schema, None, select, &ctx, &page)? {
             ResultBody::Rows(rows) => {
                 rows.iter().collect::<Result<Vec<_>, _>>().map_err(|e| QueryError::Server(e.to_string()))
@@ -661,7 +679,7 @@ impl AuthTables for Processor {
 
     fn modify(&self, statements: &[(&str, Vec<types::Value>)], cl: Consistency) -> Result<(), QueryError> {
         let schema = self.schema.snapshot();
-        let opts = WriteOpts { default_timestamp: None, system: true };
+        let opts = WriteOpts { default_timestamp: None, system: true, now_in_seconds: None };
         let mut group = WriteGroup::new();
         for (text, values) in statements {
             let statement = Processor::internal_statement(text)?;

@@ -32,8 +32,10 @@
 //! `keyspace` and PREPARE's run in place of the session's; an EXECUTE's result
 //! metadata id is compared with the statement's current result columns, and a
 //! Rows answer carries Metadata_changed with the new id (and full column
-//! specs) when they differ (`execute_v5`); `now_in_seconds` is accepted and not
-//! honoured (the clock the request uses is the node's).
+//! specs) when they differ (`execute_v5`); `now_in_seconds` is the request's
+//! "now" for TTL expiry on reads and for the expiry and deletion times its
+//! writes write (`select::Page`, `modify::WriteOpts`), as Cassandra's
+//! `QueryOptions.getNowInSeconds`; write timestamps stay the node's clock's.
 //!
 //! With `PasswordAuthenticator`, STARTUP is answered with AUTHENTICATE and
 //! the connection accepts only AUTH_RESPONSE until a login succeeds

@@ -21,7 +21,7 @@
 //! reads into `raw`, checks and unpacks whole segments into the envelope buffer
 //! the v4 path reads frames from (an envelope split over several segments comes
 //! out whole), and every writer packs its envelopes into segments before they
-//! go to the socket or the writer task (`Conn::framed`), LZ4-compressed when
+//! go to the socket or the writer task (`Wire::framed`), LZ4-compressed when
 //! STARTUP asked for lz4 (snappy is refused on v5, as Cassandra refuses it). A
 //! segment with a bad CRC is answered with a ProtocolError on stream 0 (in a
 //! segment; Cassandra 5.0.9's message, led by a connection id) and closes the

@@ -8,6 +8,11 @@
 //!
 //! Decoding is zero-copy for values: everything typed `Bytes` in a [`Request`]
 //! is a slice of the body handed to [`decode_request`].
+//!
+//! A v5 envelope has the same header and order; QUERY, PREPARE, EXECUTE and
+//! BATCH bodies follow the header's version (their v5 fields are in
+//! `query.rs`, `prepare.rs`, `execute.rs`, `batch.rs`), and a v5 envelope is
+//! never compressed itself (its segments are: [`crate::segment`]).
 
 mod auth_response;
 mod batch;

@@ -581,6 +581,16 @@ def test_bytes_that_are_no_segment_close_the_connection(shoal_node):
         crc_message(message, "header", int.from_bytes(data[3:6], "little"), crc24(fields, 3))
 
 
+@pytest.mark.parametrize("lz4", [False, True], ids=["plain", "lz4"])
+def test_envelope_compression_flag_is_ignored(shoal_node, lz4):
+    # v5 compresses segments, not envelopes: Cassandra reads a body flagged
+    # 0x01 as it is.
+    with RawV5(shoal_node, lz4=lz4) as c:
+        c.send(envelope(OP_QUERY, query_body("SELECT release_version FROM system.local"), 3, flags=0x01))
+        header, body = c.read_envelope()
+        assert header[3] == OP_RESULT, parse_error(body)
+
+
 def test_lz4_incompressible_segments(shoal_node):
     with RawV5(shoal_node, lz4=True) as c:
         # Tiny envelopes go in segments whose uncompressed length is 0 (raw

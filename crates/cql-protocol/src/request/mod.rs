@@ -12,7 +12,8 @@
 //! A v5 envelope has the same header and order; QUERY, PREPARE, EXECUTE and
 //! BATCH bodies follow the header's version (their v5 fields are in
 //! `query.rs`, `prepare.rs`, `execute.rs`, `batch.rs`), and a v5 envelope is
-//! never compressed itself (its segments are: [`crate::segment`]).
+//! never compressed itself (its segments are: [`crate::segment`]); its
+//! compression flag is ignored, as Cassandra 5.0.9 ignores it.
 
 mod auth_response;
 mod batch;
@@ -110,7 +111,8 @@ pub fn decode_request_frame(
     if !header.opcode.is_request() {
         return Err(ProtocolError::NotARequest(header.opcode));
     }
-    let body = if header.is_compressed() {
+    // v5: the flag means nothing on an envelope; Cassandra 5.0.9 reads the body as it is.
+    let body = if header.is_compressed() && header.version < frame::PROTOCOL_V5 {
         match compression {
             Some(c) => c.decompress(&body)?,
             None => return Err(ProtocolError::CompressionNotNegotiated),

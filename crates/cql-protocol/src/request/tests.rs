@@ -434,3 +434,19 @@ fn v5_truncations_are_errors() {
         }
     }
 }
+
+#[test]
+fn v5_envelope_compression_flag_is_ignored() {
+    let req = Request::Options;
+    let mut frame =
+        encode_v5(4, &Request::Query { query: "SELECT 1".into(), params: QueryParams::new(Consistency::One) });
+    frame[1] |= crate::frame::FLAG_COMPRESSION;
+    let (header, body) = split(&frame);
+    assert!(header.is_compressed());
+    assert!(matches!(decode_request(&header, body, None), Ok(Request::Query { .. })));
+    // In v4 it means a compressed body.
+    let mut frame = encode(4, None, &req);
+    frame[1] |= crate::frame::FLAG_COMPRESSION;
+    let (header, body) = split(&frame);
+    assert_eq!(decode_request(&header, body, None), Err(ProtocolError::CompressionNotNegotiated));
+}

@@ -92,6 +92,56 @@ func TestDefaultConnect(t *testing.T) {
 	}
 }
 
+// TestNegotiatesProtocolV5 checks that default settings end on protocol v5
+// (gocql v2 opens at v5; Cassandra 4.0+ and Shoal speak it) and that every
+// frame after the handshake is a v5 one, with a value larger than one
+// 128 KiB v5 segment written and read back.
+func TestNegotiatesProtocolV5(t *testing.T) {
+	logger := &recordingLogger{}
+	frames := &frameVersions{}
+	cluster := defaultCluster()
+	cluster.Logger = logger
+	cluster.FrameHeaderObserver = frames
+	session, err := cluster.CreateSession()
+	if err != nil {
+		t.Fatalf("default connect to %s:%d: %v\ngocql log:\n%s", cqlHost(), cqlPort(), err, logger.dump())
+	}
+	// Closed after the keyspace's cleanup (cleanups run last registered first).
+	t.Cleanup(session.Close)
+	if proto := logger.discoveredProto(); proto != 5 {
+		t.Fatalf("negotiated protocol version: expected 5, got %d\ngocql log:\n%s", proto, logger.dump())
+	}
+	ks := createKeyspace(t, session)
+	if err := session.Query("CREATE TABLE " + ks + ".blobs (k int PRIMARY KEY, v blob)").Exec(); err != nil {
+		t.Fatalf("CREATE TABLE: %v", err)
+	}
+	for i, size := range []int{0, 131071, 131072, 300 * 1024, 1024 * 1024} {
+		value := make([]byte, size)
+		for j := range value {
+			value[j] = byte((j*31 + i) % 251)
+		}
+		if err := session.Query("INSERT INTO "+ks+".blobs (k, v) VALUES (?, ?)", i, value).Exec(); err != nil {
+			t.Fatalf("INSERT of %d bytes: %v", size, err)
+		}
+		var got []byte
+		if err := session.Query("SELECT v FROM "+ks+".blobs WHERE k = ?", i).Scan(&got); err != nil {
+			t.Fatalf("SELECT of %d bytes: %v", size, err)
+		}
+		if len(got) != size || string(got) != string(value) {
+			t.Fatalf("value of %d bytes read back as %d bytes (or different bytes)", size, len(got))
+		}
+	}
+	seen := frames.snapshot()
+	if seen[5] == 0 {
+		t.Fatalf("frame versions observed: expected v5 frames, got %v", seen)
+	}
+	for v, n := range seen {
+		if v != 5 && n > 2 {
+			t.Errorf("frame versions observed: expected only v5 after negotiation, got %d frames of v%d (all: %v)", n, v, seen)
+		}
+	}
+}
+
 // TestPinnedProtocolV4 connects with ProtoVersion = 4, the fallback every
 // v4-only server must support.
 func TestPinnedProtocolV4(t *testing.T) {

@@ -22,17 +22,20 @@
 
 use bytes::BytesMut;
 
-use crate::frame::{Opcode, PROTOCOL_VERSION};
+use crate::frame::{Opcode, MAX_PROTOCOL_VERSION};
 use crate::response::{ErrorBody, ErrorKind};
 
-/// The versions we accept, as Cassandra lists them in SUPPORTED and in the
-/// unsupported-version message ("4/v4").
-pub const SUPPORTED_VERSIONS_DESCRIPTION: &str = "4/v4";
+/// The versions we accept, as Cassandra lists them in the unsupported-version
+/// message ("3/v3, 4/v4, 5/v5, 6/v6-beta" for Cassandra 5.0.9; we do not speak
+/// 3 or 6).
+pub const SUPPORTED_VERSIONS_DESCRIPTION: &str = "4/v4, 5/v5";
+/// The same versions, one per entry, as SUPPORTED's `PROTOCOL_VERSIONS` lists them.
+pub const SUPPORTED_VERSIONS: [&str; 2] = ["4/v4", "5/v5"];
 
 /// A frame header the server cannot accept.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
-    /// The version byte (direction bit removed) is not 4. `stream` is always 0
+    /// The version byte (direction bit removed) is not 4 or 5. `stream` is always 0
     /// (see [`crate::frame`]); `body_len` is read from the header layout of
     /// that version.
     #[error("Invalid or unsupported protocol version ({version}); supported versions are ({SUPPORTED_VERSIONS_DESCRIPTION})")]
@@ -98,20 +101,33 @@ impl FrameError {
     /// picks it (`ProtocolVersion.decode`, checked against a running 5.0.9):
     /// a version older than ours (1, 2, 3) is answered in that version, so an
     /// old client can read the refusal (versions 1 and 2 in their own 8-byte
-    /// layout, CASSANDRA-11464); any other version in our highest, 4 (0x84).
-    /// Drivers accept a 0x84 refusal to a newer version: the python driver reads
-    /// any version it knows, gocql v2 any of 3..5, and the scylla Rust driver
-    /// only ever sends v4.
+    /// layout, CASSANDRA-11464); a newer one in our highest, 5 (0x85), as
+    /// Cassandra answers in its own. Drivers accept a 0x85 refusal to a newer
+    /// version: the python driver reads any version it knows, gocql v2 any of
+    /// 3..5, and the scylla Rust driver only ever sends v4. The other errors
+    /// come from a v4 or v5 header: see [`FrameError::encode_reply_in`].
     pub fn reply_version(&self) -> u8 {
         match *self {
             FrameError::UnsupportedVersion { version: v @ 1..=3, .. } => v,
-            _ => PROTOCOL_VERSION,
+            _ => MAX_PROTOCOL_VERSION,
         }
     }
 
-    /// Writes the complete ERROR frame that answers this error.
+    /// Writes the complete ERROR frame that answers this error (other than
+    /// an unsupported version: in v4).
     pub fn encode_reply(&self, out: &mut BytesMut) {
-        crate::frame::write_error_frame(out, self.reply_version(), self.stream(), &self.error_body());
+        self.encode_reply_in(out, crate::frame::PROTOCOL_VERSION);
+    }
+
+    /// Writes the complete ERROR frame (an envelope, for a v5 connection: the
+    /// caller puts it in a segment) that answers this error, in `version`, the
+    /// connection's, unless the error is an unsupported version.
+    pub fn encode_reply_in(&self, out: &mut BytesMut, version: u8) {
+        let version = match self {
+            FrameError::UnsupportedVersion { .. } => self.reply_version(),
+            _ => version,
+        };
+        crate::frame::write_error_frame(out, version, self.stream(), &self.error_body());
     }
 }
 
@@ -154,6 +170,15 @@ pub enum ProtocolError {
     Decompression { codec: &'static str, reason: String },
     #[error("Unknown compression algorithm: {0}")]
     UnknownCompression(String),
+    /// STARTUP of a v5 connection asked for snappy (Cassandra 5.0.9's wording).
+    #[error("Snappy compression is not supported in protocol V5")]
+    SnappyInV5,
+    /// A v4 frame on a v5 connection or the other way round, after STARTUP
+    /// (Cassandra 5.0.9's wording, its missing space included).
+    #[error(
+        "Invalid message version. Got {got}/v{got} but previousmessages on this connection had version {had}/v{had}"
+    )]
+    VersionChanged { got: u8, had: u8 },
     #[error("Missing value CQL_VERSION in STARTUP message")]
     MissingCqlVersion,
     #[error("CQL version {0} is not supported by the binary protocol (supported version are >= 3.0.0)")]
@@ -184,7 +209,7 @@ mod tests {
     #[test]
     fn messages_follow_cassandra() {
         let e = FrameError::UnsupportedVersion { version: 66, stream: 3, body_len: 0 };
-        assert_eq!(e.to_string(), "Invalid or unsupported protocol version (66); supported versions are (4/v4)");
+        assert_eq!(e.to_string(), "Invalid or unsupported protocol version (66); supported versions are (4/v4, 5/v5)");
         // The python driver's test: `'unsupported protocol version' in response.message`.
         assert!(e.to_string().contains("unsupported protocol version"));
         let e = FrameError::TooBig { stream: 1, body_len: 100, max_frame_len: 50 };

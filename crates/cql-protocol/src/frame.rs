@@ -1,4 +1,4 @@
-//! The 9-byte frame header, and version negotiation.
+//! The 9-byte frame header (v5: the envelope header), and version negotiation.
 //!
 //! ```text
 //!   0         8        16        24        32         40
@@ -15,7 +15,9 @@
 //!
 //! # Version negotiation (what drivers do, and what we answer)
 //!
-//! We speak v4 only. Drivers find that out by being refused:
+//! We speak v4 and v5 (v5 without the USE_BETA flag, which it has not needed
+//! since Cassandra 4.0; a v5 frame with the flag is taken too, as Cassandra
+//! 5.0.9 takes it). Drivers find out what else we lack by being refused:
 //!
 //! - The DataStax python driver (3.29+, `cassandra/connection.py`,
 //!   `cassandra/cluster.py`) opens each connection with OPTIONS at its current
@@ -53,10 +55,21 @@
 //!   stream 0, so old clients can read it. It answers an unknown newer version
 //!   on the request's stream, which gocql never meets (Cassandra speaks v5).
 //!
-//! We answer with `4/v4` as the only version: older versions (1, 2, 3) in
+//! - Cassandra 5.0.9 answers a v5 OPTIONS in 0x85, and v6 without USE_BETA with
+//!   `Beta version of the protocol used (6/v6-beta), but USE_BETA flag is unset`
+//!   (v6 with the flag it speaks, as a beta). We do not speak v6 at all: it is
+//!   refused as any unknown version (the python driver never offers it, and
+//!   the Java driver 4 and gocql v2 start at v5).
+//!
+//! We answer with `4/v4, 5/v5` as the versions: older versions (1, 2, 3) in
 //! their own version (1 and 2 with the legacy 8-byte header), newer ones in a
-//! 0x84 header; always on stream 0, so gocql v2 steps down; the refused frame
-//! is skipped and the connection kept. See [`crate::FrameError`].
+//! 0x85 header, as Cassandra 5.0.9; always on stream 0 (Cassandra: the
+//! request's), so gocql v2 steps down; the refused frame is skipped and the
+//! connection kept. See [`crate::FrameError`].
+//!
+//! Which of 4 and 5 a connection speaks is the server's business: it takes the
+//! version of its STARTUP, and answers a frame of the other version after it
+//! with Cassandra's "Invalid message version" ProtocolError.
 
 use bytes::{BufMut, BytesMut};
 
@@ -69,8 +82,12 @@ use crate::wire;
 pub const HEADER_LEN: usize = 9;
 /// Length of the frame header of the retired versions 1 and 2.
 pub const LEGACY_HEADER_LEN: usize = 8;
-/// The only protocol version we speak.
+/// Protocol v4: what the entry points without a version write.
 pub const PROTOCOL_VERSION: u8 = 4;
+/// Protocol v5: envelopes in segments after STARTUP (see [`crate::segment`]).
+pub const PROTOCOL_V5: u8 = 5;
+/// The highest version we speak (the header of refusals of newer versions).
+pub const MAX_PROTOCOL_VERSION: u8 = PROTOCOL_V5;
 /// Direction bit of the version byte: set on responses.
 pub const RESPONSE_BIT: u8 = 0x80;
 
@@ -161,10 +178,10 @@ impl Opcode {
     }
 }
 
-/// A parsed v4 frame header.
+/// A parsed v4 frame header, or v5 envelope header (the same 9 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameHeader {
-    /// Protocol version without the direction bit (always 4 once parsed).
+    /// Protocol version without the direction bit (4 or 5 once parsed).
     pub version: u8,
     pub flags: u8,
     pub stream: i16,
@@ -217,7 +234,7 @@ pub fn parse_header(buf: &[u8], max_frame_len: u32) -> Result<Option<FrameHeader
         return Ok(None);
     };
     let (flags, stream, opcode_byte, body_len) = split_header(&raw);
-    if version != PROTOCOL_VERSION {
+    if !is_supported(version) {
         // On stream 0, whatever the request's: see the module comment (gocql v2).
         return Err(FrameError::UnsupportedVersion { version, stream: 0, body_len });
     }
@@ -234,7 +251,12 @@ pub fn parse_header(buf: &[u8], max_frame_len: u32) -> Result<Option<FrameHeader
     Ok(Some(FrameHeader { version, flags, stream, opcode, body_len }))
 }
 
-/// Client side: parses a response frame header (version byte must be 0x84).
+/// Whether we speak protocol `version` (4 and 5).
+pub fn is_supported(version: u8) -> bool {
+    version == PROTOCOL_VERSION || version == PROTOCOL_V5
+}
+
+/// Client side: parses a response frame header (version byte 0x84 or 0x85).
 /// Errors reuse [`FrameError`]; `max_frame_len` bounds header plus body.
 pub fn parse_response_header(buf: &[u8], max_frame_len: u32) -> Result<Option<FrameHeader>, FrameError> {
     let Some(raw) = header_bytes(buf) else {
@@ -242,7 +264,7 @@ pub fn parse_response_header(buf: &[u8], max_frame_len: u32) -> Result<Option<Fr
     };
     let (flags, stream, opcode_byte, body_len) = split_header(&raw);
     let version = raw[0] & !RESPONSE_BIT;
-    if version != PROTOCOL_VERSION {
+    if !is_supported(version) {
         return Err(FrameError::UnsupportedVersion { version, stream, body_len });
     }
     let Some(opcode) = Opcode::from_u8(opcode_byte) else {
@@ -311,7 +333,7 @@ pub(crate) fn write_frame(
 /// 8-byte header (one-byte stream) of versions 1 and 2, the 9-byte one otherwise.
 pub(crate) fn write_error_frame(out: &mut BytesMut, version: u8, stream: i16, body: &ErrorBody) {
     let mut encoded = BytesMut::new();
-    body.encode(&mut encoded);
+    body.encode(&mut encoded, version);
     out.put_u8(version | RESPONSE_BIT);
     out.put_u8(0);
     if version == 1 || version == 2 {
@@ -345,7 +367,7 @@ mod tests {
     fn refuses_newer_versions_in_v4_on_stream_0() {
         // Answered in our highest version, on stream 0 (gocql v2 steps down only
         // then), and the connection is kept, as Cassandra 5.0.9 keeps it.
-        for v in [0x42u8, 0x41, 0x05, 0x06, 0x16, 0x00] {
+        for v in [0x42u8, 0x41, 0x06, 0x16, 0x00] {
             let h = [v, 0x00, 0x00, 0x07, 0x05, 0, 0, 0, 3];
             let err = parse_header(&h, MAX).unwrap_err();
             assert_eq!(err, FrameError::UnsupportedVersion { version: v, stream: 0, body_len: 3 });
@@ -353,12 +375,24 @@ mod tests {
             assert_eq!(err.bytes_to_skip(), Some(HEADER_LEN + 3));
             let mut out = BytesMut::new();
             err.encode_reply(&mut out);
-            assert_eq!(&out[..5], &[0x84, 0x00, 0x00, 0x00, 0x00]);
+            assert_eq!(&out[..5], &[0x85, 0x00, 0x00, 0x00, 0x00]);
             let body = &out[HEADER_LEN..];
             assert_eq!(&body[..4], &[0, 0, 0, 0x0A]);
             let msg = String::from_utf8_lossy(&body[6..]);
             assert!(msg.contains("unsupported protocol version"), "{msg}");
         }
+    }
+
+    #[test]
+    fn takes_v5_with_and_without_beta_flag() {
+        for flags in [0, FLAG_USE_BETA] {
+            let h = [0x05, flags, 0x00, 0x01, 0x05, 0, 0, 0, 0];
+            let parsed = parse_header(&h, MAX).unwrap().unwrap();
+            assert_eq!(parsed.version, 5);
+            assert_eq!(parsed.opcode, Opcode::Options);
+        }
+        let h = [0x85, 0x00, 0x00, 0x01, 0x02, 0, 0, 0, 0];
+        assert_eq!(parse_response_header(&h, MAX).unwrap().unwrap().version, 5);
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub struct WriteOpts {
     /// Written by the node itself (auth's tables): the replicated system
     /// keyspaces accept it.
     pub system: bool,
+    /// The request's "now" in seconds (protocol v5's now_in_seconds): the base
+    /// of TTL expiry and the local deletion time of tombstones, in place of
+    /// the node's clock.
+    pub now_in_seconds: Option<i32>,
 }
 
 /// The mutations of one statement and the keyspace they belong to.
@@ -261,6 +265,12 @@ impl<'c> CellCtx<'c> {
         CellCtx { timestamp, ttl, clock, now: std::cell::Cell::new(None) }
     }
 
+    /// At the request's own "now" (v5 now_in_seconds), when it has one.
+    fn at(self, now_in_seconds: Option<i32>) -> CellCtx<'c> {
+        self.now.set(now_in_seconds);
+        self
+    }
+
     fn now(&self) -> i32 {
         if let Some(now) = self.now.get() {
             return now;
@@ -410,7 +420,7 @@ pub fn insert(
         return Err(QueryError::invalid("Unmatched column names/values"));
     }
     let (timestamp, ttl) = using_values(&ins.using, table, ctx, proc, opts)?;
-    let cc = CellCtx::new(timestamp, ttl, &proc.clock);
+    let cc = CellCtx::new(timestamp, ttl, &proc.clock).at(opts.now_in_seconds);
     let mut pk: Vec<Option<Bytes>> = vec![None; table.partition_key_len()];
     let mut ck: Vec<Option<Bytes>> = vec![None; table.clustering_len()];
     let mut row = RowWrite { cells: Vec::with_capacity(columns.len()), ..RowWrite::default() };
@@ -562,7 +572,7 @@ pub fn update(
     let (ks, table) = common::resolve_table(schema, &upd.table, session)?;
     reject_virtual(ks, opts)?;
     let (timestamp, ttl) = using_values(&upd.using, table, ctx, proc, opts)?;
-    let cc = CellCtx::new(timestamp, ttl, &proc.clock);
+    let cc = CellCtx::new(timestamp, ttl, &proc.clock).at(opts.now_in_seconds);
     let r = key_restrictions(table, &upd.where_clause, ctx, false)?;
     let keys = partition_keys(table, &r)?;
     let (ck_lists, missing_ck) = clustering_lists(table, &r);
@@ -765,7 +775,7 @@ pub fn delete(
         return Err(QueryError::invalid("TTL attribute is not allowed for deletes"));
     }
     let (timestamp, _) = using_values(&del.using, table, ctx, proc, opts)?;
-    let cc = CellCtx::new(timestamp, 0, &proc.clock);
+    let cc = CellCtx::new(timestamp, 0, &proc.clock).at(opts.now_in_seconds);
     let r = key_restrictions(table, &del.where_clause, ctx, del.targets.is_empty())?;
     let keys = partition_keys(table, &r)?;
     let (ck_lists, missing_ck) = clustering_lists(table, &r);

@@ -161,11 +161,11 @@ impl Processor {
                 Arc::new(PreparedEntry { query: text.to_string(), keyspace: session.map(str::to_string), statement }),
             );
         }
-        Ok(ResultBody::Prepared(Prepared {
+        Ok(ResultBody::Prepared(Box::new(Prepared::new(
             id,
-            metadata: PreparedMetadata::new(info.pk_indexes, info.variables),
-            result_metadata: RowsMetadata::new(info.result),
-        }))
+            PreparedMetadata::new(info.pk_indexes, info.variables),
+            RowsMetadata::new(info.result),
+        ))))
     }
 
     /// The prepared statement `id` names, if this node knows it.
@@ -276,7 +276,11 @@ impl Processor {
         let conditional =
             statements.iter().any(|(st, _, _)| Modification::of(&st.statement).is_some_and(|m| m.clause().is_some()));
         // A conditional batch takes its ballot's time: the client's default timestamp is ignored, as in Cassandra.
-        let opts = WriteOpts { default_timestamp: batch.default_timestamp, system: false };
+        let opts = WriteOpts {
+            default_timestamp: batch.default_timestamp,
+            system: false,
+            now_in_seconds: batch.now_in_seconds,
+        };
         let mut planned = Vec::with_capacity(statements.len());
         let mut items = Vec::new();
         for (statement, keyspace, values) in &statements {
@@ -314,7 +318,11 @@ impl Processor {
             let item = self.plan_cas(modification, &schema, session, &ctx)?;
             return self.write_cas(vec![item], params.consistency, params.serial_consistency, false);
         }
-        let opts = WriteOpts { default_timestamp: params.default_timestamp, system: false };
+        let opts = WriteOpts {
+            default_timestamp: params.default_timestamp,
+            system: false,
+            now_in_seconds: params.now_in_seconds,
+        };
         let planned = modification.plan(self, &schema, session, &ctx, &opts)?;
         self.warn_disk_usage(&planned.mutations, warnings);
         self.data.mutate(group, &planned.keyspace, planned.mutations, params.consistency, WriteType::Simple)?;
@@ -333,7 +341,7 @@ impl Processor {
         if modification.using().timestamp.is_some() {
             return Err(QueryError::invalid("Cannot provide custom timestamp for conditional updates"));
         }
-        let opts = WriteOpts { default_timestamp: Some(0), system: false };
+        let opts = WriteOpts { default_timestamp: Some(0), system: false, now_in_seconds: None };
         let planned = modification.plan(self, schema, session, ctx, &opts)?;
         let [m] = planned.mutations.as_slice() else {
             return Err(QueryError::invalid("IN on the partition key is not supported with conditional updates"));
@@ -584,7 +592,11 @@ impl Processor {
     ) -> Result<ResultBody, QueryError> {
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values, clock: &self.clock };
-        let opts = WriteOpts { default_timestamp: params.default_timestamp, system: false };
+        let opts = WriteOpts {
+            default_timestamp: params.default_timestamp,
+            system: false,
+            now_in_seconds: params.now_in_seconds,
+        };
         self.auth.authorize(self, statement, login, session.as_deref())?;
         match statement {
             Statement::Select(s) => {
@@ -602,6 +614,7 @@ impl Processor {
                     page_size: params.page_size.and_then(|p| usize::try_from(p).ok()),
                     paging_state: params.paging_state.as_deref(),
                     skip_metadata: params.skip_metadata,
+                    now_in_seconds: params.now_in_seconds,
                 };
                 select::execute(self, &schema, session.as_deref(), s, &ctx, &page)
             }
@@ -622,7 +635,11 @@ impl Processor {
                             &ctx,
                         )?;
                         match ts {
-                            Some(types::Value::BigInt(ts)) => WriteOpts { default_timestamp: Some(ts), system: false },
+                            Some(types::Value::BigInt(ts)) => WriteOpts {
+                                default_timestamp: Some(ts),
+                                system: false,
+                                now_in_seconds: params.now_in_seconds,
+                            },
                             _ => return Err(QueryError::invalid("Invalid null value of timestamp")),
                         }
                     }
@@ -784,7 +801,8 @@ impl AuthTables for Processor {
         let bound: Vec<BoundValue> = values.iter().map(|v| BoundValue::Set(Bytes::from(v.to_bytes()))).collect();
         let schema = self.schema.snapshot();
         let ctx = BindCtx { values: &bound, clock: &self.clock };
-        let page = Page { consistency: cl, page_size: None, paging_state: None, skip_metadata: false };
+        let page =
+            Page { consistency: cl, page_size: None, paging_state: None, skip_metadata: false, now_in_seconds: None };
         match select::execute(self, &schema, None, select, &ctx, &page)? {
             ResultBody::Rows(rows) => {
                 rows.iter().collect::<Result<Vec<_>, _>>().map_err(|e| QueryError::Server(e.to_string()))
@@ -795,7 +813,7 @@ impl AuthTables for Processor {
 
     fn modify(&self, statements: &[(&str, Vec<types::Value>)], cl: Consistency) -> Result<(), QueryError> {
         let schema = self.schema.snapshot();
-        let opts = WriteOpts { default_timestamp: None, system: true };
+        let opts = WriteOpts { default_timestamp: None, system: true, now_in_seconds: None };
         let mut group = WriteGroup::new();
         for (text, values) in statements {
             let statement = Processor::internal_statement(text)?;

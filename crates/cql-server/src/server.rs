@@ -15,6 +15,28 @@
 //! which yields once before it drains its queue, so answers finished
 //! together go out in one send.
 //!
+//! Protocol v4 and v5: a connection speaks the version of its STARTUP. A v5
+//! connection switches both directions to segments (`cql_protocol::segment`)
+//! right after the server answers STARTUP (READY or AUTHENTICATE): the reader
+//! reads into `raw`, checks and unpacks whole segments into the envelope buffer
+//! the v4 path reads frames from (an envelope split over several segments comes
+//! out whole), and every writer packs its envelopes into segments before they
+//! go to the socket or the writer task (`Wire::framed`), LZ4-compressed when
+//! STARTUP asked for lz4 (snappy is refused on v5, as Cassandra refuses it). A
+//! segment with a bad CRC is answered with a ProtocolError on stream 0 (in a
+//! segment; Cassandra 5.0.9's message, led by a connection id) and closes the
+//! connection, as Cassandra 5.0.9 does; a frame of the other version after STARTUP is answered with
+//! Cassandra's "Invalid message version" ProtocolError. The v4 path is the one
+//! it was: no per-request allocation or copy added (one version compare per
+//! frame, a branch per send). v5's request fields: a QUERY's or BATCH's
+//! `keyspace` and PREPARE's run in place of the session's; an EXECUTE's result
+//! metadata id is compared with the statement's current result columns, and a
+//! Rows answer carries Metadata_changed with the new id (and full column
+//! specs) when they differ (`execute_v5`); `now_in_seconds` is the request's
+//! "now" for TTL expiry on reads and for the expiry and deletion times its
+//! writes write (`select::Page`, `modify::WriteOpts`), as Cassandra's
+//! `QueryOptions.getNowInSeconds`; write timestamps stay the node's clock's.
+//!
 //! With `PasswordAuthenticator`, STARTUP is answered with AUTHENTICATE and
 //! the connection accepts only AUTH_RESPONSE until a login succeeds
 //! (AUTH_SUCCESS); a failed login answers an AUTHENTICATION error and keeps
@@ -47,8 +69,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use cql_protocol::{
-    decode_request_frame, encode_event, encode_response, parse_header, supported_options, Compression, ErrorBody,
-    ErrorKind, EventType, FrameError, FrameHeader, Opcode, Request, Response, ResultBody, StartupOptions, HEADER_LEN,
+    decode_request_frame, encode_event_in, encode_response_in, parse_header, result_metadata_id, supported_options,
+    Compression, ErrorBody, ErrorKind, EventType, FrameError, FrameHeader, Opcode, ProtocolError, QueryParams, Request,
+    Response, ResultBody, SegmentCodec, StartupOptions, HEADER_LEN, PROTOCOL_V5, PROTOCOL_VERSION,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -159,7 +182,8 @@ struct Conn {
     keyspace: Mutex<Option<String>>,
     /// The role this connection logged in as (None: anonymous, or not yet).
     login: Mutex<Option<String>>,
-    compression: Mutex<Option<Compression>>,
+    /// How answers are written: version, compression, segments.
+    wire: Mutex<Wire>,
     tx: mpsc::Sender<Bytes>,
     /// The socket's write half, shared by the writer task and `send_now`.
     socket: Arc<tokio::sync::Mutex<WriteSide>>,
@@ -171,25 +195,58 @@ struct Conn {
     peer: SocketAddr,
 }
 
+/// How a connection writes its answers.
+#[derive(Clone, Copy, Debug)]
+struct Wire {
+    /// The protocol version of the answers: the request's until STARTUP, then
+    /// the connection's.
+    version: u8,
+    /// v4's frame body compression, from STARTUP (never set on v5).
+    compression: Option<Compression>,
+    /// v5 after STARTUP: envelopes go out in segments.
+    segments: Option<SegmentCodec>,
+}
+
+impl Wire {
+    /// Puts `envelopes` (whole response envelopes) in the form the socket takes:
+    /// as they are (v4, and v5 before STARTUP is answered), or in segments.
+    fn framed(self, envelopes: BytesMut) -> BytesMut {
+        match self.segments {
+            None => envelopes,
+            Some(codec) => {
+                let segments = envelopes.len() / cql_protocol::segment::MAX_PAYLOAD + 1;
+                let mut out = BytesMut::with_capacity(envelopes.len() + 12 * segments);
+                codec.encode(&envelopes, &mut out);
+                out
+            }
+        }
+    }
+}
+
 impl Conn {
-    fn compression(&self) -> Option<Compression> {
-        *self.compression.lock().unwrap_or_else(|p| p.into_inner())
+    fn wire(&self) -> Wire {
+        *self.wire.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_wire(&self, wire: Wire) {
+        *self.wire.lock().unwrap_or_else(|p| p.into_inner()) = wire;
     }
 
     async fn send(&self, stream: i16, response: Response, compress: bool) {
         let mut out = BytesMut::with_capacity(256);
-        let compression = if compress { self.compression() } else { None };
-        encode_response(&mut out, stream, compression, &[], &response);
-        let _ = self.tx.send(out.freeze()).await;
+        let wire = self.wire();
+        let compression = if compress { wire.compression } else { None };
+        encode_response_in(&mut out, wire.version, stream, compression, None, &[], &response);
+        let _ = self.tx.send(wire.framed(out).freeze()).await;
     }
 
     fn encode_all(&self, responses: &[Reply]) -> BytesMut {
         let mut out = BytesMut::with_capacity(64 * responses.len());
-        let compression = self.compression();
+        let wire = self.wire();
         for r in responses {
-            encode_response(&mut out, r.stream, compression, &r.warnings, &r.response);
+            encode_response_in(&mut out, wire.version, r.stream, wire.compression, None, &r.warnings, &r.response);
         }
-        out
+        wire.framed(out)
     }
 
     /// The responses of a request group, as one message to the writer.
@@ -272,7 +329,7 @@ async fn connection(
         processor,
         keyspace: Mutex::new(None),
         login: Mutex::new(None),
-        compression: Mutex::new(None),
+        wire: Mutex::new(Wire { version: PROTOCOL_VERSION, compression: None, segments: None }),
         tx,
         socket: shared,
         stages: config.stages.clone(),
@@ -290,6 +347,12 @@ async fn connection(
     let mut ready: Vec<(FrameHeader, Request)> = Vec::new();
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut skip: usize = 0;
+    // The protocol version of the connection (fixed by STARTUP), and, on v5
+    // once STARTUP is answered, the segment codec: bytes are then read into
+    // `raw` and the envelopes they carry unpacked into `buf`.
+    let mut version = PROTOCOL_VERSION;
+    let mut segments: Option<SegmentCodec> = None;
+    let mut raw = BytesMut::new();
     // The body bytes reserved for the frame at the head of `buf` (its header
     // parsed, its body not all read yet); they go with the request to `ready`.
     let mut head_reserved: Option<u32> = None;
@@ -310,8 +373,9 @@ async fn connection(
                 Ok(None) => break,
                 Err(e) => {
                     let mut out = BytesMut::new();
-                    e.encode_reply(&mut out);
-                    let _ = conn.tx.send(out.freeze()).await;
+                    let wire = conn.wire();
+                    e.encode_reply_in(&mut out, wire.version);
+                    let _ = conn.tx.send(wire.framed(out).freeze()).await;
                     tracing::debug!(%peer, error = %e, "frame error");
                     if e.closes_connection() {
                         break 'read;
@@ -326,6 +390,18 @@ async fn connection(
                 }
             };
             let total = HEADER_LEN + header.body_len as usize;
+            if header.version != version {
+                if started {
+                    // As Cassandra: answered on its stream, skipped, the connection kept.
+                    let e = ProtocolError::VersionChanged { got: header.version, had: version };
+                    conn.send(header.stream, Response::Error(e.to_error_body()), true).await;
+                    skip = total;
+                    continue;
+                }
+                // Before STARTUP each request is answered in its own version.
+                version = header.version;
+                conn.set_wire(Wire { version, ..conn.wire() });
+            }
             if head_reserved.is_none() && started && !authenticating && is_dispatched(header.opcode) {
                 if conn.endpoint.try_reserve(header.body_len) {
                     head_reserved = Some(header.body_len);
@@ -362,7 +438,7 @@ async fn connection(
                 conn.send(header.stream, Response::Error(ErrorBody::new(ErrorKind::ProtocolError, msg)), true).await;
                 continue;
             }
-            let request = match decode_request_frame(&header, body, conn.compression()) {
+            let request = match decode_request_frame(&header, body, conn.wire().compression) {
                 Ok(r) => r.request,
                 Err(e) => {
                     conn.endpoint.release(reserved);
@@ -385,7 +461,11 @@ async fn connection(
                         .await;
                 }
                 Request::Startup(options) => {
-                    match options.check() {
+                    let checked = match options.check() {
+                        Ok(Some(Compression::Snappy)) if version >= PROTOCOL_V5 => Err(ProtocolError::SnappyInV5),
+                        other => other,
+                    };
+                    match checked {
                         Ok(compression) => {
                             // Cassandra's value is "1"; "true" is taken too.
                             throw_on_overload |= options
@@ -399,7 +479,21 @@ async fn connection(
                             } else {
                                 conn.send(header.stream, Response::Ready, false).await;
                             }
-                            *conn.compression.lock().unwrap_or_else(|p| p.into_inner()) = compression;
+                            if version >= PROTOCOL_V5 {
+                                // From here on both directions are segments; what came in
+                                // after STARTUP already is.
+                                let codec = if compression.is_some() { SegmentCodec::LZ4 } else { SegmentCodec::PLAIN };
+                                conn.set_wire(Wire { version, compression: None, segments: Some(codec) });
+                                segments = Some(codec);
+                                raw.extend_from_slice(&buf);
+                                buf.clear();
+                                if let Err(e) = codec.decode(&mut raw, &mut buf) {
+                                    corrupt_segment(&conn, e).await;
+                                    break 'read;
+                                }
+                            } else {
+                                conn.set_wire(Wire { version, compression, segments: None });
+                            }
                             started = true;
                         }
                         Err(e) => conn.send(header.stream, Response::Error(e.to_error_body()), false).await,
@@ -486,11 +580,18 @@ async fn connection(
             head_reserved = Some(bytes);
             continue;
         }
-        match reader.read_buf(&mut buf).await {
+        let into = if segments.is_some() { &mut raw } else { &mut buf };
+        match reader.read_buf(into).await {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "read failed");
+                break;
+            }
+        }
+        if let Some(codec) = segments {
+            if let Err(e) = codec.decode(&mut raw, &mut buf) {
+                corrupt_segment(&conn, e).await;
                 break;
             }
         }
@@ -505,6 +606,16 @@ async fn connection(
     let _ = writer_task.await;
     drop(admission);
     Ok(())
+}
+
+/// A segment that does not read (bad CRC): as Cassandra 5.0.9, a
+/// ProtocolError on stream 0 led by the connection's id, then the caller
+/// closes the connection (the requests already read still get their answers).
+async fn corrupt_segment(conn: &Conn, e: cql_protocol::SegmentError) {
+    static IDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0x5a0a1000);
+    let id = IDS.fetch_add(0x9E37, std::sync::atomic::Ordering::Relaxed);
+    tracing::debug!(peer = %conn.peer, error = %e, "corrupt segment: closing the connection");
+    conn.send(0, Response::Error(ErrorBody::protocol_error(format!("{id:08x} {e}"))), false).await;
 }
 
 /// The requests `dispatch` runs (the others are answered by the reader):
@@ -609,8 +720,9 @@ fn spawn_event_forwarder(conn: Arc<Conn>, wanted: HashSet<EventType>) {
                         continue;
                     }
                     let mut out = BytesMut::new();
-                    encode_event(&mut out, conn.compression(), &event);
-                    if conn.tx.send(out.freeze()).await.is_err() {
+                    let wire = conn.wire();
+                    encode_event_in(&mut out, wire.version, wire.compression, &event);
+                    if conn.tx.send(wire.framed(out).freeze()).await.is_err() {
                         return;
                     }
                 }
@@ -818,7 +930,7 @@ fn audit_request(
     };
     match request {
         Request::Query { query, .. } => one(query, cql::parse(query).ok().as_ref(), false),
-        Request::Prepare { query } => one(query, cql::parse(query).ok().as_ref(), true),
+        Request::Prepare { query, .. } => one(query, cql::parse(query).ok().as_ref(), true),
         Request::Execute { id, .. } => match processor.prepared_entry(id) {
             Some(entry) => one(&entry.query, Some(&entry.statement), false),
             None => one("EXECUTE of an unknown prepared statement", None, false),
@@ -850,13 +962,63 @@ fn execute(
 ) -> (Result<ResultBody, QueryError>, Option<String>) {
     let mut ks = keyspace;
     let result = match request {
-        Request::Query { query, params } => processor.query(&mut ks, login, query, params, group, warnings),
-        Request::Prepare { query } => processor.prepare(ks.as_deref(), query),
-        Request::Execute { id, params } => processor.execute(&mut ks, login, id, params, group, warnings),
-        Request::Batch(batch) => processor.batch(ks.as_deref(), login, batch, group, warnings),
+        Request::Query { query, params } => {
+            // v5: a keyspace of its own, in place of the session's (a USE in it still moves the session).
+            if let Some(keyspace) = &params.keyspace {
+                ks = Some(keyspace.clone());
+            }
+            processor.query(&mut ks, login, query, params, group, warnings)
+        }
+        Request::Prepare { query, keyspace } => processor.prepare(keyspace.as_deref().or(ks.as_deref()), query),
+        Request::Execute { id, result_metadata_id: Some(known), params } => {
+            execute_v5(processor, &mut ks, login, id, known, params, group, warnings)
+        }
+        Request::Execute { id, result_metadata_id: None, params } => {
+            processor.execute(&mut ks, login, id, params, group, warnings)
+        }
+        Request::Batch(batch) => {
+            processor.batch(batch.keyspace.as_deref().or(ks.as_deref()), login, batch, group, warnings)
+        }
         _ => Err(QueryError::Protocol("unexpected request".into())),
     };
     (result, ks)
+}
+
+/// A v5 EXECUTE: runs it with full result metadata, then compares the result
+/// columns' metadata id with `known`, the one the client holds from PREPARE
+/// (or from an earlier Metadata_changed). Same: the answer is what v4 sends
+/// (no column specs when the client asked to skip them). Different (the table
+/// changed since PREPARE, e.g. `SELECT *` after ALTER TABLE ADD): the Rows
+/// carry Metadata_changed, the new id and the full column specs, whatever the
+/// client asked, as Cassandra answers.
+#[allow(clippy::too_many_arguments)]
+fn execute_v5(
+    processor: &Processor,
+    ks: &mut Option<String>,
+    login: Option<&str>,
+    id: &Bytes,
+    known: &Bytes,
+    params: &QueryParams,
+    group: &mut WriteGroup,
+    warnings: &mut Vec<String>,
+) -> Result<ResultBody, QueryError> {
+    let skip = params.skip_metadata;
+    let mut result = if skip {
+        let full = QueryParams { skip_metadata: false, ..params.clone() };
+        processor.execute(ks, login, id, &full, group, warnings)
+    } else {
+        processor.execute(ks, login, id, params, group, warnings)
+    };
+    if let Ok(ResultBody::Rows(rows)) = &mut result {
+        let current = result_metadata_id(&rows.metadata.columns);
+        if current != *known {
+            rows.metadata.new_metadata_id = Some(current);
+        } else if skip {
+            rows.metadata =
+                std::mem::replace(&mut rows.metadata, cql_protocol::RowsMetadata::empty()).without_column_specs();
+        }
+    }
+    result
 }
 
 /// Maps a query error to its native-protocol error.

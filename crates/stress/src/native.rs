@@ -245,7 +245,7 @@ impl Conn {
 
     /// Prepares `cql` on this connection: its id.
     async fn prepare(&self, cql: &str) -> Result<Bytes, String> {
-        match self.request(&Request::Prepare { query: cql.to_string() }).await? {
+        match self.request(&Request::Prepare { query: cql.to_string(), keyspace: None }).await? {
             Response::Result(ResultBody::Prepared(p)) => Ok(p.id),
             other => Err(format!("cannot prepare `{cql}` on {}: {}", self.addr, describe(&other))),
         }

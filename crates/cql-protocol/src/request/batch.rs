@@ -4,7 +4,9 @@
 //! `[long string]` query and kind 1 a `[short bytes]` prepared id.
 //!
 //! Flags: 0x10 serial consistency, 0x20 default timestamp, 0x40 names for
-//! values; the four low bits must be 0. The 0x40 flag is documented but
+//! values; the four low bits must be 0. From v5 on the flags are an `[int]`,
+//! and 0x80 `[string]` keyspace and 0x100 `[int]` now_in_seconds follow the
+//! timestamp (as in QUERY). The 0x40 flag is documented but
 //! broken (CASSANDRA-10246): it comes *after* the statements whose layout it
 //! changes. We decode it anyway by parsing twice: first as positional values;
 //! if that fails or its flags byte has 0x40, again with a name before each
@@ -14,7 +16,10 @@ use bytes::{Bytes, BytesMut};
 use types::Consistency;
 
 use crate::error::ProtocolError;
-use crate::request::query::{decode_values, encode_values, read_timestamp, BoundValues};
+use crate::request::query::{
+    decode_values, encode_values, read_flags, read_timestamp, write_flags, BoundValues, WITH_KEYSPACE,
+    WITH_NOW_IN_SECONDS,
+};
 use crate::wire::{self, Reader};
 
 const SERIAL_CONSISTENCY: u8 = 0x10;
@@ -51,11 +56,15 @@ pub struct Batch {
     pub consistency: Consistency,
     pub serial_consistency: Option<Consistency>,
     pub default_timestamp: Option<i64>,
+    /// v5: the keyspace its statements run in (flag 0x80).
+    pub keyspace: Option<String>,
+    /// v5: the request's "now", in seconds (flag 0x100).
+    pub now_in_seconds: Option<i32>,
 }
 
-pub(super) fn decode(r: &mut Reader) -> Result<Batch, ProtocolError> {
+pub(super) fn decode(r: &mut Reader, version: u8) -> Result<Batch, ProtocolError> {
     let mut positional = r.clone();
-    let first = decode_with(&mut positional, false);
+    let first = decode_with(&mut positional, false, version);
     if let Ok((_, flags)) = &first {
         if flags & NAMES_FOR_VALUES == 0 {
             *r = positional;
@@ -63,7 +72,7 @@ pub(super) fn decode(r: &mut Reader) -> Result<Batch, ProtocolError> {
         }
     }
     let mut named = r.clone();
-    match decode_with(&mut named, true) {
+    match decode_with(&mut named, true, version) {
         Ok((batch, flags)) if flags & NAMES_FOR_VALUES != 0 => {
             *r = named;
             Ok(batch)
@@ -76,7 +85,7 @@ pub(super) fn decode(r: &mut Reader) -> Result<Batch, ProtocolError> {
 }
 
 /// One parse, assuming names before values or not; returns the flags byte.
-fn decode_with(r: &mut Reader, named: bool) -> Result<(Batch, u8), ProtocolError> {
+fn decode_with(r: &mut Reader, named: bool, version: u8) -> Result<(Batch, u8), ProtocolError> {
     let kind = match r.read_u8()? {
         0 => BatchKind::Logged,
         1 => BatchKind::Unlogged,
@@ -101,18 +110,25 @@ fn decode_with(r: &mut Reader, named: bool) -> Result<(Batch, u8), ProtocolError
         statements.push(statement);
     }
     let consistency = r.read_consistency()?;
-    let flags = r.read_u8()?;
+    let wide = read_flags(r, version)?;
+    // The low byte holds every v4 flag; the v5 ones are checked on `wide`.
+    let flags = wide as u8;
     if flags & RESERVED != 0 {
         return Err(ProtocolError::InvalidBatchFlags(flags));
     }
     let serial_consistency = if flags & SERIAL_CONSISTENCY != 0 { Some(r.read_consistency()?) } else { None };
     let default_timestamp = if flags & DEFAULT_TIMESTAMP != 0 { Some(read_timestamp(r)?) } else { None };
-    Ok((Batch { kind, statements, consistency, serial_consistency, default_timestamp }, flags))
+    let v5 = version >= 5;
+    let keyspace = if v5 && wide & WITH_KEYSPACE != 0 { Some(r.read_string()?) } else { None };
+    let now_in_seconds = if v5 && wide & WITH_NOW_IN_SECONDS != 0 { Some(r.read_int()?) } else { None };
+    let batch =
+        Batch { kind, statements, consistency, serial_consistency, default_timestamp, keyspace, now_in_seconds };
+    Ok((batch, flags))
 }
 
 /// Writes a BATCH body. If any statement has named values, the 0x40 flag is
 /// set and positional values of other statements are written with empty names.
-pub(super) fn encode(out: &mut BytesMut, b: &Batch) {
+pub(super) fn encode(out: &mut BytesMut, version: u8, b: &Batch) {
     let named = b.statements.iter().any(|s| matches!(s.values(), BoundValues::Named(_)));
     wire::write_u8(out, b.kind as u8);
     let n = u16::try_from(b.statements.len()).expect("at most 65535 statements in a batch");
@@ -147,11 +163,26 @@ pub(super) fn encode(out: &mut BytesMut, b: &Batch) {
     if named {
         flags |= NAMES_FOR_VALUES;
     }
-    wire::write_u8(out, flags);
+    let mut wide = u32::from(flags);
+    if version >= 5 {
+        if b.keyspace.is_some() {
+            wide |= WITH_KEYSPACE;
+        }
+        if b.now_in_seconds.is_some() {
+            wide |= WITH_NOW_IN_SECONDS;
+        }
+    }
+    write_flags(out, version, wide);
     if let Some(c) = b.serial_consistency {
         wire::write_consistency(out, c);
     }
     if let Some(ts) = b.default_timestamp {
         wire::write_long(out, ts);
+    }
+    if wide & WITH_KEYSPACE != 0 {
+        wire::write_string(out, b.keyspace.as_deref().unwrap_or_default());
+    }
+    if let Some(now) = b.now_in_seconds.filter(|_| wide & WITH_NOW_IN_SECONDS != 0) {
+        wire::write_int(out, now);
     }
 }

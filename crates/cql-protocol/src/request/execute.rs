@@ -1,5 +1,7 @@
 //! EXECUTE (opcode 0x0A): `<id><query_parameters>`, the id a `[short bytes]`
-//! returned by PREPARE, the parameters exactly as in QUERY.
+//! returned by PREPARE, the parameters exactly as in QUERY. From v5 on the id
+//! is followed by the `[short bytes]` result metadata id the Prepared result
+//! carried: `<id><result_metadata_id><query_parameters>`.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use types::Consistency;
@@ -10,15 +12,25 @@ use crate::request::query::{decode_params, encode_params, QueryParams, SKIP_META
 use crate::request::Request;
 use crate::wire::{self, Reader};
 
-pub(super) fn decode(r: &mut Reader) -> Result<Request, ProtocolError> {
+pub(super) fn decode(r: &mut Reader, version: u8) -> Result<Request, ProtocolError> {
     let id = r.read_short_bytes()?;
-    let params = decode_params(r)?;
-    Ok(Request::Execute { id, params })
+    let result_metadata_id = if version >= 5 { Some(r.read_short_bytes()?) } else { None };
+    let params = decode_params(r, version)?;
+    Ok(Request::Execute { id, result_metadata_id, params })
 }
 
-pub(super) fn encode(out: &mut BytesMut, id: &Bytes, params: &QueryParams) {
+pub(super) fn encode(
+    out: &mut BytesMut,
+    version: u8,
+    id: &Bytes,
+    result_metadata_id: Option<&Bytes>,
+    params: &QueryParams,
+) {
     wire::write_short_bytes(out, id);
-    encode_params(out, params);
+    if version >= 5 {
+        wire::write_short_bytes(out, result_metadata_id.map_or(&[][..], |b| &b[..]));
+    }
+    encode_params(out, version, params);
 }
 
 /// Client side: an EXECUTE frame of prepared statement `id` with `values` bound

@@ -8,6 +8,12 @@
 //!
 //! Decoding is zero-copy for values: everything typed `Bytes` in a [`Request`]
 //! is a slice of the body handed to [`decode_request`].
+//!
+//! A v5 envelope has the same header and order; QUERY, PREPARE, EXECUTE and
+//! BATCH bodies follow the header's version (their v5 fields are in
+//! `query.rs`, `prepare.rs`, `execute.rs`, `batch.rs`), and a v5 envelope is
+//! never compressed itself (its segments are: [`crate::segment`]); its
+//! compression flag is ignored, as Cassandra 5.0.9 ignores it.
 
 mod auth_response;
 mod batch;
@@ -41,9 +47,13 @@ pub enum Request {
     },
     Prepare {
         query: String,
+        /// v5: the keyspace to prepare it in (PREPARE flag 0x01).
+        keyspace: Option<String>,
     },
     Execute {
         id: Bytes,
+        /// v5: the result metadata id the client holds for `id` (None before v5).
+        result_metadata_id: Option<Bytes>,
         params: QueryParams,
     },
     Batch(Batch),
@@ -81,7 +91,9 @@ pub struct RequestFrame {
 }
 
 /// Decodes a request body. `body` must be exactly `header.body_len` bytes;
-/// `compression` is what STARTUP negotiated on this connection.
+/// `compression` is what STARTUP negotiated on this connection (v4 only: in
+/// v5 compression is the segments', and an envelope is never compressed).
+/// The message layout follows `header.version` (4 or 5).
 pub fn decode_request(
     header: &FrameHeader,
     body: Bytes,
@@ -99,7 +111,8 @@ pub fn decode_request_frame(
     if !header.opcode.is_request() {
         return Err(ProtocolError::NotARequest(header.opcode));
     }
-    let body = if header.is_compressed() {
+    // v5: the flag means nothing on an envelope; Cassandra 5.0.9 reads the body as it is.
+    let body = if header.is_compressed() && header.version < frame::PROTOCOL_V5 {
         match compression {
             Some(c) => c.decompress(&body)?,
             None => return Err(ProtocolError::CompressionNotNegotiated),
@@ -112,10 +125,10 @@ pub fn decode_request_frame(
     let request = match header.opcode {
         Opcode::Startup => Request::Startup(startup::decode(&mut r)?),
         Opcode::Options => options::decode(&mut r)?,
-        Opcode::Query => query::decode(&mut r)?,
-        Opcode::Prepare => prepare::decode(&mut r)?,
-        Opcode::Execute => execute::decode(&mut r)?,
-        Opcode::Batch => Request::Batch(batch::decode(&mut r)?),
+        Opcode::Query => query::decode(&mut r, header.version)?,
+        Opcode::Prepare => prepare::decode(&mut r, header.version)?,
+        Opcode::Execute => execute::decode(&mut r, header.version)?,
+        Opcode::Batch => Request::Batch(batch::decode(&mut r, header.version)?),
         Opcode::Register => register::decode(&mut r)?,
         Opcode::AuthResponse => auth_response::decode(&mut r)?,
         other => return Err(ProtocolError::NotARequest(other)),
@@ -138,6 +151,20 @@ pub fn encode_request_with(
     custom_payload: Option<&[(String, Option<Bytes>)]>,
     request: &Request,
 ) {
+    encode_request_in(out, PROTOCOL_VERSION, stream, compression, tracing, custom_payload, request);
+}
+
+/// Client side: a request envelope of protocol `version` (4 or 5; a v5
+/// envelope is never compressed itself, pass `None`: the segments are).
+pub fn encode_request_in(
+    out: &mut BytesMut,
+    version: u8,
+    stream: i16,
+    compression: Option<Compression>,
+    tracing: bool,
+    custom_payload: Option<&[(String, Option<Bytes>)]>,
+    request: &Request,
+) {
     let compression = match request {
         Request::Startup(_) | Request::Options => None,
         _ => compression,
@@ -149,17 +176,19 @@ pub fn encode_request_with(
     if custom_payload.is_some() {
         flags |= FLAG_CUSTOM_PAYLOAD;
     }
-    frame::write_frame(out, PROTOCOL_VERSION, flags, stream, request.opcode(), compression, |out| {
+    frame::write_frame(out, version, flags, stream, request.opcode(), compression, |out| {
         if let Some(payload) = custom_payload {
             wire::write_bytes_map(out, payload);
         }
         match request {
             Request::Startup(o) => startup::encode(out, o),
             Request::Options => {}
-            Request::Query { query, params } => query::encode(out, query, params),
-            Request::Prepare { query } => prepare::encode(out, query),
-            Request::Execute { id, params } => execute::encode(out, id, params),
-            Request::Batch(b) => batch::encode(out, b),
+            Request::Query { query, params } => query::encode(out, version, query, params),
+            Request::Prepare { query, keyspace } => prepare::encode(out, version, query, keyspace.as_deref()),
+            Request::Execute { id, result_metadata_id, params } => {
+                execute::encode(out, version, id, result_metadata_id.as_ref(), params)
+            }
+            Request::Batch(b) => batch::encode(out, version, b),
             Request::Register { events } => register::encode(out, events),
             Request::AuthResponse(token) => auth_response::encode(out, token),
         }

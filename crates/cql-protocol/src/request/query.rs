@@ -7,6 +7,11 @@
 //! 0x08 paging state, 0x10 serial consistency, 0x20 default timestamp,
 //! 0x40 names for values (only meaningful with 0x01). Unknown flag bits are
 //! ignored. A default timestamp of `i64::MIN` is refused, as Cassandra does.
+//!
+//! Protocol v5 makes the flags a 4-byte `[int]` and adds two of them, whose
+//! values follow the timestamp: 0x80 `[string]` keyspace (the statement runs
+//! in it instead of the connection's) and 0x100 `[int]` now_in_seconds (the
+//! time the request takes as "now" for TTL expiry, Cassandra's testing hook).
 
 use bytes::{Bytes, BytesMut};
 use types::Consistency;
@@ -22,6 +27,10 @@ const PAGING_STATE: u8 = 0x08;
 const SERIAL_CONSISTENCY: u8 = 0x10;
 const DEFAULT_TIMESTAMP: u8 = 0x20;
 const NAMES_FOR_VALUES: u8 = 0x40;
+/// v5: a keyspace follows the timestamp.
+pub(super) const WITH_KEYSPACE: u32 = 0x80;
+/// v5: now_in_seconds follows the keyspace.
+pub(super) const WITH_NOW_IN_SECONDS: u32 = 0x100;
 
 /// One bound value (`[value]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,6 +95,10 @@ pub struct QueryParams {
     pub serial_consistency: Option<Consistency>,
     /// Default write timestamp in microseconds.
     pub default_timestamp: Option<i64>,
+    /// v5: the keyspace to run the statement in (QUERY; flag 0x80).
+    pub keyspace: Option<String>,
+    /// v5: the request's "now", in seconds since the epoch (flag 0x100).
+    pub now_in_seconds: Option<i32>,
 }
 
 impl QueryParams {
@@ -99,19 +112,39 @@ impl QueryParams {
             paging_state: None,
             serial_consistency: None,
             default_timestamp: None,
+            keyspace: None,
+            now_in_seconds: None,
         }
     }
 }
 
-pub(super) fn decode(r: &mut Reader) -> Result<Request, ProtocolError> {
+pub(super) fn decode(r: &mut Reader, version: u8) -> Result<Request, ProtocolError> {
     let query = r.read_long_string()?;
-    let params = decode_params(r)?;
+    let params = decode_params(r, version)?;
     Ok(Request::Query { query, params })
 }
 
-pub(super) fn encode(out: &mut BytesMut, query: &str, params: &QueryParams) {
+pub(super) fn encode(out: &mut BytesMut, version: u8, query: &str, params: &QueryParams) {
     wire::write_long_string(out, query);
-    encode_params(out, params);
+    encode_params(out, version, params);
+}
+
+/// Reads the flags: one byte before v5, an `[int]` from v5 on.
+pub(super) fn read_flags(r: &mut Reader, version: u8) -> Result<u32, ProtocolError> {
+    if version >= 5 {
+        Ok(r.read_int()? as u32)
+    } else {
+        r.read_u8().map(u32::from)
+    }
+}
+
+pub(super) fn write_flags(out: &mut BytesMut, version: u8, flags: u32) {
+    if version >= 5 {
+        wire::write_int(out, flags as i32);
+    } else {
+        // v4 has no flag above 0x40.
+        wire::write_u8(out, flags as u8);
+    }
 }
 
 /// Reads `<n>` values, each preceded by a `[string]` name when `named`.
@@ -154,15 +187,18 @@ pub(super) fn read_timestamp(r: &mut Reader) -> Result<i64, ProtocolError> {
     Ok(ts)
 }
 
-pub(crate) fn decode_params(r: &mut Reader) -> Result<QueryParams, ProtocolError> {
+pub(crate) fn decode_params(r: &mut Reader, version: u8) -> Result<QueryParams, ProtocolError> {
     let consistency = r.read_consistency()?;
-    let flags = r.read_u8()?;
-    let has = |f: u8| flags & f != 0;
+    let flags = read_flags(r, version)?;
+    let has = |f: u8| flags & u32::from(f) != 0;
     let values = if has(VALUES) { decode_values(r, has(NAMES_FOR_VALUES))? } else { BoundValues::default() };
     let page_size = if has(PAGE_SIZE) { Some(r.read_int()?) } else { None };
     let paging_state = if has(PAGING_STATE) { r.read_bytes()? } else { None };
     let serial_consistency = if has(SERIAL_CONSISTENCY) { Some(r.read_consistency()?) } else { None };
     let default_timestamp = if has(DEFAULT_TIMESTAMP) { Some(read_timestamp(r)?) } else { None };
+    let v5 = version >= 5;
+    let keyspace = if v5 && flags & WITH_KEYSPACE != 0 { Some(r.read_string()?) } else { None };
+    let now_in_seconds = if v5 && flags & WITH_NOW_IN_SECONDS != 0 { Some(r.read_int()?) } else { None };
     Ok(QueryParams {
         consistency,
         values,
@@ -171,10 +207,13 @@ pub(crate) fn decode_params(r: &mut Reader) -> Result<QueryParams, ProtocolError
         paging_state,
         serial_consistency,
         default_timestamp,
+        keyspace,
+        now_in_seconds,
     })
 }
 
-pub(crate) fn encode_params(out: &mut BytesMut, p: &QueryParams) {
+/// Writes `<query_parameters>`; the keyspace and now_in_seconds only in v5.
+pub(crate) fn encode_params(out: &mut BytesMut, version: u8, p: &QueryParams) {
     let mut flags = 0u8;
     match &p.values {
         BoundValues::Positional(v) if v.is_empty() => {}
@@ -196,8 +235,17 @@ pub(crate) fn encode_params(out: &mut BytesMut, p: &QueryParams) {
     if p.default_timestamp.is_some() {
         flags |= DEFAULT_TIMESTAMP;
     }
+    let mut wide = u32::from(flags);
+    if version >= 5 {
+        if p.keyspace.is_some() {
+            wide |= WITH_KEYSPACE;
+        }
+        if p.now_in_seconds.is_some() {
+            wide |= WITH_NOW_IN_SECONDS;
+        }
+    }
     wire::write_consistency(out, p.consistency);
-    wire::write_u8(out, flags);
+    write_flags(out, version, wide);
     if flags & VALUES != 0 {
         encode_values(out, &p.values);
     }
@@ -212,5 +260,11 @@ pub(crate) fn encode_params(out: &mut BytesMut, p: &QueryParams) {
     }
     if let Some(ts) = p.default_timestamp {
         wire::write_long(out, ts);
+    }
+    if wide & WITH_KEYSPACE != 0 {
+        wire::write_string(out, p.keyspace.as_deref().unwrap_or_default());
+    }
+    if let Some(now) = p.now_in_seconds.filter(|_| wide & WITH_NOW_IN_SECONDS != 0) {
+        wire::write_int(out, now);
     }
 }

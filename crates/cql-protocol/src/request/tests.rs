@@ -43,6 +43,8 @@ fn full_params() -> QueryParams {
         paging_state: Some(Bytes::from_static(b"state")),
         serial_consistency: Some(Consistency::LocalSerial),
         default_timestamp: Some(1_700_000_000_000_000),
+        keyspace: None,
+        now_in_seconds: None,
     }
 }
 
@@ -56,9 +58,13 @@ pub(crate) fn sample_requests() -> Vec<Request> {
         Request::Query { query: "SELECT * FROM ks.t WHERE k = ?".into(), params: full_params() },
         Request::Query { query: "INSERT INTO t (k, v) VALUES (:k, :v)".into(), params: named.clone() },
         Request::Query { query: "USE ks".into(), params: QueryParams::new(Consistency::Any) },
-        Request::Prepare { query: "SELECT v FROM t WHERE k = ?".into() },
-        Request::Execute { id: Bytes::from_static(&[0xde, 0xad, 0xbe, 0xef]), params: full_params() },
-        Request::Execute { id: Bytes::from_static(b"id"), params: named },
+        Request::Prepare { query: "SELECT v FROM t WHERE k = ?".into(), keyspace: None },
+        Request::Execute {
+            id: Bytes::from_static(&[0xde, 0xad, 0xbe, 0xef]),
+            result_metadata_id: None,
+            params: full_params(),
+        },
+        Request::Execute { id: Bytes::from_static(b"id"), result_metadata_id: None, params: named },
         Request::Batch(Batch {
             kind: BatchKind::Unlogged,
             statements: vec![
@@ -74,6 +80,8 @@ pub(crate) fn sample_requests() -> Vec<Request> {
             consistency: Consistency::Quorum,
             serial_consistency: Some(Consistency::Serial),
             default_timestamp: Some(42),
+            keyspace: None,
+            now_in_seconds: None,
         }),
         Request::Batch(Batch {
             kind: BatchKind::Counter,
@@ -84,6 +92,8 @@ pub(crate) fn sample_requests() -> Vec<Request> {
             consistency: Consistency::One,
             serial_consistency: None,
             default_timestamp: None,
+            keyspace: None,
+            now_in_seconds: None,
         }),
         Request::Register { events: vec!["TOPOLOGY_CHANGE".into(), "STATUS_CHANGE".into(), "SCHEMA_CHANGE".into()] },
         Request::AuthResponse(Bytes::from_static(b"\0cassandra\0cassandra")),
@@ -166,11 +176,11 @@ fn tracing_and_custom_payload() {
 
 #[test]
 fn values_are_slices_of_the_body() {
-    let req = Request::Execute { id: Bytes::from_static(b"id"), params: full_params() };
+    let req = Request::Execute { id: Bytes::from_static(b"id"), result_metadata_id: None, params: full_params() };
     let frame = encode(0, None, &req);
     let (h, body) = split(&frame);
     let range = body.as_ptr_range();
-    let Request::Execute { id, params } = decode_request(&h, body.clone(), None).unwrap() else { panic!() };
+    let Request::Execute { id, params, .. } = decode_request(&h, body.clone(), None).unwrap() else { panic!() };
     assert!(range.contains(&id.as_ptr()));
     let BoundValues::Positional(values) = params.values else { panic!() };
     let BoundValue::Set(v) = &values[0] else { panic!() };
@@ -180,7 +190,7 @@ fn values_are_slices_of_the_body() {
 
 #[test]
 fn compressed_frame_without_negotiation_is_refused() {
-    let req = Request::Prepare { query: "SELECT 1".into() };
+    let req = Request::Prepare { query: "SELECT 1".into(), keyspace: None };
     let frame = encode(0, Some(Compression::Lz4), &req);
     let (h, body) = split(&frame);
     assert_eq!(decode_request(&h, body, None), Err(ProtocolError::CompressionNotNegotiated));
@@ -304,7 +314,8 @@ fn encode_execute_matches_encode_request() {
         let mut params = QueryParams::new(consistency);
         params.values = BoundValues::Positional(values.iter().map(|v| value(v)).collect());
         params.skip_metadata = skip_metadata;
-        let request = Request::Execute { id: Bytes::from_static(b"0123456789abcdef"), params };
+        let request =
+            Request::Execute { id: Bytes::from_static(b"0123456789abcdef"), result_metadata_id: None, params };
         let want = encode(4321, None, &request);
         let mut got = BytesMut::from(&b"an earlier frame"[..]);
         encode_execute(&mut got, 4321, b"0123456789abcdef", consistency, skip_metadata, values.iter().copied());
@@ -312,4 +323,130 @@ fn encode_execute_matches_encode_request() {
         let (header, body) = split(&got[16..]);
         assert_eq!(decode_request(&header, body, None).unwrap(), request);
     }
+}
+
+/// The sample requests as a v5 client sends them: EXECUTE with a result
+/// metadata id, and the v5-only fields set.
+fn sample_requests_v5() -> Vec<Request> {
+    sample_requests()
+        .into_iter()
+        .map(|r| match r {
+            Request::Query { query, mut params } => {
+                params.keyspace = Some("ks".into());
+                params.now_in_seconds = Some(1_700_000_000);
+                Request::Query { query, params }
+            }
+            Request::Prepare { query, .. } => Request::Prepare { query, keyspace: Some("other".into()) },
+            Request::Execute { id, mut params, .. } => {
+                params.now_in_seconds = Some(-5);
+                Request::Execute { id, result_metadata_id: Some(Bytes::from_static(b"md5-of-columns")), params }
+            }
+            Request::Batch(mut b) => {
+                b.keyspace = Some("ks2".into());
+                b.now_in_seconds = Some(7);
+                Request::Batch(b)
+            }
+            other => other,
+        })
+        .collect()
+}
+
+fn encode_v5(stream: i16, req: &Request) -> BytesMut {
+    let mut out = BytesMut::new();
+    encode_request_in(&mut out, 5, stream, None, false, None, req);
+    out
+}
+
+#[test]
+fn v5_requests_round_trip() {
+    for req in sample_requests_v5().into_iter().chain(sample_requests()) {
+        let frame = encode_v5(9, &req);
+        let (header, body) = split(&frame);
+        assert_eq!(header.version, 5);
+        let got = decode_request(&header, body, None).unwrap();
+        // v5 EXECUTE always carries a result metadata id (empty when the client had none).
+        let want = match req {
+            Request::Execute { id, result_metadata_id: None, params } => {
+                Request::Execute { id, result_metadata_id: Some(Bytes::new()), params }
+            }
+            other => other,
+        };
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn v4_drops_v5_only_fields() {
+    // The v4 layout has no room for them: a v4 encoder leaves them out.
+    for req in sample_requests_v5() {
+        let (header, body) = split(&encode(1, None, &req));
+        let got = decode_request(&header, body, None).unwrap();
+        match got {
+            Request::Query { params, .. } | Request::Execute { params, .. } => {
+                assert_eq!((params.keyspace, params.now_in_seconds), (None, None));
+            }
+            Request::Prepare { keyspace, .. } => assert_eq!(keyspace, None),
+            Request::Batch(b) => assert_eq!((b.keyspace, b.now_in_seconds), (None, None)),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn golden_v5_query_flags_are_an_int() {
+    let mut params = QueryParams::new(Consistency::One);
+    params.keyspace = Some("ks".into());
+    params.now_in_seconds = Some(0x0102_0304);
+    params.page_size = Some(10);
+    let frame = encode_v5(2, &Request::Query { query: "SELECT 1".into(), params });
+    let mut want = vec![0x05, 0x00, 0x00, 0x02, 0x07];
+    let mut body = Vec::new();
+    body.extend_from_slice(&8u32.to_be_bytes());
+    body.extend_from_slice(b"SELECT 1");
+    body.extend_from_slice(&[0x00, 0x01]); // ONE
+    body.extend_from_slice(&[0x00, 0x00, 0x01, 0x84]); // now_in_seconds, keyspace, page size
+    body.extend_from_slice(&10u32.to_be_bytes());
+    body.extend_from_slice(b"\x00\x02ks");
+    body.extend_from_slice(&[1, 2, 3, 4]);
+    want.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    want.extend_from_slice(&body);
+    assert_eq!(&frame[..], &want[..]);
+    // PREPARE: `<query><flags>[<keyspace>]`.
+    let frame = encode_v5(3, &Request::Prepare { query: "SELECT 1".into(), keyspace: Some("ks".into()) });
+    assert_eq!(&frame[HEADER_LEN..], b"\x00\x00\x00\x08SELECT 1\x00\x00\x00\x01\x00\x02ks");
+    let frame = encode_v5(3, &Request::Prepare { query: "SELECT 1".into(), keyspace: None });
+    assert_eq!(&frame[HEADER_LEN..], b"\x00\x00\x00\x08SELECT 1\x00\x00\x00\x00");
+}
+
+#[test]
+fn v5_truncations_are_errors() {
+    for req in sample_requests_v5() {
+        let frame = encode_v5(1, &req);
+        let (header, body) = split(&frame);
+        for n in 0..body.len() {
+            let mut h = header;
+            h.body_len = n as u32;
+            // Never a panic; STARTUP/OPTIONS/REGISTER may decode from a prefix.
+            let _ = decode_request(&h, body.slice(..n), None);
+        }
+        if matches!(req, Request::Query { .. } | Request::Execute { .. } | Request::Prepare { .. }) {
+            assert!(decode_request(&header, body.slice(..body.len() - 1), None).is_err(), "{req:?}");
+        }
+    }
+}
+
+#[test]
+fn v5_envelope_compression_flag_is_ignored() {
+    let req = Request::Options;
+    let mut frame =
+        encode_v5(4, &Request::Query { query: "SELECT 1".into(), params: QueryParams::new(Consistency::One) });
+    frame[1] |= crate::frame::FLAG_COMPRESSION;
+    let (header, body) = split(&frame);
+    assert!(header.is_compressed());
+    assert!(matches!(decode_request(&header, body, None), Ok(Request::Query { .. })));
+    // In v4 it means a compressed body.
+    let mut frame = encode(4, None, &req);
+    frame[1] |= crate::frame::FLAG_COMPRESSION;
+    let (header, body) = split(&frame);
+    assert_eq!(decode_request(&header, body, None), Err(ProtocolError::CompressionNotNegotiated));
 }

@@ -1,5 +1,13 @@
 //! ERROR (opcode 0x00): `<code><message>` then a payload that depends on the
 //! code (spec section 9). Every v4 code is here with its payload.
+//!
+//! v5 changes two payloads (`native_protocol_v5.spec` section 9): READ_FAILURE
+//! and WRITE_FAILURE carry a `<reasonmap>` (an `[int]` n, then n pairs of an
+//! `[inetaddr]` replica and a `[short]` failure code) where v4 has the `[int]`
+//! number of failures, and a WRITE_TIMEOUT of write type CAS ends with a
+//! `[short]` count of contentions (0 here: Shoal does not count them).
+
+use std::net::IpAddr;
 
 use bytes::{Bytes, BytesMut};
 use types::Consistency;
@@ -30,11 +38,28 @@ pub enum ErrorKind {
     /// 0x1200
     ReadTimeout { consistency: Consistency, received: i32, block_for: i32, data_present: bool },
     /// 0x1300
-    ReadFailure { consistency: Consistency, received: i32, block_for: i32, num_failures: i32, data_present: bool },
+    /// `reasons`: each failed replica and its failure code (v5's reason map);
+    /// v4 sends only `num_failures`.
+    ReadFailure {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        num_failures: i32,
+        data_present: bool,
+        reasons: Vec<(IpAddr, u16)>,
+    },
     /// 0x1400
     FunctionFailure { keyspace: String, function: String, arg_types: Vec<String> },
     /// 0x1500
-    WriteFailure { consistency: Consistency, received: i32, block_for: i32, num_failures: i32, write_type: WriteType },
+    /// `reasons` as in [`ErrorKind::ReadFailure`].
+    WriteFailure {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        num_failures: i32,
+        write_type: WriteType,
+        reasons: Vec<(IpAddr, u16)>,
+    },
     /// 0x2000
     SyntaxError,
     /// 0x2100
@@ -124,7 +149,9 @@ impl ErrorBody {
         self.kind.code()
     }
 
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    /// Writes the body in the layout of protocol `version` (4 or 5).
+    pub(crate) fn encode(&self, out: &mut BytesMut, version: u8) {
+        let v5 = version >= 5;
         wire::write_int(out, self.kind.code());
         wire::write_string(out, &self.message);
         match &self.kind {
@@ -138,6 +165,9 @@ impl ErrorBody {
                 wire::write_int(out, *received);
                 wire::write_int(out, *block_for);
                 wire::write_string(out, write_type.name());
+                if v5 && *write_type == WriteType::Cas {
+                    wire::write_short(out, 0);
+                }
             }
             ErrorKind::ReadTimeout { consistency, received, block_for, data_present } => {
                 wire::write_consistency(out, *consistency);
@@ -145,11 +175,11 @@ impl ErrorBody {
                 wire::write_int(out, *block_for);
                 wire::write_u8(out, u8::from(*data_present));
             }
-            ErrorKind::ReadFailure { consistency, received, block_for, num_failures, data_present } => {
+            ErrorKind::ReadFailure { consistency, received, block_for, num_failures, data_present, reasons } => {
                 wire::write_consistency(out, *consistency);
                 wire::write_int(out, *received);
                 wire::write_int(out, *block_for);
-                wire::write_int(out, *num_failures);
+                write_failures(out, v5, *num_failures, reasons);
                 wire::write_u8(out, u8::from(*data_present));
             }
             ErrorKind::FunctionFailure { keyspace, function, arg_types } => {
@@ -157,11 +187,11 @@ impl ErrorBody {
                 wire::write_string(out, function);
                 wire::write_string_list(out, arg_types);
             }
-            ErrorKind::WriteFailure { consistency, received, block_for, num_failures, write_type } => {
+            ErrorKind::WriteFailure { consistency, received, block_for, num_failures, write_type, reasons } => {
                 wire::write_consistency(out, *consistency);
                 wire::write_int(out, *received);
                 wire::write_int(out, *block_for);
-                wire::write_int(out, *num_failures);
+                write_failures(out, v5, *num_failures, reasons);
                 wire::write_string(out, write_type.name());
             }
             ErrorKind::AlreadyExists { keyspace, table } => {
@@ -182,7 +212,8 @@ impl ErrorBody {
         }
     }
 
-    pub(crate) fn decode(r: &mut Reader) -> Result<ErrorBody, ProtocolError> {
+    pub(crate) fn decode(r: &mut Reader, version: u8) -> Result<ErrorBody, ProtocolError> {
+        let v5 = version >= 5;
         let code = r.read_int()?;
         let message = r.read_string()?;
         let write_type = |r: &mut Reader| {
@@ -201,37 +232,41 @@ impl ErrorBody {
             OVERLOADED => ErrorKind::Overloaded,
             IS_BOOTSTRAPPING => ErrorKind::IsBootstrapping,
             TRUNCATE_ERROR => ErrorKind::TruncateError,
-            WRITE_TIMEOUT => ErrorKind::WriteTimeout {
-                consistency: r.read_consistency()?,
-                received: r.read_int()?,
-                block_for: r.read_int()?,
-                write_type: write_type(r)?,
-            },
+            WRITE_TIMEOUT => {
+                let kind = ErrorKind::WriteTimeout {
+                    consistency: r.read_consistency()?,
+                    received: r.read_int()?,
+                    block_for: r.read_int()?,
+                    write_type: write_type(r)?,
+                };
+                if v5 && matches!(kind, ErrorKind::WriteTimeout { write_type: WriteType::Cas, .. }) {
+                    r.read_short()?;
+                }
+                kind
+            }
             READ_TIMEOUT => ErrorKind::ReadTimeout {
                 consistency: r.read_consistency()?,
                 received: r.read_int()?,
                 block_for: r.read_int()?,
                 data_present: r.read_u8()? != 0,
             },
-            READ_FAILURE => ErrorKind::ReadFailure {
-                consistency: r.read_consistency()?,
-                received: r.read_int()?,
-                block_for: r.read_int()?,
-                num_failures: r.read_int()?,
-                data_present: r.read_u8()? != 0,
-            },
+            READ_FAILURE => {
+                let (consistency, received, block_for) = (r.read_consistency()?, r.read_int()?, r.read_int()?);
+                let (num_failures, reasons) = read_failures(r, v5)?;
+                let data_present = r.read_u8()? != 0;
+                ErrorKind::ReadFailure { consistency, received, block_for, num_failures, data_present, reasons }
+            }
             FUNCTION_FAILURE => ErrorKind::FunctionFailure {
                 keyspace: r.read_string()?,
                 function: r.read_string()?,
                 arg_types: r.read_string_list()?,
             },
-            WRITE_FAILURE => ErrorKind::WriteFailure {
-                consistency: r.read_consistency()?,
-                received: r.read_int()?,
-                block_for: r.read_int()?,
-                num_failures: r.read_int()?,
-                write_type: write_type(r)?,
-            },
+            WRITE_FAILURE => {
+                let (consistency, received, block_for) = (r.read_consistency()?, r.read_int()?, r.read_int()?);
+                let (num_failures, reasons) = read_failures(r, v5)?;
+                let write_type = write_type(r)?;
+                ErrorKind::WriteFailure { consistency, received, block_for, num_failures, write_type, reasons }
+            }
             SYNTAX_ERROR => ErrorKind::SyntaxError,
             UNAUTHORIZED => ErrorKind::Unauthorized,
             INVALID => ErrorKind::Invalid,
@@ -242,4 +277,51 @@ impl ErrorBody {
         };
         Ok(ErrorBody { kind, message })
     }
+}
+
+/// v4: the `[int]` number of failures; v5: the reason map.
+fn write_failures(out: &mut BytesMut, v5: bool, num_failures: i32, reasons: &[(IpAddr, u16)]) {
+    if !v5 {
+        wire::write_int(out, num_failures);
+        return;
+    }
+    wire::write_int(out, i32::try_from(reasons.len()).expect("fewer failed replicas than i32::MAX"));
+    for (addr, code) in reasons {
+        match addr {
+            IpAddr::V4(a) => {
+                wire::write_u8(out, 4);
+                out.extend_from_slice(&a.octets());
+            }
+            IpAddr::V6(a) => {
+                wire::write_u8(out, 16);
+                out.extend_from_slice(&a.octets());
+            }
+        }
+        wire::write_short(out, *code);
+    }
+}
+
+fn read_failures(r: &mut Reader, v5: bool) -> Result<(i32, Vec<(IpAddr, u16)>), ProtocolError> {
+    let n = r.read_int()?;
+    if !v5 {
+        return Ok((n, Vec::new()));
+    }
+    let count = usize::try_from(n).map_err(|_| ProtocolError::NegativeLength { what: "a reason map", len: n })?;
+    // An entry takes at least 7 bytes: a length, 4 address bytes, a code.
+    let mut reasons = Vec::with_capacity(r.bounded_capacity(count, 7));
+    for _ in 0..count {
+        let addr = match r.read_u8()? {
+            4 => {
+                let b = r.take(4, "an IPv4 address")?;
+                IpAddr::from(<[u8; 4]>::try_from(b.as_ref()).map_err(|_| ProtocolError::InvalidInetLength(4))?)
+            }
+            16 => {
+                let b = r.take(16, "an IPv6 address")?;
+                IpAddr::from(<[u8; 16]>::try_from(b.as_ref()).map_err(|_| ProtocolError::InvalidInetLength(16))?)
+            }
+            other => return Err(ProtocolError::InvalidInetLength(other)),
+        };
+        reasons.push((addr, r.read_short()?));
+    }
+    Ok((n, reasons))
 }

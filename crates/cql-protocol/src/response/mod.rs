@@ -4,7 +4,8 @@
 //! A response body is, in order: the tracing id (`[uuid]`, flag 0x02), the
 //! warnings (`[string list]`, flag 0x08), the custom payload (`[bytes map]`,
 //! flag 0x04), then the message; that is the order Cassandra writes and the
-//! python driver reads. Every response frame carries version byte 0x84.
+//! python driver reads. A response carries the version of the connection
+//! (0x84 or 0x85, [`encode_response_in`]); the v4 entry points write 0x84.
 
 mod authenticate;
 mod error;
@@ -22,7 +23,9 @@ pub use error::{ErrorBody, ErrorKind, WriteType};
 pub use event::{
     Event, EventType, SchemaChange, SchemaChangeTarget, SchemaChangeType, StatusChangeType, TopologyChangeType,
 };
-pub use result::{ColumnSpec, Prepared, PreparedMetadata, ResultBody, Rows, RowsIter, RowsMetadata, RowsWriter};
+pub use result::{
+    result_metadata_id, ColumnSpec, Prepared, PreparedMetadata, ResultBody, Rows, RowsIter, RowsMetadata, RowsWriter,
+};
 pub use supported::{supported_options, CQL_VERSION};
 
 use crate::compression::Compression;
@@ -96,12 +99,28 @@ pub fn encode_response_traced(
     warnings: &[String],
     response: &Response,
 ) {
-    write_response(out, stream, compression, tracing_id, warnings, response.opcode(), |out| match response {
-        Response::Error(e) => e.encode(out),
+    encode_response_in(out, PROTOCOL_VERSION, stream, compression, tracing_id, warnings, response);
+}
+
+/// [`encode_response_traced`] in protocol `version` (4 or 5): the header's
+/// version byte and the layout of RESULT and ERROR bodies follow it. A v5
+/// envelope is never compressed itself (pass `None`: the segments are).
+pub fn encode_response_in(
+    out: &mut BytesMut,
+    version: u8,
+    stream: i16,
+    compression: Option<Compression>,
+    tracing_id: Option<Uuid>,
+    warnings: &[String],
+    response: &Response,
+) {
+    let opcode = response.opcode();
+    write_response(out, version, stream, compression, tracing_id, warnings, opcode, |out| match response {
+        Response::Error(e) => e.encode(out, version),
         Response::Ready => {}
         Response::Authenticate(class) => authenticate::encode_authenticate(out, class),
         Response::Supported(options) => supported::encode(out, options),
-        Response::Result(r) => r.encode(out),
+        Response::Result(r) => r.encode(out, version),
         Response::Event(e) => e.encode(out),
         Response::AuthChallenge(token) | Response::AuthSuccess(token) => authenticate::encode_token(out, token),
     });
@@ -109,11 +128,18 @@ pub fn encode_response_traced(
 
 /// Writes a server-pushed EVENT frame (stream -1).
 pub fn encode_event(out: &mut BytesMut, compression: Option<Compression>, event: &Event) {
-    write_response(out, EVENT_STREAM, compression, None, &[], Opcode::Event, |out| event.encode(out));
+    encode_event_in(out, PROTOCOL_VERSION, compression, event);
 }
 
+/// [`encode_event`] in protocol `version`.
+pub fn encode_event_in(out: &mut BytesMut, version: u8, compression: Option<Compression>, event: &Event) {
+    write_response(out, version, EVENT_STREAM, compression, None, &[], Opcode::Event, |out| event.encode(out));
+}
+
+#[allow(clippy::too_many_arguments)]
 fn write_response(
     out: &mut BytesMut,
+    version: u8,
     stream: i16,
     compression: Option<Compression>,
     tracing_id: Option<Uuid>,
@@ -128,8 +154,7 @@ fn write_response(
     if !warnings.is_empty() {
         flags |= FLAG_WARNING;
     }
-    let version = PROTOCOL_VERSION | RESPONSE_BIT;
-    frame::write_frame(out, version, flags, stream, opcode, compression, |out| {
+    frame::write_frame(out, version | RESPONSE_BIT, flags, stream, opcode, compression, |out| {
         if let Some(id) = &tracing_id {
             wire::write_uuid(out, id);
         }
@@ -163,11 +188,11 @@ pub fn decode_response(
     let warnings = if header.has_warnings() { r.read_string_list()? } else { Vec::new() };
     let custom_payload = if header.has_custom_payload() { Some(r.read_bytes_map()?) } else { None };
     let response = match header.opcode {
-        Opcode::Error => Response::Error(ErrorBody::decode(&mut r)?),
+        Opcode::Error => Response::Error(ErrorBody::decode(&mut r, header.version)?),
         Opcode::Ready => ready::decode(&mut r)?,
         Opcode::Authenticate => Response::Authenticate(authenticate::decode_authenticate(&mut r)?),
         Opcode::Supported => Response::Supported(supported::decode(&mut r)?),
-        Opcode::Result => Response::Result(ResultBody::decode(&mut r)?),
+        Opcode::Result => Response::Result(ResultBody::decode(&mut r, header.version)?),
         Opcode::Event => Response::Event(Event::decode(&mut r)?),
         Opcode::AuthChallenge => Response::AuthChallenge(authenticate::decode_token(&mut r)?),
         Opcode::AuthSuccess => Response::AuthSuccess(authenticate::decode_token(&mut r)?),

@@ -11,6 +11,12 @@
 //! no column specs, only the count). Each column spec is
 //! `(<ksname><tablename>)?<name><type>`, the table pair present only without a
 //! global spec.
+//!
+//! v5 adds the result metadata id (`[short bytes]`, see [`result_metadata_id`]):
+//! a Prepared result carries it after the statement id, and a Rows result
+//! whose columns are not those the client's EXECUTE named (the schema changed
+//! since PREPARE) sets flag 0x0008 Metadata_changed and carries the new id
+//! after the paging state, with the full column specs.
 
 use ::types::CqlType;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -29,6 +35,27 @@ const KIND_SCHEMA_CHANGE: i32 = 0x0005;
 const FLAG_GLOBAL_TABLES_SPEC: i32 = 0x0001;
 const FLAG_HAS_MORE_PAGES: i32 = 0x0002;
 const FLAG_NO_METADATA: i32 = 0x0004;
+/// v5: the result metadata changed; the new id follows the paging state.
+const FLAG_METADATA_CHANGED: i32 = 0x0008;
+
+/// The result metadata id of these result columns (protocol v5): an MD5 over
+/// each column's name and type, as Cassandra's
+/// `ResultMetadata.computeResultMetadataId` (name, 0, type, 0, 0; the type here
+/// in its `[option]` encoding, which names it as uniquely as Cassandra's text).
+pub fn result_metadata_id(columns: &[ColumnSpec]) -> Bytes {
+    use md5::{Digest, Md5};
+    let mut h = Md5::new();
+    let mut ty = BytesMut::new();
+    for c in columns {
+        h.update(c.name.as_bytes());
+        h.update([0u8]);
+        ty.clear();
+        write_type(&mut ty, &c.ty);
+        h.update(&ty);
+        h.update([0u8, 0u8]);
+    }
+    Bytes::copy_from_slice(&h.finalize())
+}
 
 /// The body of a RESULT response.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,7 +64,8 @@ pub enum ResultBody {
     Rows(Rows),
     /// The keyspace a `USE` switched to.
     SetKeyspace(String),
-    Prepared(Prepared),
+    /// Boxed: the largest body by far, and answered once per statement.
+    Prepared(Box<Prepared>),
     SchemaChange(SchemaChange),
 }
 
@@ -68,6 +96,9 @@ pub struct RowsMetadata {
     /// Send only flags, count and paging state (the client asked to skip
     /// metadata, or this is the empty result metadata of a non-SELECT).
     pub no_metadata: bool,
+    /// v5: the columns changed since the client's PREPARE; this is their new
+    /// result metadata id (flag 0x0008). Not sent before v5.
+    pub new_metadata_id: Option<Bytes>,
 }
 
 impl RowsMetadata {
@@ -81,6 +112,7 @@ impl RowsMetadata {
             columns,
             paging_state: None,
             no_metadata: false,
+            new_metadata_id: None,
         }
     }
 
@@ -93,6 +125,7 @@ impl RowsMetadata {
             columns_count: 0,
             paging_state: None,
             no_metadata: true,
+            new_metadata_id: None,
         }
     }
 
@@ -120,8 +153,9 @@ impl RowsMetadata {
         }
     }
 
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    pub(crate) fn encode(&self, out: &mut BytesMut, version: u8) {
         let global = self.global_table_spec.as_ref().filter(|_| !self.no_metadata);
+        let new_id = self.new_metadata_id.as_ref().filter(|_| version >= 5);
         let mut flags = 0;
         if global.is_some() {
             flags |= FLAG_GLOBAL_TABLES_SPEC;
@@ -132,27 +166,42 @@ impl RowsMetadata {
         if self.no_metadata {
             flags |= FLAG_NO_METADATA;
         }
+        if new_id.is_some() {
+            flags |= FLAG_METADATA_CHANGED;
+        }
         wire::write_int(out, flags);
         wire::write_int(out, count_i32(self.column_count()));
         if let Some(state) = &self.paging_state {
             wire::write_bytes(out, Some(state));
+        }
+        if let Some(id) = new_id {
+            wire::write_short_bytes(out, id);
         }
         if !self.no_metadata {
             encode_specs(out, global, &self.columns);
         }
     }
 
-    pub(crate) fn decode(r: &mut Reader) -> Result<RowsMetadata, ProtocolError> {
+    pub(crate) fn decode(r: &mut Reader, version: u8) -> Result<RowsMetadata, ProtocolError> {
         let flags = r.read_int()?;
         let count = read_count(r, "a column count")?;
         let paging_state = if flags & FLAG_HAS_MORE_PAGES != 0 { r.read_bytes()? } else { None };
+        let new_metadata_id =
+            if version >= 5 && flags & FLAG_METADATA_CHANGED != 0 { Some(r.read_short_bytes()?) } else { None };
         let no_metadata = flags & FLAG_NO_METADATA != 0;
         let (global_table_spec, columns) = if no_metadata {
             (None, Vec::new())
         } else {
             decode_specs(r, flags & FLAG_GLOBAL_TABLES_SPEC != 0, count)?
         };
-        Ok(RowsMetadata { global_table_spec, columns, columns_count: count, paging_state, no_metadata })
+        Ok(RowsMetadata {
+            global_table_spec,
+            columns,
+            columns_count: count,
+            paging_state,
+            no_metadata,
+            new_metadata_id,
+        })
     }
 }
 
@@ -175,14 +224,14 @@ impl Rows {
         }
     }
 
-    fn encode(&self, out: &mut BytesMut) {
-        self.metadata.encode(out);
+    fn encode(&self, out: &mut BytesMut, version: u8) {
+        self.metadata.encode(out, version);
         wire::write_int(out, self.rows_count);
         out.extend_from_slice(&self.content);
     }
 
-    fn decode(r: &mut Reader) -> Result<Rows, ProtocolError> {
-        let metadata = RowsMetadata::decode(r)?;
+    fn decode(r: &mut Reader, version: u8) -> Result<Rows, ProtocolError> {
+        let metadata = RowsMetadata::decode(r, version)?;
         let rows_count = r.read_int()?;
         if rows_count < 0 {
             return Err(ProtocolError::NegativeLength { what: "a rows count", len: rows_count });
@@ -351,15 +400,27 @@ pub struct Prepared {
     pub metadata: PreparedMetadata,
     /// What executing it returns; [`RowsMetadata::empty`] for non-SELECTs.
     pub result_metadata: RowsMetadata,
+    /// v5: [`result_metadata_id`] of `result_metadata`'s columns (sent after
+    /// `id`; not sent before v5, and empty when decoded from v4).
+    pub result_metadata_id: Bytes,
+}
+
+impl Prepared {
+    /// A Prepared result, with the result metadata id of `result_metadata`.
+    pub fn new(id: Bytes, metadata: PreparedMetadata, result_metadata: RowsMetadata) -> Prepared {
+        let result_metadata_id = result_metadata_id(&result_metadata.columns);
+        Prepared { id, metadata, result_metadata, result_metadata_id }
+    }
 }
 
 impl ResultBody {
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    /// Writes the body in the layout of protocol `version` (4 or 5).
+    pub(crate) fn encode(&self, out: &mut BytesMut, version: u8) {
         match self {
             ResultBody::Void => wire::write_int(out, KIND_VOID),
             ResultBody::Rows(rows) => {
                 wire::write_int(out, KIND_ROWS);
-                rows.encode(out);
+                rows.encode(out, version);
             }
             ResultBody::SetKeyspace(ks) => {
                 wire::write_int(out, KIND_SET_KEYSPACE);
@@ -368,8 +429,11 @@ impl ResultBody {
             ResultBody::Prepared(p) => {
                 wire::write_int(out, KIND_PREPARED);
                 wire::write_short_bytes(out, &p.id);
+                if version >= 5 {
+                    wire::write_short_bytes(out, &p.result_metadata_id);
+                }
                 p.metadata.encode(out);
-                p.result_metadata.encode(out);
+                p.result_metadata.encode(out, version);
             }
             ResultBody::SchemaChange(sc) => {
                 wire::write_int(out, KIND_SCHEMA_CHANGE);
@@ -378,16 +442,17 @@ impl ResultBody {
         }
     }
 
-    pub(crate) fn decode(r: &mut Reader) -> Result<ResultBody, ProtocolError> {
+    pub(crate) fn decode(r: &mut Reader, version: u8) -> Result<ResultBody, ProtocolError> {
         Ok(match r.read_int()? {
             KIND_VOID => ResultBody::Void,
-            KIND_ROWS => ResultBody::Rows(Rows::decode(r)?),
+            KIND_ROWS => ResultBody::Rows(Rows::decode(r, version)?),
             KIND_SET_KEYSPACE => ResultBody::SetKeyspace(r.read_string()?),
             KIND_PREPARED => {
                 let id = r.read_short_bytes()?;
+                let result_metadata_id = if version >= 5 { r.read_short_bytes()? } else { Bytes::new() };
                 let metadata = PreparedMetadata::decode(r)?;
-                let result_metadata = RowsMetadata::decode(r)?;
-                ResultBody::Prepared(Prepared { id, metadata, result_metadata })
+                let result_metadata = RowsMetadata::decode(r, version)?;
+                ResultBody::Prepared(Box::new(Prepared { id, metadata, result_metadata, result_metadata_id }))
             }
             KIND_SCHEMA_CHANGE => ResultBody::SchemaChange(SchemaChange::decode(r)?),
             other => return Err(ProtocolError::UnknownResultKind(other)),

@@ -5,13 +5,16 @@
 //! `PROTOCOL_VERSIONS` (each version as "N/vN", beta ones "N/vN-beta"), plus
 //! `CHECKSUM` on v5 connections. The python driver reads `CQL_VERSION` (and
 //! sends back its first entry in STARTUP) and indexes `COMPRESSION` directly,
-//! so both must be present.
+//! so both must be present. `PROTOCOL_VERSIONS` lists the versions we speak in
+//! Cassandra's format (Cassandra 5.0.9 lists `3/v3, 4/v4, 5/v5, 6/v6-beta`; we
+//! list `4/v4, 5/v5`). Cassandra lists snappy in COMPRESSION on v5 connections
+//! too, though a v5 STARTUP asking for it is refused; so do we.
 
 use std::collections::BTreeMap;
 
 use bytes::BytesMut;
 
-use crate::error::{ProtocolError, SUPPORTED_VERSIONS_DESCRIPTION};
+use crate::error::{ProtocolError, SUPPORTED_VERSIONS};
 use crate::wire::{self, Reader};
 
 /// The CQL language version we announce (Cassandra 5.0's).
@@ -22,7 +25,7 @@ pub fn supported_options() -> BTreeMap<String, Vec<String>> {
     let mut m = BTreeMap::new();
     m.insert("CQL_VERSION".to_string(), vec![CQL_VERSION.to_string()]);
     m.insert("COMPRESSION".to_string(), vec!["lz4".to_string(), "snappy".to_string()]);
-    m.insert("PROTOCOL_VERSIONS".to_string(), vec![SUPPORTED_VERSIONS_DESCRIPTION.to_string()]);
+    m.insert("PROTOCOL_VERSIONS".to_string(), SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect());
     m
 }
 

@@ -48,14 +48,28 @@ fn errors() -> Vec<ErrorBody> {
         ErrorKind::WriteTimeout { consistency: cl, received: 1, block_for: 2, write_type: WriteType::Simple },
         ErrorKind::WriteTimeout { consistency: cl, received: 0, block_for: 2, write_type: WriteType::BatchLog },
         ErrorKind::ReadTimeout { consistency: cl, received: 1, block_for: 2, data_present: true },
-        ErrorKind::ReadFailure { consistency: cl, received: 1, block_for: 2, num_failures: 1, data_present: false },
+        ErrorKind::ReadFailure {
+            consistency: cl,
+            received: 1,
+            block_for: 2,
+            num_failures: 1,
+            data_present: false,
+            reasons: vec![("10.0.0.3".parse().unwrap(), 0x0001)],
+        },
         ErrorKind::FunctionFailure { keyspace: "ks".into(), function: "f".into(), arg_types: vec!["int".into()] },
         ErrorKind::WriteFailure {
             consistency: Consistency::All,
             received: 2,
             block_for: 3,
-            num_failures: 1,
+            num_failures: 2,
             write_type: WriteType::Cdc,
+            reasons: vec![("10.0.0.3".parse().unwrap(), 0x0001), ("2001:db8::7".parse().unwrap(), 0x0003)],
+        },
+        ErrorKind::WriteTimeout {
+            consistency: Consistency::Serial,
+            received: 0,
+            block_for: 1,
+            write_type: WriteType::Cas,
         },
         ErrorKind::SyntaxError,
         ErrorKind::Unauthorized,
@@ -98,16 +112,19 @@ fn sample_responses() -> Vec<Response> {
     mixed.metadata.columns[1].table = "other".into();
     v.push(Response::Result(ResultBody::Rows(mixed)));
     v.push(Response::Result(ResultBody::SetKeyspace("ks".into())));
-    v.push(Response::Result(ResultBody::Prepared(Prepared {
-        id: Bytes::from_static(&[0xAB; 16]),
-        metadata: PreparedMetadata::new(vec![1, 0], vec![col("v", CqlType::Text), col("k", CqlType::Int)]),
-        result_metadata: RowsMetadata::new(vec![col("v", CqlType::Text)]),
-    })));
-    v.push(Response::Result(ResultBody::Prepared(Prepared {
-        id: Bytes::from_static(b"x"),
-        metadata: PreparedMetadata::new(vec![], vec![]),
-        result_metadata: RowsMetadata::empty(),
-    })));
+    v.push(Response::Result(ResultBody::Prepared(Box::new(Prepared::new(
+        Bytes::from_static(&[0xAB; 16]),
+        PreparedMetadata::new(vec![1, 0], vec![col("v", CqlType::Text), col("k", CqlType::Int)]),
+        RowsMetadata::new(vec![col("v", CqlType::Text)]),
+    )))));
+    v.push(Response::Result(ResultBody::Prepared(Box::new(Prepared::new(
+        Bytes::from_static(b"x"),
+        PreparedMetadata::new(vec![], vec![]),
+        RowsMetadata::empty(),
+    )))));
+    let mut changed = sample_rows();
+    changed.metadata.new_metadata_id = Some(result_metadata_id(&changed.metadata.columns));
+    v.push(Response::Result(ResultBody::Rows(changed)));
     for sc in schema_changes() {
         v.push(Response::Result(ResultBody::SchemaChange(sc.clone())));
         v.push(Response::Event(Event::SchemaChange(sc)));
@@ -173,10 +190,86 @@ fn round_trips_every_kind() {
                 let got = decode_response(&h, body, c).unwrap();
                 assert_eq!(got.tracing_id, t);
                 assert_eq!(got.warnings, w);
-                assert_eq!(got.response, r);
+                assert_eq!(got.response, as_v4(r.clone()));
             }
         }
     }
+}
+
+/// What a v4 client reads of `r`: no v5-only field.
+fn as_v4(r: Response) -> Response {
+    match r {
+        Response::Result(ResultBody::Prepared(mut p)) => {
+            p.result_metadata_id = Bytes::new();
+            Response::Result(ResultBody::Prepared(p))
+        }
+        Response::Result(ResultBody::Rows(mut rows)) => {
+            rows.metadata.new_metadata_id = None;
+            Response::Result(ResultBody::Rows(rows))
+        }
+        Response::Error(mut e) => {
+            match &mut e.kind {
+                ErrorKind::ReadFailure { reasons, .. } | ErrorKind::WriteFailure { reasons, .. } => reasons.clear(),
+                _ => {}
+            }
+            Response::Error(e)
+        }
+        other => other,
+    }
+}
+
+#[test]
+fn v5_round_trips_every_kind() {
+    for r in sample_responses() {
+        let mut frame = BytesMut::new();
+        encode_response_in(&mut frame, 5, 9, None, None, &[], &r);
+        assert_eq!(frame[0], 0x85);
+        let (h, body) = split(&frame);
+        assert_eq!(h.version, 5);
+        let got = decode_response(&h, body, None).unwrap().response;
+        // v5 sends the number of failures as the reason map's size.
+        let want = match r {
+            Response::Error(mut e) => {
+                if let ErrorKind::ReadFailure { num_failures, reasons, .. }
+                | ErrorKind::WriteFailure { num_failures, reasons, .. } = &mut e.kind
+                {
+                    *num_failures = reasons.len() as i32;
+                }
+                Response::Error(e)
+            }
+            other => other,
+        };
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn golden_v5_prepared_and_changed_rows() {
+    let result_metadata = RowsMetadata::new(vec![col("v", CqlType::Int)]);
+    let p = Prepared::new(Bytes::from_static(b"ID"), PreparedMetadata::new(vec![], vec![]), result_metadata.clone());
+    assert_eq!(p.result_metadata_id.len(), 16);
+    let mut frame = BytesMut::new();
+    encode_response_in(&mut frame, 5, 1, None, None, &[], &Response::Result(ResultBody::Prepared(Box::new(p.clone()))));
+    let body = &frame[HEADER_LEN..];
+    // kind 4, `ID`, then the 16-byte result metadata id, then the bind marker metadata.
+    assert_eq!(&body[..8], &[0, 0, 0, 4, 0, 2, b'I', b'D']);
+    assert_eq!(&body[8..10], &[0, 16]);
+    assert_eq!(&body[10..26], &p.result_metadata_id[..]);
+    assert_eq!(&body[26..30], &[0, 0, 0, 0]);
+    // Rows with Metadata_changed: flags 0x0008 | 0x0001, count, the new id, then the specs.
+    let mut rows = RowsWriter::new(1).finish(result_metadata.clone());
+    rows.metadata.new_metadata_id = Some(p.result_metadata_id.clone());
+    let mut frame = BytesMut::new();
+    encode_response_in(&mut frame, 5, 1, None, None, &[], &Response::Result(ResultBody::Rows(rows)));
+    let body = &frame[HEADER_LEN..];
+    assert_eq!(&body[..12], &[0, 0, 0, 2, 0, 0, 0, 0x09, 0, 0, 0, 1]);
+    assert_eq!(&body[12..14], &[0, 16]);
+    // Ids depend on names and types only.
+    let other = RowsMetadata::new(vec![col("v", CqlType::BigInt)]);
+    assert_ne!(result_metadata_id(&other.columns), p.result_metadata_id);
+    let mut renamed_table = result_metadata.columns.clone();
+    renamed_table[0].table = "t2".into();
+    assert_eq!(result_metadata_id(&renamed_table), p.result_metadata_id);
 }
 
 #[test]
@@ -214,7 +307,7 @@ fn frame_error_replies_decode() {
     let f = decode_response(&h, body, None).unwrap();
     let Response::Error(e) = f.response else { panic!() };
     assert_eq!(e.kind, ErrorKind::ProtocolError);
-    assert_eq!(e.message, "Invalid or unsupported protocol version (66); supported versions are (4/v4)");
+    assert_eq!(e.message, "Invalid or unsupported protocol version (66); supported versions are (4/v4, 5/v5)");
 }
 
 #[test]

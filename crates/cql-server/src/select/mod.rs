@@ -39,6 +39,9 @@ pub struct Page<'a> {
     pub page_size: Option<usize>,
     pub paging_state: Option<&'a [u8]>,
     pub skip_metadata: bool,
+    /// The request's "now" in seconds (protocol v5's now_in_seconds): what
+    /// TTL expiry is checked against, in place of the node's clock.
+    pub now_in_seconds: Option<i32>,
 }
 
 mod aggregate;
@@ -121,7 +124,7 @@ pub fn execute(
             plan: &plan,
             per_partition: None,
             distinct,
-            now: proc.clock.now_seconds(),
+            now: page.now_in_seconds.unwrap_or_else(|| proc.clock.now_seconds()),
         };
         let sort_in_memory =
             !select.order_by.is_empty() && matches!(&plan.partitions, PartitionPlan::Keys(k) if k.len() > 1);
@@ -149,7 +152,7 @@ pub fn execute(
         plan: &plan,
         per_partition,
         distinct,
-        now: proc.clock.now_seconds(),
+        now: page.now_in_seconds.unwrap_or_else(|| proc.clock.now_seconds()),
     };
     let (mut rows, next) = reader.read(&mut position, page_rows)?;
     // A LIMIT used up ends the query, whatever is left in storage.

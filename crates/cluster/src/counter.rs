@@ -125,11 +125,13 @@ impl<T: Transport + Clone> Coordinator<T> {
                 waits.push(self.lead_counter(Arc::clone(&view), ks, muts, cl)?);
                 continue;
             }
-            let timeout = CoordError::WriteTimeout { consistency: cl, received: 0, block_for, write_type: WriteType::Counter };
+            let timeout =
+                CoordError::WriteTimeout { consistency: cl, received: 0, block_for, write_type: WriteType::Counter };
             let Some(addr) = Self::address(&view, leader) else { return Err(timeout) };
             let payload = wire::encode_counter_request(cl, &muts);
             // The leader answers within its own write timeout; allow for the trip.
-            let fut = self.transport.send_request(addr, Verb::CounterMutationReq, payload, self.config.write_timeout * 2);
+            let fut =
+                self.transport.send_request(addr, Verb::CounterMutationReq, payload, self.config.write_timeout * 2);
             let handle = tokio::spawn(fut);
             waits.push(Box::pin(async move {
                 match handle.await {
@@ -197,7 +199,15 @@ impl<T: Transport + Clone> Coordinator<T> {
                 if !columns.is_empty() {
                     let shards = self
                         .storage
-                        .counter_shards(&m.table, m.token, &m.partition_key, row.is_static, &row.clustering, &columns, &id)
+                        .counter_shards(
+                            &m.table,
+                            m.token,
+                            &m.partition_key,
+                            row.is_static,
+                            &row.clustering,
+                            &columns,
+                            &id,
+                        )
                         .map_err(storage_err)?;
                     for (cell, local) in cells.iter_mut().filter(|c| c.is_counter()).zip(shards) {
                         let shard = Shard {

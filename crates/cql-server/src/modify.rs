@@ -399,7 +399,9 @@ fn counter_checks(table: &TableDef, using: &ast::Using, if_clause: &Option<ast::
         Some(ast::IfClause::Exists) => {
             return Err(QueryError::invalid("Conditional updates are not supported on counter tables"))
         }
-        Some(ast::IfClause::Conditions(_)) => return Err(QueryError::invalid("Conditions on counters are not supported")),
+        Some(ast::IfClause::Conditions(_)) => {
+            return Err(QueryError::invalid("Conditions on counters are not supported"))
+        }
         None => {}
     }
     if using.timestamp.is_some() {

@@ -524,8 +524,7 @@ impl Processor {
                     }
                     planned.push(modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?);
                 }
-                let write_type =
-                    batch_write_type(b.kind, &planned, params.consistency, b.using.timestamp.is_some())?;
+                let write_type = batch_write_type(b.kind, &planned, params.consistency, b.using.timestamp.is_some())?;
                 self.apply_batch(planned, params.consistency, write_type, group, warnings)
             }
             Statement::Use { keyspace } => {
@@ -779,11 +778,8 @@ fn batch_write_type(
     batch_timestamp: bool,
 ) -> Result<WriteType, QueryError> {
     use cql::ast::BatchKind;
-    let counters: Vec<Option<&types::schema::TableDef>> = planned
-        .iter()
-        .filter(|p| !p.mutations.is_empty())
-        .map(|p| counter_table(p))
-        .collect();
+    let counters: Vec<Option<&types::schema::TableDef>> =
+        planned.iter().filter(|p| !p.mutations.is_empty()).map(|p| counter_table(p)).collect();
     let has_counter = counters.iter().any(Option::is_some);
     let has_regular = counters.iter().any(Option::is_none);
     if kind == BatchKind::Counter && has_regular {

@@ -57,7 +57,9 @@ impl<'a> CellRef<'a> {
                 let (ldt, value) = rest.split_first_chunk()?;
                 Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: i32::from_be_bytes(*ldt), value })
             }
-            KIND_COUNTER => Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: NO_DELETION_TIME, value: rest }),
+            KIND_COUNTER => {
+                Some(CellRef { kind, timestamp, ttl: 0, local_deletion_time: NO_DELETION_TIME, value: rest })
+            }
             _ => None,
         }
     }
@@ -294,7 +296,7 @@ mod tests {
     fn counter_merge_is_commutative_associative_idempotent() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        let mut random_cell = |rng: &mut rand::rngs::StdRng| {
+        let random_cell = |rng: &mut rand::rngs::StdRng| {
             if rng.gen_bool(0.15) {
                 tomb(rng.gen_range(0..5), rng.gen_range(0..3))
             } else {

@@ -57,7 +57,9 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest, StorageError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
         Err(e) => return Err(e.into()),
     };
-    if manifest.format != STORAGE_FORMAT && manifest.format != FORMAT_WITHOUT_COUNTERS && !manifest.column_families.is_empty()
+    if manifest.format != STORAGE_FORMAT
+        && manifest.format != FORMAT_WITHOUT_COUNTERS
+        && !manifest.column_families.is_empty()
     {
         return Err(StorageError::Invalid(format!(
             "{} holds tables in storage format {}; this build reads format {STORAGE_FORMAT} only \

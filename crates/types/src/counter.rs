@@ -120,7 +120,7 @@ pub fn merge(left: &[u8], right: &[u8]) -> Vec<u8> {
 /// Sorted by id with no repeats: the form `merge` keeps. Contexts from
 /// elsewhere (a peer) are normalized with `from_shards` when they are not.
 pub fn is_normal(context: &[u8]) -> bool {
-    context.len() % SHARD_LEN == 0 && shards(context).zip(shards(context).skip(1)).all(|(a, b)| a.id < b.id)
+    context.len().is_multiple_of(SHARD_LEN) && shards(context).zip(shards(context).skip(1)).all(|(a, b)| a.id < b.id)
 }
 
 /// The counter's value counting only shards written after `shadow` (a
@@ -160,9 +160,7 @@ mod tests {
         let n = rng.gen_range(0..4);
         from_shards(
             (0..n)
-                .map(|_| {
-                    shard(rng.gen_range(0..3), rng.gen_range(0..4), rng.gen_range(-5..5), rng.gen_range(0..4))
-                })
+                .map(|_| shard(rng.gen_range(0..3), rng.gen_range(0..4), rng.gen_range(-5..5), rng.gen_range(0..4)))
                 .collect(),
         )
     }

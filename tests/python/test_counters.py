@@ -78,7 +78,10 @@ def test_increments_and_decrements(ctr):
     ctr.execute("UPDATE t SET c = c + -9223372036854775808 WHERE k = 4")
     ctr.execute("UPDATE t SET c = c + 9223372036854775807 WHERE k = 4")
     assert row(ctr, 4) == [(-1, None)]
-    # Bind markers: a prepared update, and unset leaves the counter alone.
+    # Two updates of one counter in a statement add up.
+    ctr.execute("UPDATE t SET c = c + 1, c = c + 2 WHERE k = 7")
+    assert row(ctr, 7) == [(3, None)]
+    # Bind markers: a prepared update.
     p = ctr.prepare("UPDATE t SET c = c + ?, d = d - ? WHERE k = ?")
     for _ in range(10):
         ctr.execute(p, (5, 1, 6))
@@ -113,6 +116,8 @@ def test_aggregates_writetime_and_filtering_on_counters(ctr):
         ("UPDATE tc SET c = c + 1 WHERE k = 1", "Some clustering keys are missing: ck"),
         ("UPDATE tc SET s = s + 4, c = c + 1 WHERE k = 1", "Some clustering keys are missing: ck"),
         ("UPDATE plain SET v = v + 1 WHERE k = 1", "for non counter column v"),
+        ("UPDATE t SET c = c + 1, d = 1 WHERE k = 1", "Cannot set the value of counter column d (counters can only be incremented/decremented, not set)"),
+        ("UPDATE t SET c = c + 1 WHERE k = 1 AND c = 1", "Non PRIMARY KEY columns found in where clause: c"),
         ("DELETE FROM t USING TIMESTAMP 5 WHERE k = 3", "Cannot provide custom timestamp for counter updates"),
         ("DELETE FROM t WHERE k = 3 IF EXISTS", "Conditional updates are not supported on counter tables"),
         ("DELETE FROM t WHERE k = 3 IF c = 1", "Conditions on counters are not supported"),
@@ -242,8 +247,12 @@ def test_static_counters(ctr):
     assert [(r.ck, r.s, r.c) for r in ctr.execute("SELECT ck, s, c FROM tc WHERE k = 7")] == [("x", 5, 2)]
 
 
-def test_delete_with_ttl_is_a_syntax_error(ctr):
+def test_syntax_errors(ctr):
     refused(ctr, "DELETE c, d FROM t USING TTL 5 WHERE k = 3", "", exc=SyntaxException)
+    refused(ctr, "UPDATE t SET c = d + 1 WHERE k = 1", "Only expressions of the form X = X +<value> are supported.",
+            exc=SyntaxException)
+    refused(ctr, "UPDATE t SET c = d - 1 WHERE k = 1", "Only expressions of the form X = X -<value> are supported.",
+            exc=SyntaxException)
 
 
 # The cluster test's size: 100 counters, each incremented this many times by

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from cassandra import ConsistencyLevel, InvalidRequest
+from cassandra import ConsistencyLevel, InvalidRequest, Unavailable
 from cassandra.protocol import ConfigurationException, SyntaxException
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import FallthroughRetryPolicy, RoundRobinPolicy, WhiteListRoundRobinPolicy
@@ -318,7 +318,16 @@ def test_cluster_counts_exactly_while_a_node_is_killed_and_restarted(tmp_path):
                 t.start()
             wait_until(lambda: done[0] >= total // 4, 120, interval=0.2, what="a quarter of the increments")
             c.stop(3)  # SIGKILL
-            time.sleep(2)
+            # While node 3 is down, a counter write at ALL is refused before anything is sent.
+            down = c.address(3)
+            wait_until(lambda: _state(c, down) == "DN", 60, interval=0.2, what=f"{down} DN")
+            one, s1 = _session(c, [c.address(1)], ConsistencyLevel.ALL)
+            try:
+                with pytest.raises(Unavailable) as e:
+                    s1.execute("UPDATE ctr.t SET c = c + 1 WHERE k = -1")
+                assert (e.value.required_replicas, e.value.alive_replicas) == (3, 2)
+            finally:
+                one.shutdown()
             c.start(3)
             for t in threads:
                 t.join(timeout=600)
@@ -342,3 +351,47 @@ def test_cluster_counts_exactly_while_a_node_is_killed_and_restarted(tmp_path):
                    if not acked[k] <= (got.get(k) or 0) <= acked[k] + maybe[k]]
             assert not bad, f"node {i}: (counter, acked, maybe, read) out of bounds: {bad[:10]}"
             assert sum(got.values()) >= sum(acked)
+            assert -1 not in got
+
+        # With RF=1 and RF=2 most partitions have replicas other than their coordinator: their
+        # updates go to a remote leader (COUNTER_MUTATION_REQ), which replicates them (RF=2).
+        cl, s = _session(c, c.contact_points, ConsistencyLevel.QUORUM)
+        try:
+            for rf in (1, 2):
+                s.execute(f"CREATE KEYSPACE ctr{rf} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {rf}}}")
+                s.execute(f"CREATE TABLE ctr{rf}.t (k int PRIMARY KEY, c counter)")
+            assert cl.control_connection.wait_for_schema_agreement(wait_time=30)
+            updates = [s.prepare(f"UPDATE ctr{rf}.t SET c = c + ? WHERE k = ?") for rf in (1, 2)]
+
+            def small(i):
+                for n in range(i, COUNTERS * 20, CLIENTS):
+                    for u in updates:
+                        s.execute(u, (n % 7 - 3, n % COUNTERS))
+
+            threads = [threading.Thread(target=small, args=(i,)) for i in range(CLIENTS)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=300)
+            expected = {k: 0 for k in range(COUNTERS)}
+            for n in range(COUNTERS * 20):
+                expected[n % COUNTERS] += n % 7 - 3
+            for rf in (1, 2):
+                for i in (1, 2, 3):
+                    one, s1 = _session(c, [c.address(i)], ConsistencyLevel.ALL)
+                    try:
+                        got = {r.k: r.c for r in s1.execute(f"SELECT k, c FROM ctr{rf}.t")}
+                    finally:
+                        one.shutdown()
+                    assert got == {k: v for k, v in expected.items()}, f"RF={rf}, read through node {i}"
+        finally:
+            cl.shutdown()
+
+
+def _state(c, address, observer=1):
+    """Node `observer`'s nodetool state of `address` (UN, DN, ...)."""
+    for dc in c.tool("status", node=observer)["datacenters"]:
+        for n in dc["nodes"]:
+            if n["address"] == address:
+                return n["state"]
+    return None

@@ -4,7 +4,8 @@
 //! re-applying a shard changes nothing; deletions shadow the shards written
 //! before them, a cell tombstone beats every counter cell, and a compaction
 //! with `gc_grace_seconds = 0` purges a deletion without bringing shadowed
-//! shards back; the leader's shard read sees its own shard.
+//! shards back; the leader's shard read sees its own shard; read repair
+//! (`merge_raw`, `repair_diff`) merges replicas' shards and converges.
 
 #![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
 
@@ -141,4 +142,29 @@ fn a_cell_tombstone_beats_every_counter_cell() {
     assert_eq!(value(&s, t, 2), None);
     s.flush(None).unwrap();
     assert_eq!(value(&s, t, 2), None);
+}
+
+#[test]
+fn read_repair_merges_replicas_shards_and_converges() {
+    let (_d1, a, t) = env();
+    let dir2 = tempfile::tempdir().unwrap();
+    let table = a.keyspace_of(&t).unwrap();
+    let b = open_small(dir2.path(), &[table]);
+    // Each replica missed one leader's newest version.
+    a.apply(&[counter_write(t, 3, vec![shard(1, 2, 10, 20), shard(2, 1, 4, 11)])]).unwrap();
+    b.apply(&[counter_write(t, 3, vec![shard(1, 1, 3, 10), shard(2, 2, 9, 21), shard(3, 1, 1, 12)])]).unwrap();
+    let read = full_read(t, 3, now_secs());
+    let (ra, rb) = (a.read_raw(&read).unwrap(), b.read_raw(&read).unwrap());
+    assert_ne!(ra.digest(), rb.digest());
+    let merged = storage::merge_raw(&[ra.clone(), rb.clone()], false);
+    assert_eq!(a.resolve_raw(&read, &merged).unwrap().map(|p| p.rows.len()), Some(1));
+    for (s, raw) in [(&a, &ra), (&b, &rb)] {
+        s.apply_raw(&t, &storage::repair_diff(&merged, raw)).unwrap();
+    }
+    assert_eq!(value(&a, t, 3), Some(10 + 9 + 1));
+    assert_eq!(value(&b, t, 3), Some(10 + 9 + 1));
+    assert_eq!(a.read_raw(&read).unwrap().digest(), b.read_raw(&read).unwrap().digest());
+    // Repeating the repair changes nothing.
+    a.apply_raw(&t, &storage::repair_diff(&merged, &ra)).unwrap();
+    assert_eq!(value(&a, t, 3), Some(20));
 }

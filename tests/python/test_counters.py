@@ -67,6 +67,14 @@ def test_alter_rules(ctr):
     assert [(r.k, r.c, r.d) for r in ctr.execute("SELECT * FROM t")] == []
 
 
+def test_schema_tables_flag_counter_tables(ctr):
+    flags = {
+        r.table_name: set(r.flags)
+        for r in ctr.execute(f"SELECT table_name, flags FROM system_schema.tables WHERE keyspace_name = '{ctr.keyspace}'")
+    }
+    assert flags == {"t": {"compound", "counter"}, "tc": {"compound", "counter"}, "plain": {"compound"}}
+
+
 def test_increments_and_decrements(ctr):
     ctr.execute("UPDATE t SET c = c + 1, d = d - 2 WHERE k = 1")
     assert row(ctr, 1) == [(1, -2)]

@@ -70,12 +70,14 @@ pub struct Coordinator<T: Transport> {
     down_since: Mutex<HashMap<Uuid, Instant>>,
     /// Draws the pauses between contended Paxos ballots (`paxos`).
     pub(crate) paxos_rng: Mutex<rand::rngs::StdRng>,
+    /// The counter leader's partition locks (`counter`).
+    pub(crate) counter_locks: crate::counter::CounterLocks,
 }
 
 /// A storage error keeps its CQL kind across the cluster path, as on one node
 /// (`cql-server`'s `From<StorageError>`): what the request got wrong is
 /// Invalid, what the node failed at is a ServerError.
-fn storage_err(e: storage::StorageError) -> CoordError {
+pub(crate) fn storage_err(e: storage::StorageError) -> CoordError {
     use storage::StorageError as E;
     match e {
         E::KeyTooLong(_) | E::Invalid(_) | E::UnknownTable(_) | E::DiskUsageExceeded => {
@@ -116,6 +118,7 @@ impl<T: Transport + Clone> Coordinator<T> {
             config,
             down_since: Mutex::new(HashMap::new()),
             paxos_rng: Mutex::new(rand::rngs::StdRng::seed_from_u64(rand::random())),
+            counter_locks: crate::counter::CounterLocks::default(),
         }
     }
 
@@ -125,14 +128,14 @@ impl<T: Transport + Clone> Coordinator<T> {
         *self.paxos_rng.lock().unwrap_or_else(|p| p.into_inner()) = rand::rngs::StdRng::seed_from_u64(seed);
     }
 
-    fn local_only(view: &ClusterView, ks: &KeyspaceDef) -> bool {
+    pub(crate) fn local_only(view: &ClusterView, ks: &KeyspaceDef) -> bool {
         matches!(ks.replication, Replication::Local) || view.ring.is_empty()
     }
 
     /// Whether this node is every written partition's only replica because
     /// it is the ring's only member and a replica of the keyspace: then the
     /// write needs no per-partition plans, remote sends or hints.
-    fn sole_replica(view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation]) -> bool {
+    pub(crate) fn sole_replica(view: &ClusterView, ks: &KeyspaceDef, mutations: &[Mutation]) -> bool {
         if !view.sole_owner() || mutations.is_empty() {
             return false;
         }
@@ -146,7 +149,7 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
     }
 
-    fn address(view: &ClusterView, id: Uuid) -> Option<SocketAddr> {
+    pub(crate) fn address(view: &ClusterView, id: Uuid) -> Option<SocketAddr> {
         view.endpoint(id).map(|e| e.internode)
     }
 
@@ -258,6 +261,33 @@ impl<T: Transport + Clone> Coordinator<T> {
         write_type: WriteType,
         local: &mut WriteBatch,
     ) -> Result<PendingWrite, CoordError> {
+        self.write_replicas(view, ks, mutations, cl, write_type, Some(local))
+    }
+
+    /// [`Coordinator::write_across`] of mutations this node already applied
+    /// (the counter leader's): its own ack counts at once.
+    pub(crate) fn replicate(
+        self: &Arc<Self>,
+        view: Arc<ClusterView>,
+        ks: &KeyspaceDef,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        write_type: WriteType,
+    ) -> Result<PendingWrite, CoordError> {
+        self.write_replicas(view, ks, mutations, cl, write_type, None)
+    }
+
+    /// `write_across`, with this node's share collected into `local`, or
+    /// already applied when `None`.
+    fn write_replicas(
+        self: &Arc<Self>,
+        view: Arc<ClusterView>,
+        ks: &KeyspaceDef,
+        mutations: Vec<Mutation>,
+        cl: Consistency,
+        write_type: WriteType,
+        mut local: Option<&mut WriteBatch>,
+    ) -> Result<PendingWrite, CoordError> {
         let mut counters = Vec::with_capacity(mutations.len());
         let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
         let mut down: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
@@ -299,7 +329,7 @@ impl<T: Transport + Clone> Coordinator<T> {
         // machinery for remote acks.
         if down.is_empty() && targets.len() == 1 {
             if let Some((dc, idx)) = targets.get(&view.local) {
-                self.apply_local(&mutations, dc, idx, &mut counters, local)?;
+                self.apply_local(&mutations, dc, idx, &mut counters, local.as_deref_mut())?;
                 return Ok(Box::pin(std::future::ready(Self::write_outcome(&counters, cl, write_type))));
             }
         }
@@ -431,8 +461,17 @@ impl<T: Transport + Clone> Coordinator<T> {
         dc: &str,
         idx: &[usize],
         counters: &mut [AckCounter],
-        local: &mut WriteBatch,
+        local: Option<&mut WriteBatch>,
     ) -> Result<(), CoordError> {
+        let Some(local) = local else {
+            // Applied already (the counter leader's own write).
+            for i in idx {
+                if let Some(c) = counters.get_mut(*i) {
+                    c.ack(dc);
+                }
+            }
+            return Ok(());
+        };
         if idx.len() == mutations.len() {
             // This node replicates every partition written (RF=1 on its range, or a small cluster).
             self.storage.collect(local, mutations).map_err(storage_err)?;

@@ -22,6 +22,7 @@
 
 pub mod bulk;
 pub mod coordinator;
+pub mod counter;
 pub mod gossip;
 pub mod movement;
 pub mod paxos;

@@ -61,6 +61,8 @@ pub async fn serve<T: Transport + Clone>(
                 mutations.push(msg);
             } else if matches!(msg.verb, Verb::StreamReq | Verb::StreamChunkReq | Verb::StreamDoneReq) {
                 tokio::spawn(serve_stream(Arc::clone(&streams), msg));
+            } else if msg.verb == Verb::CounterMutationReq {
+                tokio::spawn(Arc::clone(&coordinator).serve_counter(msg));
             } else if msg.verb == Verb::StreamPullReq {
                 let (streams, transport) = (Arc::clone(&streams), coordinator.transport.clone());
                 tokio::spawn(async move {

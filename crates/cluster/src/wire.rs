@@ -29,6 +29,10 @@
 //! RepairedRsp   := (empty)
 //! RepairStateReq:= table:uuid count:u32 (start:i64 end:i64)[count]
 //! RepairStateRsp:= count:u32 (repaired:u8 generation:u64)[count]
+//! CounterMutationReq := consistency:u16 MutationReq   (counter cells hold deltas)
+//! CounterMutationRsp := 0 | 1 consistency:u16 required:i32 alive:i32 (Unavailable)
+//!                       | 2 consistency:u16 received:i32 block_for:i32 (WriteTimeout)
+//!                       | 3 message:blob (Invalid) | 4 message:blob (server error)
 //! ```
 //!
 //! Invariants: decoders are bounds-checked and never panic on garbage; every
@@ -664,6 +668,80 @@ pub fn decode_repair_states(bytes: &[u8]) -> Result<Vec<storage::RangeState>, Wi
     Ok(out)
 }
 
+/// `CounterMutationReq`: counter updates (deltas) for the leader to apply at `consistency`.
+pub fn encode_counter_request(consistency: types::Consistency, mutations: &[types::mutation::Mutation]) -> Bytes {
+    let body = net::message::encode_mutations(mutations.iter());
+    let mut out = BytesMut::with_capacity(2 + body.len());
+    out.put_u16(consistency.code());
+    out.put_slice(&body);
+    out.freeze()
+}
+
+pub fn decode_counter_request(
+    bytes: &Bytes,
+) -> Result<(types::Consistency, Vec<types::mutation::Mutation>), WireError> {
+    let err = WireError { what: "counter mutation" };
+    let code: [u8; 2] = bytes.get(..2).and_then(|c| c.try_into().ok()).ok_or_else(|| err.clone())?;
+    let cl = types::Consistency::from_code(u16::from_be_bytes(code)).ok_or_else(|| err.clone())?;
+    let mutations = net::message::decode_mutations(&bytes.slice(2..)).map_err(|_| err)?;
+    Ok((cl, mutations))
+}
+
+/// `CounterMutationRsp`: the leader's outcome, as the coordinator reports it.
+pub fn encode_counter_outcome(outcome: &Result<(), crate::plan::CoordError>) -> Bytes {
+    use crate::plan::CoordError as E;
+    let mut out = BytesMut::with_capacity(16);
+    match outcome {
+        Ok(()) => out.put_u8(0),
+        Err(E::Unavailable { consistency, required, alive }) => {
+            out.put_u8(1);
+            out.put_u16(consistency.code());
+            out.put_i32(*required);
+            out.put_i32(*alive);
+        }
+        Err(E::WriteTimeout { consistency, received, block_for, .. })
+        | Err(E::ReadTimeout { consistency, received, block_for, .. }) => {
+            out.put_u8(2);
+            out.put_u16(consistency.code());
+            out.put_i32(*received);
+            out.put_i32(*block_for);
+        }
+        Err(E::Invalid(m)) => {
+            out.put_u8(3);
+            put_blob(&mut out, m.as_bytes());
+        }
+        Err(E::Server(m)) => {
+            out.put_u8(4);
+            put_blob(&mut out, m.as_bytes());
+        }
+    }
+    out.freeze()
+}
+
+pub fn decode_counter_outcome(bytes: &[u8]) -> Result<Result<(), crate::plan::CoordError>, WireError> {
+    use crate::plan::CoordError as E;
+    let mut r = ByteReader::new(bytes, WireError { what: "counter outcome" });
+    let cl = |r: &mut Reader<'_>| {
+        let code = r.u16()?;
+        types::Consistency::from_code(code).ok_or(WireError { what: "counter outcome consistency" })
+    };
+    let outcome = match r.u8()? {
+        0 => Ok(()),
+        1 => Err(E::Unavailable { consistency: cl(&mut r)?, required: r.i32()?, alive: r.i32()? }),
+        2 => Err(E::WriteTimeout {
+            consistency: cl(&mut r)?,
+            received: r.i32()?,
+            block_for: r.i32()?,
+            write_type: types::WriteType::Counter,
+        }),
+        3 => Err(E::Invalid(String::from_utf8_lossy(r.blob()?).into_owned())),
+        4 => Err(E::Server(String::from_utf8_lossy(r.blob()?).into_owned())),
+        _ => return Err(WireError { what: "counter outcome kind" }),
+    };
+    r.finish()?;
+    Ok(outcome)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -798,5 +876,32 @@ mod tests {
             let _ = decode_stream_stats(&bytes);
             let _ = decode_repaired(&bytes);
         }
+    }
+
+    #[test]
+    fn counter_payloads_round_trip_and_garbage_is_refused() {
+        use crate::plan::CoordError;
+        let m = types::mutation::Mutation::new(Uuid::from_u128(9), 42, Bytes::from_static(b"k"));
+        let bytes = encode_counter_request(types::Consistency::Quorum, std::slice::from_ref(&m));
+        assert_eq!(decode_counter_request(&bytes).unwrap(), (types::Consistency::Quorum, vec![m]));
+        assert!(decode_counter_request(&Bytes::from_static(b"\x00")).is_err());
+        let outcomes = [
+            Ok(()),
+            Err(CoordError::Unavailable { consistency: types::Consistency::All, required: 3, alive: 2 }),
+            Err(CoordError::WriteTimeout {
+                consistency: types::Consistency::Quorum,
+                received: 1,
+                block_for: 2,
+                write_type: types::WriteType::Counter,
+            }),
+            Err(CoordError::Invalid("bad".into())),
+            Err(CoordError::Server("down".into())),
+        ];
+        for o in outcomes {
+            let back = decode_counter_outcome(&encode_counter_outcome(&o)).unwrap();
+            assert_eq!(format!("{back:?}"), format!("{o:?}"));
+        }
+        assert!(decode_counter_outcome(&[9]).is_err());
+        assert!(decode_counter_outcome(&[1, 0]).is_err());
     }
 }

@@ -204,12 +204,18 @@ fn apply_table_options(o: &mut TableOptions, options: &[(String, OptionValue)]) 
     Ok(())
 }
 
+/// Cassandra's refusal of a TTL on a counter table.
+const COUNTER_TTL: &str = "Cannot set default_time_to_live on a table with counters";
+
 fn is_key_compatible(ty: &CqlType) -> Result<(), String> {
     if ty.is_multi_cell() {
         return Err("Invalid non-frozen collection type".into());
     }
     if *ty == CqlType::Duration {
         return Err("duration type is not supported".into());
+    }
+    if *ty == CqlType::Counter {
+        return Err("counter type is not supported".into());
     }
     Ok(())
 }
@@ -258,9 +264,6 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
             )));
         }
         let ty = resolve_type(ks, &c.ty)?;
-        if ty == CqlType::Counter {
-            return Err(QueryError::invalid("Counter columns are not supported by Shoal yet"));
-        }
         if let CqlType::Udt { frozen: false, .. } = ty {
             return Err(QueryError::Invalid(format!(
                 "Non-frozen user types are not supported yet; declare {} as frozen<{}>",
@@ -301,6 +304,11 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
             "Static columns are only useful (and thus allowed) if the table has at least one clustering column",
         ));
     }
+    let regular = || columns.iter().filter(|c| matches!(c.kind, ColumnKind::Regular | ColumnKind::Static));
+    let has_counters = regular().any(|c| c.ty == CqlType::Counter);
+    if has_counters && regular().any(|c| c.ty != CqlType::Counter) {
+        return Err(QueryError::invalid("Cannot mix counter and non counter columns in the same table"));
+    }
     for (i, (col, order)) in ct.clustering_order.iter().enumerate() {
         let Some(c) = columns.iter_mut().find(|c| &c.name == col) else {
             return Err(QueryError::Invalid(format!(
@@ -319,6 +327,9 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
     }
     let mut options = TableOptions::default();
     apply_table_options(&mut options, &ct.options)?;
+    if has_counters && options.default_time_to_live > 0 {
+        return Err(QueryError::invalid(COUNTER_TTL));
+    }
     let mut def = TableDef {
         keyspace: ks_name.clone(),
         name: name.clone(),
@@ -358,6 +369,14 @@ fn alter_table(
                     return Err(QueryError::Invalid(format!("Column with name '{}' already exists", c.name)));
                 }
                 let ty = resolve_type(&ks_snapshot, &c.ty)?;
+                if table.is_counter() != (ty == CqlType::Counter) {
+                    let (what, table_kind) =
+                        if table.is_counter() { ("non counter", "counter") } else { ("counter", "non counter") };
+                    return Err(QueryError::Config(format!(
+                        "{ks_name}.{name}: Cannot have a {what} column (\"{}\") in a {table_kind} table",
+                        c.name
+                    )));
+                }
                 if c.is_static && table.clustering_len() == 0 {
                     return Err(QueryError::Invalid(format!(
                         "Static columns are not allowed in COMPACT STORAGE tables or tables without clustering columns ({})",
@@ -422,6 +441,9 @@ fn alter_table(
         AlterTableAction::Options(options) => {
             let mut o = table.options.clone();
             apply_table_options(&mut o, options)?;
+            if table.is_counter() && o.default_time_to_live > 0 {
+                return Err(QueryError::invalid(COUNTER_TTL));
+            }
             table.options = o;
         }
         AlterTableAction::AlterColumnType { .. } => {

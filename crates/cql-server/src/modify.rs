@@ -5,6 +5,9 @@
 //!   replacement/removal by index or by value (`l[i] = x`, `l = l - [..]`).
 //! - Every mutation carries one timestamp: USING TIMESTAMP, else the client's
 //!   default timestamp, else the node's monotonic clock.
+//! - A counter update's cells carry deltas (`types::mutation::COUNTER_TTL`),
+//!   never values: the data plane sends them to the counter leader
+//!   (`WriteType::Counter`), which turns them into shards.
 //! - Primary key values are never null or unset; a missing key part is an
 //!   error naming the column, in Cassandra's words.
 
@@ -395,6 +398,60 @@ impl Seen {
     }
 }
 
+/// What a write to a counter table may not have, in Cassandra's words.
+fn counter_checks(table: &TableDef, using: &ast::Using, if_clause: &Option<ast::IfClause>) -> Result<(), QueryError> {
+    if !table.is_counter() {
+        return Ok(());
+    }
+    match if_clause {
+        Some(ast::IfClause::Exists) => {
+            return Err(QueryError::invalid("Conditional updates are not supported on counter tables"))
+        }
+        Some(ast::IfClause::Conditions(_)) => {
+            return Err(QueryError::invalid("Conditions on counters are not supported"))
+        }
+        None => {}
+    }
+    if using.timestamp.is_some() {
+        return Err(QueryError::invalid("Cannot provide custom timestamp for counter updates"));
+    }
+    if using.ttl.is_some() {
+        return Err(QueryError::invalid("Cannot provide custom TTL for counter updates"));
+    }
+    Ok(())
+}
+
+/// A counter update's cell: the delta, for the counter leader (`COUNTER_TTL`).
+fn counter_cell(col: &ColumnDef, delta: i64, cc: &CellCtx) -> CellWrite {
+    CellWrite {
+        column: col.id,
+        path: None,
+        timestamp: cc.timestamp,
+        ttl: types::mutation::COUNTER_TTL,
+        local_deletion_time: i32::MAX,
+        value: Some(Bytes::copy_from_slice(&delta.to_be_bytes())),
+    }
+}
+
+/// The delta of `c = c + term` (`negate`: `c = c - term`).
+fn counter_delta(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>, negate: bool) -> Result<Option<i64>, QueryError> {
+    let v = match eval(term, r, ctx)? {
+        Bound::Value(b) => {
+            i64::from_be_bytes(b.as_ref().try_into().map_err(|_| QueryError::invalid("Invalid counter value"))?)
+        }
+        Bound::Unset => return Ok(None),
+        Bound::Null => return Err(QueryError::invalid("Invalid null value for counter increment/decrement")),
+    };
+    if !negate {
+        return Ok(Some(v));
+    }
+    v.checked_neg().map(Some).ok_or_else(|| {
+        QueryError::Invalid(format!(
+            "The negation of {v} overflows supported counter precision (signed 8 bytes integer)"
+        ))
+    })
+}
+
 pub fn insert(
     proc: &Processor,
     schema: &Schema,
@@ -405,6 +462,9 @@ pub fn insert(
 ) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &ins.table, session)?;
     reject_virtual(ks, opts)?;
+    if table.is_counter() {
+        return Err(QueryError::invalid("INSERT statements are not allowed on counter tables, use UPDATE instead"));
+    }
     // INSERT JSON: every column of the table gets the document's value as a bind value.
     let json = match &ins.values {
         InsertValues::Json { value, default_unset } => Some(json_values(table, value, *default_unset, ctx)?),
@@ -571,6 +631,7 @@ pub fn update(
 ) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &upd.table, session)?;
     reject_virtual(ks, opts)?;
+    counter_checks(table, &upd.using, &upd.if_clause)?;
     let (timestamp, ttl) = using_values(&upd.using, table, ctx, proc, opts)?;
     let cc = CellCtx::new(timestamp, ttl, &proc.clock).at(opts.now_in_seconds);
     let r = key_restrictions(table, &upd.where_clause, ctx, false)?;
@@ -627,12 +688,18 @@ fn apply_assignment(
     let name = col.name.as_str();
     let r = Receiver { name, ty: &col.ty };
     match &a.op {
+        AssignmentOp::Set(_) if col.ty == CqlType::Counter => Err(QueryError::Invalid(format!(
+            "Cannot set the value of counter column {name} (counters can only be incremented/decremented, not set)"
+        ))),
+        AssignmentOp::Add(term) | AssignmentOp::Subtract(term) if col.ty == CqlType::Counter => {
+            if let Some(delta) = counter_delta(term, &r, ctx, matches!(a.op, AssignmentOp::Subtract(_)))? {
+                row.cells.push(counter_cell(col, delta, cc));
+            }
+            Ok(())
+        }
         AssignmentOp::Set(term) => set_column(row, col, eval(term, &r, ctx)?, cc),
         AssignmentOp::Add(term) | AssignmentOp::Prepend(term) => {
             let prepend = matches!(a.op, AssignmentOp::Prepend(_));
-            if col.ty == CqlType::Counter {
-                return Err(QueryError::invalid("Counter columns are not supported by Shoal yet"));
-            }
             if !col.ty.is_multi_cell() {
                 return Err(QueryError::Invalid(format!(
                     "Invalid operation ({name} = {name} + ?) for non counter column {name}"
@@ -771,6 +838,7 @@ pub fn delete(
 ) -> Result<Planned, QueryError> {
     let (ks, table) = common::resolve_table(schema, &del.table, session)?;
     reject_virtual(ks, opts)?;
+    counter_checks(table, &del.using, &del.if_clause)?;
     if del.using.ttl.is_some() {
         return Err(QueryError::invalid("TTL attribute is not allowed for deletes"));
     }

@@ -296,8 +296,12 @@ impl Processor {
         if conditional {
             return self.write_cas(items, batch.consistency, batch.serial_consistency, true);
         }
-        let write_type =
-            if batch.kind == cql_protocol::BatchKind::Logged { WriteType::Batch } else { WriteType::UnloggedBatch };
+        let kind = match batch.kind {
+            cql_protocol::BatchKind::Logged => cql::ast::BatchKind::Logged,
+            cql_protocol::BatchKind::Unlogged => cql::ast::BatchKind::Unlogged,
+            cql_protocol::BatchKind::Counter => cql::ast::BatchKind::Counter,
+        };
+        let write_type = batch_write_type(kind, &planned, batch.consistency, false)?;
         self.apply_batch(planned, batch.consistency, write_type, group, warnings)
     }
 
@@ -324,8 +328,15 @@ impl Processor {
             now_in_seconds: params.now_in_seconds,
         };
         let planned = modification.plan(self, &schema, session, &ctx, &opts)?;
+        let write_type = match counter_table(&planned) {
+            Some(table) => {
+                validate_counter_consistency(params.consistency, table)?;
+                WriteType::Counter
+            }
+            None => WriteType::Simple,
+        };
         self.warn_disk_usage(&planned.mutations, warnings);
-        self.data.mutate(group, &planned.keyspace, planned.mutations, params.consistency, WriteType::Simple)?;
+        self.data.mutate(group, &planned.keyspace, planned.mutations, params.consistency, write_type)?;
         Ok(ResultBody::Void)
     }
 
@@ -624,9 +635,6 @@ impl Processor {
                 self.write_one(&modification, session.as_deref(), values, params, group, warnings)
             }
             Statement::Batch(b) => {
-                if b.kind == cql::ast::BatchKind::Counter {
-                    return Err(QueryError::invalid("Counter batches are not supported by Shoal yet"));
-                }
                 let opts = match &b.using.timestamp {
                     Some(t) => {
                         let ts = crate::bind::eval_value(
@@ -667,8 +675,7 @@ impl Processor {
                     }
                     planned.push(modification.plan(self, &schema, session.as_deref(), &ctx, &opts)?);
                 }
-                let write_type =
-                    if b.kind == cql::ast::BatchKind::Logged { WriteType::Batch } else { WriteType::UnloggedBatch };
+                let write_type = batch_write_type(b.kind, &planned, params.consistency, b.using.timestamp.is_some())?;
                 self.apply_batch(planned, params.consistency, write_type, group, warnings)
             }
             Statement::Use { keyspace } => {
@@ -899,6 +906,63 @@ fn prepared_id(keyspace: Option<&str>, query: &str) -> Bytes {
     }
     h.update(query.as_bytes());
     Bytes::copy_from_slice(&h.finalize())
+}
+
+/// The counter table a statement's mutations write, if it writes one.
+fn counter_table(planned: &Planned) -> Option<&types::schema::TableDef> {
+    let table = planned.mutations.first()?.table;
+    planned.keyspace.tables.values().find(|t| t.id == table && t.is_counter())
+}
+
+/// The levels a counter write may not use, in Cassandra's words.
+fn validate_counter_consistency(cl: Consistency, table: &types::schema::TableDef) -> Result<(), QueryError> {
+    match cl {
+        Consistency::Any => Err(QueryError::Invalid(format!(
+            "Consistency level ANY is not yet supported for counter table {}",
+            table.name
+        ))),
+        Consistency::Serial | Consistency::LocalSerial => {
+            Err(QueryError::invalid("Counter operations are inherently non-serializable"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A batch's write type after Cassandra's checks of counter and regular
+/// statements in it (`BatchStatement`): never both, counters never in a
+/// logged batch, regular statements never in a counter batch, and no
+/// batch-wide USING TIMESTAMP with counters.
+fn batch_write_type(
+    kind: cql::ast::BatchKind,
+    planned: &[Planned],
+    cl: Consistency,
+    batch_timestamp: bool,
+) -> Result<WriteType, QueryError> {
+    use cql::ast::BatchKind;
+    let counters: Vec<Option<&types::schema::TableDef>> =
+        planned.iter().filter(|p| !p.mutations.is_empty()).map(|p| counter_table(p)).collect();
+    let has_counter = counters.iter().any(Option::is_some);
+    let has_regular = counters.iter().any(Option::is_none);
+    if kind == BatchKind::Counter && has_regular {
+        return Err(QueryError::invalid("Cannot include non-counter statement in a counter batch"));
+    }
+    if has_counter && has_regular {
+        return Err(QueryError::invalid("Counter and non-counter mutations cannot exist in the same batch"));
+    }
+    if has_counter && kind == BatchKind::Logged {
+        return Err(QueryError::invalid("Cannot include a counter statement in a logged batch"));
+    }
+    if batch_timestamp && kind == BatchKind::Counter {
+        return Err(QueryError::invalid("Cannot provide custom timestamp for counter BATCH"));
+    }
+    if batch_timestamp && has_counter {
+        return Err(QueryError::invalid("Cannot provide custom timestamp for a BATCH containing counters"));
+    }
+    if let Some(table) = counters.into_iter().flatten().next() {
+        validate_counter_consistency(cl, table)?;
+        return Ok(WriteType::Counter);
+    }
+    Ok(if kind == BatchKind::Logged { WriteType::Batch } else { WriteType::UnloggedBatch })
 }
 
 /// The levels no read may use, whatever the replication.

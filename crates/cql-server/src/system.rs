@@ -536,7 +536,7 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
                     ("crc_check_chance", v(Value::Double(1.0))),
                     ("default_time_to_live", v(Value::Int(o.default_time_to_live))),
                     ("extensions", v(Value::Map(Vec::new()))),
-                    ("flags", v(Value::Set(vec![Value::Text("compound".into())]))),
+                    ("flags", v(Value::Set(table_flags(tbl)))),
                     ("gc_grace_seconds", v(Value::Int(o.gc_grace_seconds))),
                     ("id", v(Value::Uuid(tbl.id))),
                     ("max_index_interval", v(Value::Int(2048))),
@@ -651,4 +651,14 @@ fn column_rows<'a>(
             )
         })
         .collect()
+}
+
+/// `system_schema.tables.flags`, sorted as the set is: every table is
+/// `compound` (no COMPACT STORAGE), a table with counters also `counter`.
+fn table_flags(tbl: &types::schema::TableDef) -> Vec<Value> {
+    let mut flags = vec![Value::Text("compound".into())];
+    if tbl.is_counter() {
+        flags.push(Value::Text("counter".into()));
+    }
+    flags
 }

@@ -247,7 +247,15 @@ impl TypeExpr {
                         "frozen<> is only allowed on collections, tuples, and user-defined types (got {inner})"
                     )));
                 }
-                inner.resolve_inner(lookup, true)?
+                // Cassandra names the frozen type in this one.
+                let counters_in = format!("Counters are not allowed inside collections: {inner}");
+                inner.resolve_inner(lookup, true).map_err(|e| {
+                    if e.0 == counters_in {
+                        TypeError(format!("Counters are not allowed inside collections: {self}"))
+                    } else {
+                        e
+                    }
+                })?
             }
             TypeExpr::List(elem) => {
                 let elem = self.resolve_element(elem, lookup, frozen)?;

@@ -105,21 +105,25 @@ pub enum Verb {
     RepairStateReq = 0x4E,
     RepairStateRsp = 0x4F,
     /// Lightweight transactions (`cluster::paxos`): promise a ballot and read.
-    PaxosPrepareReq = 0x60,
-    PaxosPrepareRsp = 0x61,
+    PaxosPrepareReq = 0x62,
+    PaxosPrepareRsp = 0x63,
     /// Accept a proposal.
-    PaxosProposeReq = 0x62,
-    PaxosProposeRsp = 0x63,
+    PaxosProposeReq = 0x64,
+    PaxosProposeRsp = 0x65,
     /// Apply a chosen proposal.
-    PaxosCommitReq = 0x64,
-    PaxosCommitRsp = 0x65,
+    PaxosCommitReq = 0x66,
+    PaxosCommitRsp = 0x67,
+    /// A counter update for the counter leader to apply and replicate
+    /// (Cassandra's `COUNTER_MUTATION_REQ`, `cluster::counter`).
+    CounterMutationReq = 0x60,
+    CounterMutationRsp = 0x61,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 44] = [
+    pub const ALL: [Verb; 46] = [
         Verb::Handshake,
         Verb::BulkHandshake,
         Verb::Echo,
@@ -164,6 +168,8 @@ impl Verb {
         Verb::PaxosCommitReq,
         Verb::PaxosCommitRsp,
         Verb::Failure,
+        Verb::CounterMutationReq,
+        Verb::CounterMutationRsp,
     ];
 
     pub fn code(self) -> u8 {
@@ -203,6 +209,7 @@ impl Verb {
                 | Verb::PaxosPrepareRsp
                 | Verb::PaxosProposeRsp
                 | Verb::PaxosCommitRsp
+                | Verb::CounterMutationRsp
                 | Verb::Failure
         )
     }
@@ -231,6 +238,7 @@ impl Verb {
             Verb::PaxosPrepareReq => Some(Verb::PaxosPrepareRsp),
             Verb::PaxosProposeReq => Some(Verb::PaxosProposeRsp),
             Verb::PaxosCommitReq => Some(Verb::PaxosCommitRsp),
+            Verb::CounterMutationReq => Some(Verb::CounterMutationRsp),
             _ => None,
         }
     }

@@ -12,7 +12,8 @@
 //! server awaits after its commit and before answering. A read that must
 //! wait hands the thread over to the runtime (`block_in_place`) while the
 //! future completes, so network waits never stall the other connections'
-//! tasks.
+//! tasks. Counter updates (`WriteType::Counter`) go to their leader
+//! (`Coordinator::counter_write`), which commits on its own, not in the group.
 //!
 //! Invariants:
 //! - Coordinator errors map to the CQL errors of the same name with
@@ -77,13 +78,15 @@ impl DataPlane for ClusterPlane {
         write_type: WriteType,
     ) -> Result<(), QueryError> {
         let view = self.coordinator.view.snapshot();
-        if let Some(done) = self.coordinator.mutate_here(&view, ks, &mutations, cl, &mut group.batch) {
-            return done.map_err(query_error);
-        }
-        let mut pending = self
-            .coordinator
-            .write_across(view, ks, mutations, cl, write_type, &mut group.batch)
-            .map_err(query_error)?;
+        let mut pending = if write_type == WriteType::Counter {
+            // Counter updates go through their leader (`cluster::counter`), which writes on its own.
+            self.coordinator.counter_write(view, ks, mutations, cl).map_err(query_error)?
+        } else {
+            if let Some(done) = self.coordinator.mutate_here(&view, ks, &mutations, cl, &mut group.batch) {
+                return done.map_err(query_error);
+            }
+            self.coordinator.write_across(view, ks, mutations, cl, write_type, &mut group.batch).map_err(query_error)?
+        };
         if let Poll::Ready(v) = pending.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
             return v.map_err(query_error);
         }

@@ -424,6 +424,11 @@ impl Storage {
             .ok_or_else(|| StorageError::Engine(format!("column family {} is missing", store.cf_name)))
     }
 
+    /// The keyspace holding `table`, as the schema last set says.
+    pub fn keyspace_of(&self, table: &Uuid) -> Option<KeyspaceDef> {
+        lock(&self.manifest).keyspaces.iter().find(|ks| ks.tables.values().any(|t| t.id == *table)).cloned()
+    }
+
     /// Replaces the schema. Creates column families for new tables, drops
     /// those of removed tables and records everything in the manifest.
     pub fn set_schema(&self, keyspaces: &[KeyspaceDef]) -> Result<(), StorageError> {

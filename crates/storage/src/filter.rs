@@ -3,6 +3,10 @@
 //! tombstones, and purges tombstones older than `gc_grace_seconds` and than
 //! the table's repaired horizon.
 //!
+//! A counter cell partly shadowed by a deletion (some shards written after
+//! it) keeps only its newer shards, so purging the deletion later brings
+//! none of the older shards back.
+//!
 //! What may go: a tombstone (cell tombstone, deletion marker, or expired
 //! cell, by its local deletion time) deleted before
 //! `gc_before = min(now - gc_grace_seconds, horizon)`. The horizon
@@ -233,6 +237,11 @@ impl Filter {
                             |v| cell::encode_tombstone(c.timestamp, c.local_deletion_time, v),
                         );
                     }
+                    Verdict::Trim(shadow) => {
+                        let Some(c) = CellRef::decode(raw) else { continue };
+                        let context = types::counter::without_shadowed(c.value, *shadow);
+                        self.packer.add(|k| k.extend_from_slice(column_part), |v| cell::encode_counter(&context, v));
+                    }
                 }
             }
             self.buf.clear();
@@ -265,10 +274,16 @@ impl Filter {
             ColumnPart::Element(col, _) => Some(col),
             _ => None,
         };
-        if c.timestamp <= self.shadowing(row, column, is_static) {
+        let shadow = self.shadowing(row, column, is_static);
+        if c.timestamp <= shadow {
             return Verdict::Remove;
         }
         match c.kind {
+            // Some shards are shadowed (the cell's timestamp is its newest shard's): drop them
+            // here, before the deletion that shadows them can be purged.
+            cell::KIND_COUNTER if types::counter::shards(c.value).any(|s| s.timestamp <= shadow) => {
+                Verdict::Trim(shadow)
+            }
             cell::KIND_TOMBSTONE if self.purgeable(c) => Verdict::Remove,
             // Expired: keep only a tombstone (deleted at its expiry) until gc_grace passes.
             cell::KIND_EXPIRING if (c.local_deletion_time as i64) <= self.now => {
@@ -297,6 +312,8 @@ enum Verdict {
     Remove,
     /// An expired cell becomes a tombstone deleted at its expiry.
     Tombstone,
+    /// A counter cell loses its shards written at or before this deletion.
+    Trim(i64),
 }
 
 impl CompactionFilter for Filter {

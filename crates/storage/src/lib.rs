@@ -56,6 +56,7 @@
 
 pub mod cell;
 mod commitlog;
+mod counter;
 mod disk_usage;
 mod engine;
 mod filter;
@@ -74,6 +75,7 @@ mod validate;
 mod varint;
 mod write;
 
+pub use counter::LocalShard;
 pub use disk_usage::{adds_data, usage_percent, DiskUsageConfig, DiskUsageState, MONITOR_INTERVAL};
 pub use engine::{CommitlogSync, Storage, StorageConfig};
 pub use manifest::STORAGE_FORMAT;

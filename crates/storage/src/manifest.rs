@@ -3,7 +3,10 @@
 //! written atomically (temp file, fsync, rename, fsync of the directory).
 //!
 //! Invariant: data of another storage format is refused at open (there is no
-//! in-place conversion).
+//! in-place conversion), except format 2, which format 3 only extends (a new
+//! cell kind): it is read as is and recorded as format 3 from then on. A
+//! format-2 build refuses the directory afterwards, as it must once counter
+//! cells may be in it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,8 +17,12 @@ use uuid::Uuid;
 use crate::StorageError;
 
 /// The on-disk layout this build reads and writes: 1 stored a key per cell,
-/// 2 packs each row into one key (`packed`, ADR 0002).
-pub const STORAGE_FORMAT: u32 = 2;
+/// 2 packs each row into one key (`packed`, ADR 0002), 3 adds counter cells
+/// (`cell::KIND_COUNTER`), which a format-2 build would take for garbage.
+pub const STORAGE_FORMAT: u32 = 3;
+
+/// The format `STORAGE_FORMAT` extends without changing anything it holds.
+const FORMAT_WITHOUT_COUNTERS: u32 = 2;
 
 #[derive(serde::Serialize, serde::Deserialize, Default)]
 pub(crate) struct Manifest {
@@ -50,7 +57,10 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest, StorageError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
         Err(e) => return Err(e.into()),
     };
-    if manifest.format != STORAGE_FORMAT && !manifest.column_families.is_empty() {
+    if manifest.format != STORAGE_FORMAT
+        && manifest.format != FORMAT_WITHOUT_COUNTERS
+        && !manifest.column_families.is_empty()
+    {
         return Err(StorageError::Invalid(format!(
             "{} holds tables in storage format {}; this build reads format {STORAGE_FORMAT} only \
              (move the data directory away, or read it with the build that wrote it)",

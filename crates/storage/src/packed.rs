@@ -28,6 +28,8 @@
 
 #![deny(clippy::indexing_slicing)]
 
+use std::borrow::Cow;
+
 use crate::cell;
 use crate::keys::{self, Layout};
 use crate::read::Cursor;
@@ -105,19 +107,21 @@ pub fn push_entry(column: &[u8], cell: &[u8], out: &mut Vec<u8>) {
 
 /// Encodes entries sorted by column part, reconciling repeated column parts.
 fn encode_sorted<'a>(sorted: impl Iterator<Item = (&'a [u8], &'a [u8])>, out: &mut Vec<u8>) {
-    let mut pending: Option<(&'a [u8], &'a [u8])> = None;
+    let mut pending: Option<(&'a [u8], Cow<'a, [u8]>)> = None;
     for (column, cell) in sorted {
         pending = match pending {
-            Some((c, best)) if c == column => Some((c, cell::pick(best, cell))),
+            Some((c, Cow::Borrowed(best))) if c == column => Some((c, cell::pick(best, cell))),
+            // Only counter cells merge into new bytes.
+            Some((c, Cow::Owned(best))) if c == column => Some((c, Cow::Owned(cell::pick(&best, cell).into_owned()))),
             Some((c, best)) => {
-                push_entry(c, best, out);
-                Some((column, cell))
+                push_entry(c, &best, out);
+                Some((column, Cow::Borrowed(cell)))
             }
-            None => Some((column, cell)),
+            None => Some((column, Cow::Borrowed(cell))),
         };
     }
     if let Some((c, best)) = pending {
-        push_entry(c, best, out);
+        push_entry(c, &best, out);
     }
 }
 

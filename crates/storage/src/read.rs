@@ -675,6 +675,8 @@ struct RowAcc {
     reversed: bool,
     complex_deletions: Vec<(u16, i64)>,
     simple: Vec<(u16, Cell, bool)>,
+    /// Counter cells: (column, context).
+    counters: Vec<(u16, Vec<u8>)>,
     elements: Vec<(u16, Vec<u8>, Cell, bool)>,
 }
 
@@ -687,6 +689,7 @@ impl RowAcc {
             marker: None,
             complex_deletions: Vec::new(),
             simple: Vec::new(),
+            counters: Vec::new(),
             elements: Vec::new(),
         }
     }
@@ -711,6 +714,11 @@ impl RowAcc {
                         ttl: c.ttl,
                         local_expiration: if c.ttl > 0 { c.local_deletion_time } else { 0 },
                     });
+                }
+            }
+            ColumnPart::Simple(col) if c.kind == crate::cell::KIND_COUNTER => {
+                if store.def.columns.iter().any(|d| d.id == col) {
+                    self.counters.push((col, c.value.to_vec()));
                 }
             }
             ColumnPart::Simple(col) => {
@@ -741,6 +749,13 @@ impl RowAcc {
         self.simple.sort_by_key(|(col, _, _)| *col);
         for (col, cell, tomb) in self.simple {
             if live(&cell, tomb, row_shadow) {
+                columns.push((col, ColumnData::Simple(cell)));
+            }
+        }
+        // A counter reads as the sum of its shards not shadowed by a deletion (a `bigint`).
+        for (col, context) in self.counters {
+            if let Some((sum, timestamp)) = types::counter::total(&context, row_shadow) {
+                let cell = Cell { value: sum.to_be_bytes().to_vec(), timestamp, ttl: 0, local_expiration: 0 };
                 columns.push((col, ColumnData::Simple(cell)));
             }
         }

@@ -18,6 +18,7 @@ pub mod bytes;
 pub mod codec;
 pub mod compare;
 pub mod consistency;
+pub mod counter;
 pub mod cql_type;
 pub mod json;
 pub mod literal;

@@ -28,6 +28,12 @@ pub struct Liveness {
     pub local_expiration: i32,
 }
 
+/// `CellWrite::ttl` of a counter cell: its `value` is a counter context
+/// (`counter`), never an expiring cell (counters cannot have a TTL). In a
+/// counter mutation sent to the counter leader (`COUNTER_MUTATION_REQ`) the
+/// value is instead the update's delta, an 8-byte big-endian `bigint`.
+pub const COUNTER_TTL: i32 = i32::MIN;
+
 /// One cell write or cell deletion.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CellWrite {
@@ -36,7 +42,7 @@ pub struct CellWrite {
     /// map key, or the list element's time-ordered id.
     pub path: Option<Bytes>,
     pub timestamp: i64,
-    /// 0 when the cell does not expire.
+    /// 0 when the cell does not expire; `COUNTER_TTL` for a counter cell.
     pub ttl: i32,
     /// See module invariants; ignored for a live cell without TTL.
     pub local_deletion_time: i32,
@@ -87,6 +93,13 @@ pub struct Mutation {
     pub partition_deletion: Option<DeletionTime>,
     pub range_tombstones: Vec<RangeTombstone>,
     pub rows: Vec<RowWrite>,
+}
+
+impl CellWrite {
+    /// A counter cell (see `COUNTER_TTL`).
+    pub fn is_counter(&self) -> bool {
+        self.ttl == COUNTER_TTL
+    }
 }
 
 impl Mutation {

@@ -179,6 +179,12 @@ impl TableDef {
         self.clustering().count()
     }
 
+    /// A counter table (Cassandra's `isCounter`): its columns outside the
+    /// primary key are all counters (the schema refuses any other mix).
+    pub fn is_counter(&self) -> bool {
+        self.columns.iter().any(|c| c.ty == crate::CqlType::Counter)
+    }
+
     pub fn has_static(&self) -> bool {
         self.columns.iter().any(|c| c.kind == ColumnKind::Static)
     }

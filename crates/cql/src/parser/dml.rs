@@ -151,7 +151,7 @@ impl Parser<'_> {
                 let sign = if matches!(op, AssignmentOp::Add(_)) { '+' } else { '-' };
                 return Err(self.error_at(
                     &other_token,
-                    format!("Only expressions of the form X = X {sign} <value> are supported."),
+                    format!("Only expressions of the form X = X {sign}<value> are supported."),
                 ));
             }
             return Ok(op);

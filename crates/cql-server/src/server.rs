@@ -881,6 +881,9 @@ pub fn error_body(e: QueryError) -> ErrorBody {
         QueryError::Overloaded(_) => ErrorKind::Overloaded,
         QueryError::Protocol(_) => ErrorKind::ProtocolError,
         QueryError::Server(_) => ErrorKind::ServerError,
+        QueryError::ReadFailure { consistency, received, block_for, failures, .. } => {
+            ErrorKind::ReadFailure { consistency, received, block_for, num_failures: failures, data_present: false }
+        }
     };
     ErrorBody::new(kind, message)
 }

@@ -104,13 +104,17 @@ pub enum Verb {
     /// at which write generation (`cluster::wire::RepairStateRequest`).
     RepairStateReq = 0x4E,
     RepairStateRsp = 0x4F,
+    /// Secondary index lookup: the partitions holding a value in a token
+    /// range, from the replica's local index (`cluster::wire::encode_index_scan`).
+    IndexScanReq = 0x60,
+    IndexScanRsp = 0x61,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 38] = [
+    pub const ALL: [Verb; 40] = [
         Verb::Handshake,
         Verb::BulkHandshake,
         Verb::Echo,
@@ -149,6 +153,8 @@ impl Verb {
         Verb::RepairStateReq,
         Verb::RepairStateRsp,
         Verb::Failure,
+        Verb::IndexScanReq,
+        Verb::IndexScanRsp,
     ];
 
     pub fn code(self) -> u8 {
@@ -185,6 +191,7 @@ impl Verb {
                 | Verb::RepairedRsp
                 | Verb::RepairPushRsp
                 | Verb::RepairStateRsp
+                | Verb::IndexScanRsp
                 | Verb::Failure
         )
     }
@@ -210,6 +217,7 @@ impl Verb {
             Verb::RepairedReq => Some(Verb::RepairedRsp),
             Verb::RepairPushReq => Some(Verb::RepairPushRsp),
             Verb::RepairStateReq => Some(Verb::RepairStateRsp),
+            Verb::IndexScanReq => Some(Verb::IndexScanRsp),
             _ => None,
         }
     }

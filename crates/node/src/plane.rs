@@ -30,7 +30,7 @@ use cql_server::data::{DataPlane, DeferredWrite, PeerInfo, WriteGroup};
 use cql_server::error::QueryError;
 use cql_server::schema::SchemaService;
 use net::TcpTransport;
-use storage::{Partition, PartitionRead, ScanRange};
+use storage::{IndexScan, Partition, PartitionRead, ScanRange};
 use types::mutation::Mutation;
 use types::schema::KeyspaceDef;
 use types::{Consistency, WriteType};
@@ -64,6 +64,9 @@ pub fn query_error(e: CoordError) -> QueryError {
         }
         CoordError::Invalid(m) => QueryError::Invalid(m),
         CoordError::Server(m) => QueryError::Server(m),
+        CoordError::ReadFailure { consistency, received, block_for, failures, message } => {
+            QueryError::ReadFailure { consistency, received, block_for, failures, message }
+        }
     }
 }
 
@@ -95,6 +98,15 @@ impl DataPlane for ClusterPlane {
 
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError> {
         run(self.coordinator.read(ks, read, cl)).map_err(query_error)
+    }
+
+    fn index_keys(
+        &self,
+        ks: &KeyspaceDef,
+        scan: &IndexScan,
+        cl: Consistency,
+    ) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
+        run(self.coordinator.index_keys(ks, scan.clone(), cl)).map_err(query_error)
     }
 
     fn scan_keys(

@@ -60,6 +60,7 @@ mod disk_usage;
 mod engine;
 mod filter;
 mod flush;
+mod index;
 pub mod keys;
 mod manifest;
 mod memtable;
@@ -75,6 +76,7 @@ mod write;
 
 pub use disk_usage::{adds_data, usage_percent, DiskUsageConfig, DiskUsageState, MONITOR_INTERVAL};
 pub use engine::{CommitlogSync, Storage, StorageConfig};
+pub use index::{entry_value as index_entry_value, IndexScan, INDEX_NOT_AVAILABLE};
 pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};

@@ -250,6 +250,7 @@ impl Storage {
         let paths: Vec<&Path> = files.iter().map(|f| f.path.as_path()).collect();
         self.db.ingest_external_file_cf_opts(&cf, &ingest, paths)?;
         self.unrepaired.forget(table);
+        self.queue_reindex(table);
         for f in files {
             // Moved files are linked into the database; the name here is spare.
             let _ = std::fs::remove_file(&f.path);

@@ -220,6 +220,17 @@ def test_indexed_query_refusals(loaded, where, message):
     invalid(loaded, f"SELECT k, k2, c, v FROM t WHERE {where}", message)
 
 
+def test_distinct_with_an_index(loaded):
+    invalid(
+        loaded,
+        "SELECT DISTINCT k, k2 FROM t WHERE v = 10",
+        "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns.",
+    )
+    assert sorted((r.k, r.k2) for r in rows_of(loaded, "SELECT DISTINCT k, k2 FROM t WHERE s = 5")) == [(1, 1)]
+    got = rows_of(loaded, "SELECT DISTINCT k, k2, s FROM t WHERE k2 = 1")
+    assert [(r.k, r.k2, r.s) for r in got] == [(2, 1, None), (1, 1, 5)]
+
+
 def test_limit_count_and_order(loaded):
     s = loaded
     all_rows = rows_of(s, "SELECT k, k2, c FROM t WHERE v = 10")

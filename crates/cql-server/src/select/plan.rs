@@ -312,6 +312,15 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
         if !select.order_by.is_empty() {
             return Err(QueryError::invalid("ORDER BY with 2ndary indexes is not supported, except for ANN queries."));
         }
+        if select.distinct
+            && filters
+                .iter()
+                .any(|f| !matches!(table.columns[f.column].kind, ColumnKind::PartitionKey | ColumnKind::Static))
+        {
+            return Err(QueryError::invalid(
+                "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns.",
+            ));
+        }
         for (pos, vals) in pk_values.iter_mut().enumerate() {
             if let Some(vals) = vals.take() {
                 let col = table
@@ -732,5 +741,67 @@ mod tests {
         assert_eq!(p.filters.len(), 1);
         assert_eq!((p.filters[0].column, p.filters[0].values.clone()), (2, vec![int(3).to_vec()]));
         assert!(matches!(p.partitions, PartitionPlan::Range { start: None, end: None }));
+    }
+
+    /// `table()` with an index on `v`.
+    fn indexed() -> TableDef {
+        let mut t = table();
+        t.indexes.push(types::schema::IndexDef {
+            name: "t_v_idx".into(),
+            id: uuid::Uuid::from_u128(7),
+            column: "v".into(),
+            target: types::schema::IndexTargetKind::Simple,
+            class_name: None,
+        });
+        t
+    }
+
+    fn plan_indexed(cql: &str) -> Result<ReadPlan, QueryError> {
+        let Ok(cql::ast::Statement::Select(select)) = cql::parse(cql) else { panic!("not a SELECT: {cql}") };
+        let clock = Clock::new(0);
+        plan_read(&indexed(), &select, &BindCtx { values: &[], clock: &clock })
+    }
+
+    #[test]
+    fn an_indexed_equality_looks_the_value_up_and_filters_stale_rows() {
+        let p = plan_indexed("SELECT * FROM t WHERE v = 3").unwrap();
+        let PartitionPlan::Index { index, value, start: None, end: None } = &p.partitions else {
+            panic!("not an index plan")
+        };
+        assert_eq!((*index, value.clone()), (uuid::Uuid::from_u128(7), int(3).to_vec()));
+        // The base row is checked again: an entry whose value was overwritten (stale) does not pass.
+        let row = |v: i32| RowData {
+            token: 0,
+            clustering: vec![int(1).to_vec()],
+            cells: vec![
+                Some(CellOut::plain(int(1).to_vec())),
+                Some(CellOut::plain(int(1).to_vec())),
+                Some(CellOut::plain(int(v).to_vec())),
+            ],
+        };
+        assert!(passes(&indexed(), &p.filters, &row(3)));
+        assert!(!passes(&indexed(), &p.filters, &row(4)));
+        let deleted = RowData { cells: vec![Some(CellOut::plain(int(1).to_vec())), None, None], ..row(3) };
+        assert!(!passes(&indexed(), &p.filters, &deleted));
+    }
+
+    #[test]
+    fn indexed_queries_follow_cassandras_filtering_rules() {
+        // One index restriction alone, with token() or within a partition: no ALLOW FILTERING.
+        assert!(plan_indexed("SELECT * FROM t WHERE v = 3 AND token(k) > 5").is_ok());
+        assert!(matches!(
+            plan_indexed("SELECT * FROM t WHERE k = 1 AND v = 3").unwrap().partitions,
+            PartitionPlan::Keys(_)
+        ));
+        // Anything else with it needs ALLOW FILTERING.
+        for cql in ["SELECT * FROM t WHERE v = 3 AND c = 1", "SELECT * FROM t WHERE v = 3 AND c > 1"] {
+            let Err(QueryError::Invalid(msg)) = plan_indexed(cql) else { panic!("planned: {cql}") };
+            assert_eq!(msg, FILTERING);
+            assert!(plan_indexed(&format!("{cql} ALLOW FILTERING")).is_ok());
+        }
+        let Err(QueryError::Invalid(msg)) = plan_indexed("SELECT * FROM t WHERE k IN (1, 2) AND v = 3") else {
+            panic!("planned")
+        };
+        assert_eq!(msg, "Select on indexed columns and with IN clause for the PRIMARY KEY are not supported");
     }
 }

@@ -294,3 +294,28 @@ def test_index_built_on_existing_data(ks_session):
     assert sorted(r.k for r in rows_of(s, "SELECT k FROM b WHERE v = 'v3'")) == list(range(3, 500, 10))
     s.execute("TRUNCATE b")
     assert rows_of(s, "SELECT k FROM b WHERE v = 'v3'") == []
+
+
+def test_sai_ranges_and_intersections(ks_session):
+    s = ks_session
+    s.execute("CREATE TABLE s2 (k int, c int, v int, w int, x int, PRIMARY KEY (k, c))")
+    ins = s.prepare("INSERT INTO s2 (k, c, v, w, x) VALUES (?, ?, ?, ?, ?)")
+    for k in range(30):
+        for c in range(2):
+            s.execute(ins, (k, c, k % 10, c, k % 3))
+    s.execute("CREATE INDEX s2_v ON s2 (v) USING 'sai'")
+    s.execute("CREATE CUSTOM INDEX s2_w ON s2 (w) USING 'StorageAttachedIndex'")
+    s.execute("CREATE INDEX s2_x ON s2 (x)")
+    pairs = lambda rows: sorted((r.k, r.c) for r in rows)  # noqa: E731
+    assert pairs(rows_of(s, "SELECT k, c FROM s2 WHERE v = 1 AND w = 1")) == [(1, 1), (11, 1), (21, 1)]
+    assert pairs(rows_of(s, "SELECT k, c FROM s2 WHERE v > 7 AND w = 0")) == [
+        (k, 0) for k in range(30) if k % 10 > 7
+    ]
+    assert pairs(rows_of(s, "SELECT k, c FROM s2 WHERE v >= 2 AND v <= 3")) == [
+        (k, c) for k in range(30) for c in range(2) if k % 10 in (2, 3)
+    ]
+    assert pairs(rows_of(s, "SELECT k, c FROM s2 WHERE v > 8 AND k = 9")) == [(9, 0), (9, 1)]
+    for where in ["v = 1 AND x = 1", "v = 1 AND c = 1", "x > 0", "v IN (1, 2)"]:
+        invalid(s, f"SELECT k FROM s2 WHERE {where}", FILTERING)
+    s.execute("CREATE INDEX s2_c ON s2 (c)")
+    invalid(s, "ALTER TABLE s2 RENAME c TO c2", "Can't rename column c because it has dependent secondary indexes (s2_c)")

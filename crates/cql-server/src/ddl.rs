@@ -412,6 +412,7 @@ fn alter_table(
                 if !matches!(table.columns[pos].kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
                     return Err(QueryError::Invalid(format!("Cannot rename non PRIMARY KEY column {from}")));
                 }
+                crate::index::check_rename_column(table, from)?;
                 if table.column(to).is_some() {
                     return Err(QueryError::Invalid(format!(
                         "Cannot rename column {from} to {to} in table '{name}'; another column with that name already exists"

@@ -207,6 +207,18 @@ pub(crate) fn check_drop_column(table: &TableDef, column: &str) -> Result<(), Qu
     )))
 }
 
+/// ALTER TABLE RENAME of an indexed column: Cassandra's refusal.
+pub(crate) fn check_rename_column(table: &TableDef, column: &str) -> Result<(), QueryError> {
+    let dependent: Vec<&str> = table.indexes.iter().filter(|i| i.column == column).map(|i| i.name.as_str()).collect();
+    if dependent.is_empty() {
+        return Ok(());
+    }
+    Err(QueryError::Invalid(format!(
+        "Can't rename column {column} because it has dependent secondary indexes ({})",
+        dependent.join(", ")
+    )))
+}
+
 /// `system_schema.indexes`' `kind` and `options` of an index.
 pub(crate) fn schema_row(index: &IndexDef) -> (&'static str, BTreeMap<String, String>) {
     let mut options = BTreeMap::new();

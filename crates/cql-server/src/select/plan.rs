@@ -140,8 +140,30 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
 
     // With the partition key fully restricted, one index restriction is served without ALLOW FILTERING.
     let served_in_partition = pk_full && index_rels == 1;
-    let allow =
-        |rel: &ast::Relation| select.allow_filtering || (served_in_partition && indexed(rel).is_some() && !on_pk(rel));
+    // Storage-attached indexes also serve ranges (`v > x`) and combine with
+    // each other: restrictions all served by them need no ALLOW FILTERING.
+    // (Shoal serves an SAI range by filtering the scanned partitions.)
+    let sai = |rel: &ast::Relation| match (&rel.lhs, rel.op) {
+        (_, Operator::Eq | Operator::Contains | Operator::ContainsKey) => {
+            indexed(rel).is_some_and(|i| i.class_name.is_some())
+        }
+        (RelationLhs::Column(n), Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte) => table
+            .indexes
+            .iter()
+            .any(|i| &i.column == n && i.class_name.is_some() && i.target == types::schema::IndexTargetKind::Simple),
+        _ => false,
+    };
+    let rest: Vec<&ast::Relation> = select
+        .where_clause
+        .iter()
+        .filter(|r| !(matches!(r.lhs, RelationLhs::Token(_)) || (pk_full && on_pk(r))))
+        .collect();
+    let sai_only = !rest.is_empty() && rest.iter().all(|r| sai(r));
+    let allow = |rel: &ast::Relation| {
+        select.allow_filtering
+            || (served_in_partition && indexed(rel).is_some() && !on_pk(rel))
+            || (sai_only && sai(rel))
+    };
 
     for (rel_no, rel) in select.where_clause.iter().enumerate() {
         if Some(rel_no) == chosen {
@@ -306,7 +328,7 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
             || ck_slice.iter().any(|(a, b)| a.is_some() || b.is_some())
             || multi.is_some()
             || multi_eq.is_some();
-        if others && !select.allow_filtering {
+        if others && !select.allow_filtering && !sai_only {
             return Err(QueryError::Invalid(FILTERING.into()));
         }
         if !select.order_by.is_empty() {

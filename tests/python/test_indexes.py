@@ -130,6 +130,11 @@ def test_ddl_errors(t, keyspace):
     with pytest.raises(ConfigurationException) as e:
         s.execute("CREATE CUSTOM INDEX ON t (w) USING 'foo'")
     assert "Unable to find custom indexer class 'foo'" in str(e.value)
+    invalid(
+        s,
+        "CREATE CUSTOM INDEX ON t (w) USING 'org.apache.cassandra.index.sasi.SASIIndex'",
+        "SASI indexes are disabled. Enable in cassandra.yaml to use.",
+    )
     try:
         s.execute("CREATE TABLE cn (k int PRIMARY KEY, n counter)")
     except InvalidRequest:

@@ -59,6 +59,10 @@ pub(crate) fn create_index(
     let class_name = match &ci.using {
         Some(class) if is_legacy(class) => None,
         Some(class) if is_sai(class) => Some(class.clone()),
+        // Cassandra 5 ships SASI disabled (`sasi_indexes_enabled: false`); Shoal has none.
+        Some(class) if class == "org.apache.cassandra.index.sasi.SASIIndex" => {
+            return Err(QueryError::invalid("SASI indexes are disabled. Enable in cassandra.yaml to use."))
+        }
         Some(class) => return Err(QueryError::Config(format!("Unable to find custom indexer class '{class}'"))),
         None => None,
     };

@@ -86,3 +86,28 @@ def test_indexed_queries_return_every_row_across_the_ring(tmp_path):
             assert len(got) == 17
         finally:
             cluster.shutdown()
+
+
+def test_a_bootstrapped_node_indexes_what_it_streamed(tmp_path):
+    """A node joining an RF=1 ring streams its ranges from the others and
+    indexes them before it serves: indexed queries at ONE, through it, still
+    return every row (with RF=1 each range has a single replica to answer)."""
+    with ShoalCluster(tmp_path / "c", nodes=2) as c:
+        cluster, s = session_on(c, [c.address(1)], ConsistencyLevel.ONE)
+        try:
+            s.execute("CREATE KEYSPACE ixb WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+            s.execute("CREATE TABLE ixb.t (k int PRIMARY KEY, v int)")
+            s.execute("CREATE INDEX ON ixb.t (v)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            ins = s.prepare("INSERT INTO ixb.t (k, v) VALUES (?, ?)")
+            for k in range(400):
+                s.execute(ins, (k, k % 4))
+        finally:
+            cluster.shutdown()
+        new = c.add()
+        cluster, s = session_on(c, [c.address(new)], ConsistencyLevel.ONE)
+        try:
+            got = paged(s, "SELECT k FROM ixb.t WHERE v = 2", 37)
+            assert sorted(r.k for r in got) == list(range(2, 400, 4))
+        finally:
+            cluster.shutdown()

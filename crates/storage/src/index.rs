@@ -13,8 +13,8 @@
 //! Entries are derived from every mutation written to an indexed table
 //! (`Storage::collect`: client writes, hints, batches), from the partitions
 //! a raw write touched (read repair, repair pushes), and by a background
-//! build over the base table (`CREATE INDEX` on existing data, and after a
-//! stream was ingested). They are never deleted: an entry whose value was
+//! build over the base table (`CREATE INDEX` on existing data), and for the
+//! token span of streamed files once they are ingested (`reindex_span`). They are never deleted: an entry whose value was
 //! overwritten or deleted is *stale* and is filtered at read time by reading
 //! the base row (the coordinator's reader does that); an entry made from an
 //! expiring cell expires with it.
@@ -348,8 +348,6 @@ pub(crate) struct IndexJobs {
 struct Job {
     table: Uuid,
     index: Uuid,
-    /// A first build (the index is not queryable until it ends).
-    initial: bool,
 }
 
 fn built_key(index: &Uuid) -> String {
@@ -374,17 +372,9 @@ impl Storage {
                         continue;
                     }
                     lock(&self.index_jobs.building).insert(i.id);
-                    self.push_job(Job { table: t.id, index: i.id, initial: true });
+                    self.push_job(Job { table: t.id, index: i.id });
                 }
             }
-        }
-    }
-
-    /// After a stream was ingested into `table`: index what it brought.
-    pub(crate) fn queue_reindex(&self, table: &Uuid) {
-        let Ok(store) = self.table(table) else { return };
-        for i in &store.def.indexes {
-            self.push_job(Job { table: *table, index: i.id, initial: false });
         }
     }
 
@@ -443,13 +433,11 @@ impl Storage {
                 s.def.indexes.iter().find(|i| i.id == job.index).map(|i| format!("{}.{}", s.def.keyspace, i.name))
             })
             .unwrap_or_else(|| job.index.to_string());
-        tracing::info!(index = %name, initial = job.initial, "index build started");
-        match self.build(job) {
+        tracing::info!(index = %name, "index build started");
+        match self.build(job, &name) {
             Ok(Some(partitions)) => {
-                if job.initial {
-                    if let Err(e) = self.local_set(&built_key(&job.index), "1") {
-                        tracing::warn!(index = %name, "cannot record the index as built: {e}");
-                    }
+                if let Err(e) = self.local_set(&built_key(&job.index), "1") {
+                    tracing::warn!(index = %name, "cannot record the index as built: {e}");
                 }
                 lock(&self.index_jobs.building).remove(&job.index);
                 tracing::info!(index = %name, partitions, elapsed_ms = started.elapsed().as_millis() as u64, "index build finished");
@@ -468,7 +456,21 @@ impl Storage {
 
     /// Indexes every partition of the job's table. `None` when the index or
     /// the table went away (or the engine stops) meanwhile.
-    fn build(&self, job: &Job) -> Result<Option<u64>, StorageError> {
+    fn build(&self, job: &Job, name: &str) -> Result<Option<u64>, StorageError> {
+        self.index_range(&job.table, Some(&job.index), (i64::MIN, i64::MAX), name)
+    }
+
+    /// Writes the entries of every partition of `table` in the inclusive
+    /// token range `span`, for index `only` (every index of the table when
+    /// `None`). `None` when the table or the index went away (or the engine
+    /// stops) meanwhile.
+    fn index_range(
+        &self,
+        table: &Uuid,
+        only: Option<&Uuid>,
+        span: (i64, i64),
+        name: &str,
+    ) -> Result<Option<u64>, StorageError> {
         let mut after: Option<(i64, Vec<u8>)> = None;
         let mut done = 0u64;
         let mut last_log = std::time::Instant::now();
@@ -476,22 +478,24 @@ impl Storage {
             if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return Ok(None);
             }
-            let Ok(store) = self.table(&job.table) else { return Ok(None) };
-            if !store.def.indexes.iter().any(|i| i.id == job.index) || self.table(&job.index).is_err() {
-                return Ok(None);
+            let Ok(store) = self.table(table) else { return Ok(None) };
+            if let Some(index) = only {
+                if !store.def.indexes.iter().any(|i| i.id == *index) || self.table(index).is_err() {
+                    return Ok(None);
+                }
             }
             let (start_token, after_key) = match &after {
                 Some((t, k)) => (*t, Some(k.clone())),
-                None => (i64::MIN, None),
+                None => (span.0, None),
             };
             let now = now_seconds();
             let scan = crate::ScanRange {
-                table: job.table,
+                table: *table,
                 start_token,
                 after_key,
-                end_token: i64::MAX,
+                end_token: span.1,
                 partition_limit: BUILD_BATCH,
-                per_partition: PartitionRead::whole(job.table, now),
+                per_partition: PartitionRead::whole(*table, now),
                 row_limit: usize::MAX,
             };
             let keys = self.scan_keys(&scan)?;
@@ -500,11 +504,11 @@ impl Storage {
             }
             let mut mutations = Vec::new();
             for (token, key) in &keys {
-                let mut read = PartitionRead::whole(job.table, now);
+                let mut read = PartitionRead::whole(*table, now);
                 read.token = *token;
                 read.partition_key = key.clone();
                 if let Some(p) = self.read_partition(&read)? {
-                    partition_entries(&store.def, &p, Some(&job.index), &mut mutations);
+                    partition_entries(&store.def, &p, only, &mut mutations);
                 }
             }
             if !mutations.is_empty() {
@@ -513,10 +517,22 @@ impl Storage {
             done += keys.len() as u64;
             after = keys.last().cloned();
             if last_log.elapsed() >= Duration::from_secs(10) {
-                tracing::info!(index = %job.index, partitions = done, "index build in progress");
+                tracing::info!(index = %name, partitions = done, "index build in progress");
                 last_log = std::time::Instant::now();
             }
         }
+    }
+
+    /// After files were ingested into `table` (a stream): writes the index
+    /// entries of the token span they cover, before the stream counts as
+    /// received (as Cassandra builds indexes of streamed sstables).
+    pub(crate) fn reindex_span(&self, table: &Uuid, span: (i64, i64)) -> Result<(), StorageError> {
+        let name = format!("{table} (streamed)");
+        let started = std::time::Instant::now();
+        if let Some(partitions) = self.index_range(table, None, span, &name)? {
+            tracing::info!(table = %table, partitions, elapsed_ms = started.elapsed().as_millis() as u64, "indexed streamed data");
+        }
+        Ok(())
     }
 
     /// Indexes the partitions a raw write touched (read repair, repair

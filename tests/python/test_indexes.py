@@ -324,3 +324,17 @@ def test_sai_ranges_and_intersections(ks_session):
         invalid(s, f"SELECT k FROM s2 WHERE {where}", FILTERING)
     s.execute("CREATE INDEX s2_c ON s2 (c)")
     invalid(s, "ALTER TABLE s2 RENAME c TO c2", "Can't rename column c because it has dependent secondary indexes (s2_c)")
+
+
+def test_prepared_indexed_queries_and_driver_metadata(loaded, cluster, keyspace):
+    s = loaded
+    q = s.prepare("SELECT k, k2, c FROM t WHERE v = ?")
+    assert keys(rows_of(s, q, 10)) == [(1, 1, 1), (2, 1, 1)]
+    q = s.prepare("SELECT k, k2, c FROM t WHERE m[?] = ?")
+    assert keys(rows_of(s, q, "y", 2)) == [(1, 1, 1)]
+    q = s.prepare("SELECT k, k2, c FROM t WHERE st CONTAINS ?")
+    assert keys(rows_of(s, q, "b")) == [(1, 1, 1)]
+    cluster.refresh_schema_metadata()
+    table = cluster.metadata.keyspaces[keyspace].tables["t"]
+    assert table.indexes["t_m_idx_2"].index_options == {"target": "entries(m)"}
+    assert "CREATE INDEX t_v_idx ON" in table.export_as_string()

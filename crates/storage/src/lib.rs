@@ -21,6 +21,10 @@
 //! period), `batch` (fsync before acknowledging; concurrent writers share one
 //! fsync) and `group` (acknowledge after the next group fsync).
 //!
+//! Secondary indexes (`index`) are hidden tables of the engine, one column
+//! family each, fed by the write path, raw writes, ingested streams and a
+//! background build; `index_keys` looks a value up within a token range.
+//!
 //! Replicas exchange unfiltered partition data for digest reads and read
 //! repair (`raw`): `read_raw`, `merge_raw`, `resolve_raw`, `repair_diff`,
 //! `apply_raw`. Topology changes and repair move whole token ranges as

@@ -338,3 +338,23 @@ def test_prepared_indexed_queries_and_driver_metadata(loaded, cluster, keyspace)
     table = cluster.metadata.keyspaces[keyspace].tables["t"]
     assert table.indexes["t_m_idx_2"].index_options == {"target": "entries(m)"}
     assert "CREATE INDEX t_v_idx ON" in table.export_as_string()
+
+
+@pytest.mark.parametrize("using,reason", [("", "UNKNOWN"), ("USING 'sai'", "INDEX_NOT_AVAILABLE")])
+def test_a_building_index_fails_reads_as_cassandra(ks_session, using, reason):
+    """Until its build ends an index is not queryable: a read fails with
+    ReadFailure (legacy: reason UNKNOWN; SAI: INDEX_NOT_AVAILABLE); after, it answers."""
+    s = ks_session
+    s.execute("CREATE TABLE big (k int PRIMARY KEY, v int)")
+    ins = s.prepare("INSERT INTO big (k, v) VALUES (?, ?)")
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    execute_concurrent_with_args(s, ins, [(k, k % 10) for k in range(20000)], concurrency=64, raise_on_first_error=True)
+    s.execute(f"CREATE INDEX big_v ON big (v) {using}")
+    try:
+        first = list(s.execute("SELECT k FROM big WHERE v = 3"))
+    except ReadFailure as e:
+        assert f"Operation failed - received 0 responses and 1 failures: {reason} from /" in str(e), str(e)
+    else:
+        assert len(first) == 2000  # the build was already done
+    assert len(rows_of(s, "SELECT k FROM big WHERE v = 3")) == 2000

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use net::{message, ReadRequest, ReadResponse, Transport, Verb};
-use storage::{Partition, PartitionRead, RawPartition, ScanRange, Storage, WriteBatch};
+use storage::{IndexScan, Partition, PartitionRead, RawPartition, ScanRange, Storage, WriteBatch};
 use types::mutation::Mutation;
 use types::schema::{KeyspaceDef, Replication};
 use types::{Consistency, WriteType};
@@ -811,6 +811,104 @@ impl<T: Transport + Clone> Coordinator<T> {
                     if let Ok(decoded) = wire::decode_keys(&payload) {
                         answers.push(decoded);
                     }
+                }
+            }
+            if answers.len() < plan.requirement.block_for {
+                return Err(CoordError::ReadTimeout {
+                    consistency: cl,
+                    received: answers.len() as i32,
+                    block_for: plan.requirement.block_for as i32,
+                    data_present: false,
+                });
+            }
+            let cut = answers.iter().filter(|(t, k)| *t && !k.is_empty()).filter_map(|(_, k)| k.last().cloned()).min();
+            let mut keys: Vec<(i64, Vec<u8>)> = answers.into_iter().flat_map(|(_, k)| k).collect();
+            keys.sort();
+            keys.dedup();
+            if let Some(cut) = cut {
+                keys.retain(|k| *k <= cut);
+            }
+            keys.truncate(sub.partition_limit);
+            out.extend(keys);
+        }
+        Ok(out)
+    }
+}
+
+impl<T: Transport + Clone> Coordinator<T> {
+    /// Secondary index lookup: the base partitions holding `scan.value` in
+    /// `[scan.start_token, scan.end_token]` (after `scan.after_key`), in token
+    /// order, at most `scan.partition_limit`, gathered range by range from
+    /// each range's replicas (each answers from its local index) at `cl`.
+    /// The caller reads each partition at `cl`, which filters stale entries.
+    pub async fn index_keys(
+        self: &Arc<Self>,
+        ks: &KeyspaceDef,
+        scan: IndexScan,
+        cl: Consistency,
+    ) -> Result<Vec<(i64, Vec<u8>)>, CoordError> {
+        let view = self.view.snapshot();
+        // Cassandra names a building storage-attached index INDEX_NOT_AVAILABLE, a legacy one UNKNOWN.
+        let sai = ks.tables.values().flat_map(|t| &t.indexes).any(|i| i.id == scan.index && i.class_name.is_some());
+        let reason = if sai { "INDEX_NOT_AVAILABLE" } else { "UNKNOWN" };
+        let not_available = |from: std::net::SocketAddr, block_for: usize| CoordError::ReadFailure {
+            consistency: cl,
+            received: 0,
+            block_for: block_for as i32,
+            failures: 1,
+            message: format!("Operation failed - received 0 responses and 1 failures: {reason} from /{from}"),
+        };
+        let local_addr = Self::address(&view, view.local);
+        let local_index = |sub: &IndexScan, block_for: usize| {
+            self.storage.index_keys(sub).map_err(|e| match e {
+                storage::StorageError::Invalid(m) if m == storage::INDEX_NOT_AVAILABLE => match local_addr {
+                    Some(addr) => not_available(addr, block_for),
+                    None => CoordError::Invalid(m),
+                },
+                other => storage_err(other),
+            })
+        };
+        if Self::local_only(&view, ks) {
+            return local_index(&scan, 1);
+        }
+        let mut out: Vec<(i64, Vec<u8>)> = Vec::new();
+        for (lo, hi) in split_by_ring(&view, scan.start_token, scan.end_token) {
+            if out.len() >= scan.partition_limit {
+                break;
+            }
+            let plan = ReadPlan::new(&view, ks, hi, cl)?;
+            let mut sub = scan.clone();
+            sub.start_token = lo;
+            sub.end_token = hi;
+            sub.after_key = if lo == scan.start_token { scan.after_key.clone() } else { None };
+            sub.partition_limit = scan.partition_limit - out.len();
+            let mut answers: Vec<(bool, wire::Keys)> = Vec::new();
+            let mut asks = Vec::new();
+            for (r, _) in &plan.contacts {
+                if *r == view.local {
+                    let keys = local_index(&sub, plan.requirement.block_for)?;
+                    answers.push((keys.len() >= sub.partition_limit, keys));
+                } else if let Some(addr) = Self::address(&view, *r) {
+                    let ask = self.transport.send_request(
+                        addr,
+                        Verb::IndexScanReq,
+                        wire::encode_index_scan(&sub),
+                        self.config.read_timeout,
+                    );
+                    asks.push((addr, ask));
+                }
+            }
+            for (addr, a) in asks {
+                match a.await {
+                    Ok((_, payload)) => {
+                        if let Ok(decoded) = wire::decode_keys(&payload) {
+                            answers.push(decoded);
+                        }
+                    }
+                    Err(net::NetError::Remote { message, .. }) if message == storage::INDEX_NOT_AVAILABLE => {
+                        return Err(not_available(addr, plan.requirement.block_for));
+                    }
+                    Err(_) => {}
                 }
             }
             if answers.len() < plan.requirement.block_for {

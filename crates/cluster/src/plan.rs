@@ -37,6 +37,10 @@ pub enum CoordError {
     Invalid(String),
     #[error("{0}")]
     Server(String),
+    /// Replicas answered with a failure (Cassandra's ReadFailureException),
+    /// e.g. a secondary index still building on them.
+    #[error("{message}")]
+    ReadFailure { consistency: Consistency, received: i32, block_for: i32, failures: i32, message: String },
 }
 
 /// How many answers a level needs, and which ones count.

@@ -208,6 +208,16 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
             },
             Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
         },
+        Verb::IndexScanReq => match wire::decode_index_scan(&payload) {
+            Ok(scan) => match storage.index_keys(&scan) {
+                Ok(keys) => {
+                    let truncated = keys.len() >= scan.partition_limit;
+                    responder.respond(Verb::IndexScanRsp, wire::encode_keys(truncated, &keys));
+                }
+                Err(e) => fail(responder, FailureCode::Storage, &e),
+            },
+            Err(e) => fail(responder, FailureCode::MalformedPayload, &e),
+        },
         Verb::RepairReq => match wire::decode_repair(&payload) {
             Ok((table, cells)) => match storage.apply_raw(&table, &cells) {
                 Ok(()) => responder.respond(Verb::RepairRsp, Bytes::new()),

@@ -39,7 +39,7 @@
 //! count is checked against the bytes left before allocating.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use storage::{PartitionHash, PartitionRead, ScanRange};
+use storage::{IndexScan, PartitionHash, PartitionRead, ScanRange};
 use types::bytes::ByteReader;
 use types::mutation::ClusteringBound;
 use uuid::Uuid;
@@ -197,6 +197,38 @@ pub fn decode_scan(bytes: &[u8]) -> Result<ScanRange, WireError> {
         per_partition: PartitionRead::whole(table, 0),
         row_limit: usize::MAX,
     })
+}
+
+/// `IndexScanReq := index:uuid value:blob start_token:i64 end_token:i64 has_after:u8 [after_key:blob] limit:u32 now:i32`
+pub fn encode_index_scan(scan: &IndexScan) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_slice(scan.index.as_bytes());
+    put_blob(&mut out, &scan.value);
+    out.put_i64(scan.start_token);
+    out.put_i64(scan.end_token);
+    match &scan.after_key {
+        Some(k) => {
+            out.put_u8(1);
+            put_blob(&mut out, k);
+        }
+        None => out.put_u8(0),
+    }
+    out.put_u32(u32::try_from(scan.partition_limit).unwrap_or(u32::MAX));
+    out.put_i32(scan.now);
+    out.freeze()
+}
+
+pub fn decode_index_scan(bytes: &[u8]) -> Result<IndexScan, WireError> {
+    let mut r = ByteReader::new(bytes, WireError { what: "index scan request" });
+    let index = r.uuid()?;
+    let value = r.blob()?.to_vec();
+    let start_token = r.i64()?;
+    let end_token = r.i64()?;
+    let after_key = if r.u8()? != 0 { Some(r.blob()?.to_vec()) } else { None };
+    let partition_limit = r.u32()? as usize;
+    let now = r.i32()?;
+    r.finish()?;
+    Ok(IndexScan { index, value, start_token, after_key, end_token, partition_limit, now })
 }
 
 pub fn encode_keys(truncated: bool, keys: &[(i64, Vec<u8>)]) -> Bytes {
@@ -710,7 +742,8 @@ pub fn encode_counter_outcome(outcome: &Result<(), crate::plan::CoordError>) -> 
             out.put_u8(3);
             put_blob(&mut out, m.as_bytes());
         }
-        Err(E::Server(m)) => {
+        // A counter leader reads no index; were it to fail so, the coordinator reports a server error.
+        Err(E::Server(m)) | Err(E::ReadFailure { message: m, .. }) => {
             out.put_u8(4);
             put_blob(&mut out, m.as_bytes());
         }

@@ -45,6 +45,7 @@ fn keyspace() -> KeyspaceDef {
         options: TableOptions::default(),
         next_column_id: 18,
         dropped_columns: BTreeMap::new(),
+        indexes: Vec::new(),
     };
     KeyspaceDef {
         name: "ks".into(),

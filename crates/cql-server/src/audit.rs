@@ -356,6 +356,8 @@ pub fn classify(st: &Statement, session: Option<&str>) -> (&'static str, Categor
         S::CreateTable(c) => table("CREATE_TABLE", Category::Ddl, &c.table),
         S::AlterTable(a) => table("ALTER_TABLE", Category::Ddl, &a.table),
         S::DropTable { table: q, .. } => table("DROP_TABLE", Category::Ddl, q),
+        S::CreateIndex(c) => table("CREATE_INDEX", Category::Ddl, &c.table),
+        S::DropIndex { name, .. } => table("DROP_INDEX", Category::Ddl, name),
         S::CreateType(c) => table("CREATE_TYPE", Category::Ddl, &c.name),
         S::AlterType(a) => table("ALTER_TYPE", Category::Ddl, &a.name),
         S::DropType { name, .. } => table("DROP_TYPE", Category::Ddl, name),

@@ -18,7 +18,7 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use storage::{Partition, PartitionRead, ScanRange, WriteBatch};
+use storage::{IndexScan, Partition, PartitionRead, ScanRange, WriteBatch};
 use types::mutation::Mutation;
 use types::schema::KeyspaceDef;
 use types::{Consistency, WriteType};
@@ -71,6 +71,14 @@ pub trait DataPlane: Send + Sync {
     /// Partition keys in a token range at `cl`.
     fn scan_keys(&self, ks: &KeyspaceDef, scan: &ScanRange, cl: Consistency)
         -> Result<Vec<(i64, Vec<u8>)>, QueryError>;
+    /// Secondary index lookup at `cl`: the base partitions (token, key) whose
+    /// replicas' local index holds the value in the scan's token range.
+    fn index_keys(
+        &self,
+        ks: &KeyspaceDef,
+        scan: &IndexScan,
+        cl: Consistency,
+    ) -> Result<Vec<(i64, Vec<u8>)>, QueryError>;
     /// TRUNCATE: empties a table on every replica (every node must be up).
     fn truncate(&self, ks: &KeyspaceDef, table: &Uuid) -> Result<(), QueryError>;
     /// Other nodes (for `system.peers`).

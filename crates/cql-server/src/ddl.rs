@@ -338,6 +338,7 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
         options,
         next_column_id: next_id,
         dropped_columns: BTreeMap::new(),
+        indexes: Vec::new(),
     };
     def.sort_columns();
     ks.tables.insert(name.clone(), def);
@@ -414,6 +415,7 @@ fn alter_table(
                 if matches!(def.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
                     return Err(QueryError::Invalid(format!("Cannot drop PRIMARY KEY part {c}")));
                 }
+                crate::index::check_drop_column(table, c)?;
                 table.columns.retain(|x| &x.name != c);
                 table.dropped_columns.insert(c.clone(), timestamp.unwrap_or(now_micros));
             }
@@ -429,6 +431,7 @@ fn alter_table(
                 if !matches!(table.columns[pos].kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
                     return Err(QueryError::Invalid(format!("Cannot rename non PRIMARY KEY column {from}")));
                 }
+                crate::index::check_rename_column(table, from)?;
                 if table.column(to).is_some() {
                     return Err(QueryError::Invalid(format!(
                         "Cannot rename column {from} to {to} in table '{name}'; another column with that name already exists"
@@ -521,6 +524,8 @@ pub fn execute(
             Ok(change(SchemaChangeType::Dropped, SchemaChangeTarget::Keyspace(keyspace.clone())))
         }
         S::CreateTable(ct) => create_table(kss, session, ct),
+        S::CreateIndex(ci) => crate::index::create_index(kss, session, ci),
+        S::DropIndex { name, if_exists } => crate::index::drop_index(kss, session, name, *if_exists),
         S::AlterTable(at) => alter_table(kss, session, at, now_micros),
         S::DropTable { table, if_exists } => {
             let (ks_name, name) = qualified(table, session)?;

@@ -18,8 +18,9 @@
 //!   (`ColumnIdentifier.maybeQuote`: not `[a-z][a-z0-9_]*` or reserved).
 //! - Elements come in Cassandra's order: keyspaces and tables by name ignoring
 //!   case, types so that a type follows the types it uses.
-//! - Shoal has no functions, aggregates, indexes or views: their listings are
-//!   empty and naming one gives Cassandra's not-found error.
+//! - Shoal has no functions, aggregates or views: their listings are
+//!   empty and naming one gives Cassandra's not-found error. A table's
+//!   secondary indexes follow it, by name.
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -87,10 +88,15 @@ pub fn execute(
         DescribeTarget::Table(name) => table_elements(schema, name, session_keyspace)?,
         DescribeTarget::Index(name) => {
             let ks = element_keyspace(schema, name.keyspace.as_deref(), session_keyspace)?;
-            return Err(QueryError::Invalid(format!(
-                "Table for existing index '{}' not found in '{}'",
-                name.name, ks.name
-            )));
+            match find_index(ks, &name.name) {
+                Some(e) => vec![e],
+                None => {
+                    return Err(QueryError::Invalid(format!(
+                        "Table for existing index '{}' not found in '{}'",
+                        name.name, ks.name
+                    )))
+                }
+            }
         }
         DescribeTarget::MaterializedView(name) => {
             let ks = element_keyspace(schema, name.keyspace.as_deref(), session_keyspace)?;
@@ -133,6 +139,19 @@ enum Element<'s> {
     Keyspace(&'s KeyspaceDef),
     Type(&'s UdtDef),
     Table(&'s TableDef),
+    Index(&'s TableDef, &'s types::schema::IndexDef),
+}
+
+/// The index named `name` in `ks`, as a DESCRIBE element.
+fn find_index<'s>(ks: &'s KeyspaceDef, name: &str) -> Option<Element<'s>> {
+    ks.tables.values().find_map(|t| t.indexes.iter().find(|i| i.name == name).map(|i| Element::Index(t, i)))
+}
+
+/// A table then its indexes (by name), as DESCRIBE lists them.
+fn with_indexes(t: &TableDef) -> Vec<Element<'_>> {
+    let mut indexes: Vec<&types::schema::IndexDef> = t.indexes.iter().collect();
+    indexes.sort_by(|a, b| a.name.cmp(&b.name));
+    std::iter::once(Element::Table(t)).chain(indexes.into_iter().map(|i| Element::Index(t, i))).collect()
 }
 
 impl Element<'_> {
@@ -140,7 +159,7 @@ impl Element<'_> {
         match self {
             Element::Keyspace(k) => &k.name,
             Element::Type(t) => &t.keyspace,
-            Element::Table(t) => &t.keyspace,
+            Element::Table(t) | Element::Index(t, _) => &t.keyspace,
         }
     }
 
@@ -150,6 +169,7 @@ impl Element<'_> {
             Element::Keyspace(_) => "keyspace",
             Element::Type(_) => "type",
             Element::Table(_) => "table",
+            Element::Index(..) => "index",
         }
     }
 
@@ -158,6 +178,7 @@ impl Element<'_> {
             Element::Keyspace(k) => &k.name,
             Element::Type(t) => &t.name,
             Element::Table(t) => &t.name,
+            Element::Index(_, i) => &i.name,
         }
     }
 
@@ -177,6 +198,9 @@ impl Element<'_> {
                     format!("{}.{}", maybe_quote(&t.keyspace), maybe_quote(&t.name)),
                     table_cql(t, TableCql::Virtual),
                 ),
+                Element::Index(t, i) => {
+                    ("Index", maybe_quote(&i.name), crate::index::create_statement(&t.keyspace, &t.name, i))
+                }
             };
             return format!(
                 "/*\nWarning: {what} {name} is a virtual {} and cannot be recreated with CQL.\nStructure, for reference:\n{cql}\n*/",
@@ -187,6 +211,7 @@ impl Element<'_> {
             Element::Keyspace(k) => create_keyspace_cql(k),
             Element::Type(t) => create_type_cql(t),
             Element::Table(t) => table_cql(t, if internals { TableCql::WithInternals } else { TableCql::Create }),
+            Element::Index(t, i) => crate::index::create_statement(&t.keyspace, &t.name, i),
         }
     }
 }
@@ -265,7 +290,7 @@ fn keyspace_elements(ks: &KeyspaceDef, only: bool) -> Vec<Element<'_>> {
     let mut out = vec![Element::Keyspace(ks)];
     if !only {
         out.extend(types_in_dependency_order(ks).into_iter().map(Element::Type));
-        out.extend(sorted_tables(ks).into_iter().map(Element::Table));
+        out.extend(sorted_tables(ks).into_iter().flat_map(with_indexes));
     }
     out
 }
@@ -277,7 +302,7 @@ fn table_elements<'s>(
 ) -> Result<Vec<Element<'s>>, QueryError> {
     let ks = element_keyspace(schema, name.keyspace.as_deref(), session_keyspace)?;
     match ks.tables.get(&name.name) {
-        Some(table) => Ok(vec![Element::Table(table)]),
+        Some(table) => Ok(with_indexes(table)),
         None => Err(QueryError::Invalid(format!("Table '{}' not found in keyspace '{}'", name.name, ks.name))),
     }
 }
@@ -300,8 +325,11 @@ fn generic<'s>(
     };
     let ks = lookup_keyspace(schema, ks_name)?;
     match ks.tables.get(&name.name) {
-        Some(table) => Ok(vec![Element::Table(table)]),
-        None => Err(QueryError::Invalid(format!("'{}' not found in keyspace '{}'", name.name, ks.name))),
+        Some(table) => Ok(with_indexes(table)),
+        None => match find_index(ks, &name.name) {
+            Some(e) => Ok(vec![e]),
+            None => Err(QueryError::Invalid(format!("'{}' not found in keyspace '{}'", name.name, ks.name))),
+        },
     }
 }
 
@@ -877,6 +905,7 @@ mod tests {
             options,
             next_column_id: 9,
             dropped_columns: BTreeMap::new(),
+            indexes: Vec::new(),
         };
         t.sort_columns();
         t
@@ -894,6 +923,7 @@ mod tests {
             options: TableOptions::default(),
             next_column_id: 2,
             dropped_columns: BTreeMap::new(),
+            indexes: Vec::new(),
         }
     }
 

@@ -361,6 +361,8 @@ impl Auth {
             Statement::CreateTable(c) => needs.push((P::Create, in_keyspace(&c.table))),
             Statement::AlterTable(a) => needs.push((P::Alter, table(&a.table))),
             Statement::DropTable { table: q, .. } => needs.push((P::Drop, table(q))),
+            Statement::CreateIndex(c) => needs.push((P::Alter, table(&c.table))),
+            Statement::DropIndex { name, .. } => needs.push((P::Alter, in_keyspace(name))),
             Statement::CreateType(c) => needs.push((P::Create, in_keyspace(&c.name))),
             Statement::AlterType(a) => needs.push((P::Alter, in_keyspace(&a.name))),
             Statement::DropType { name, .. } => needs.push((P::Drop, in_keyspace(name))),

@@ -83,6 +83,8 @@ impl SchemaService {
             }
         }
         let schema = build(normalized);
+        // Secondary index builds (new indexes, or ones a restart interrupted) run in the background.
+        storage.start_index_builder();
         let timestamp = storage.local_get("schema_timestamp").and_then(|t| t.parse().ok()).unwrap_or(0);
         SchemaService {
             current: RwLock::new(Arc::new(schema)),

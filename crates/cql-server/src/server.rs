@@ -1043,6 +1043,17 @@ pub fn error_body(e: QueryError) -> ErrorBody {
         QueryError::Overloaded(_) => ErrorKind::Overloaded,
         QueryError::Protocol(_) => ErrorKind::ProtocolError,
         QueryError::Server(_) => ErrorKind::ServerError,
+        QueryError::ReadFailure { consistency, received, block_for, failures, .. } => {
+            ErrorKind::ReadFailure {
+                consistency,
+                received,
+                block_for,
+                num_failures: failures,
+                data_present: false,
+                // Which replica failed, and why, is not carried this far (v5's reason map stays empty).
+                reasons: Vec::new(),
+            }
+        }
     };
     ErrorBody::new(kind, message)
 }

@@ -114,6 +114,7 @@ fn table_def(
         options: TableOptions { gc_grace_seconds: 0, ..TableOptions::default() },
         next_column_id: id,
         dropped_columns: BTreeMap::new(),
+        indexes: Vec::new(),
     };
     def.sort_columns();
     def
@@ -587,6 +588,29 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
                 )
             })
             .collect(),
+        ("system_schema", "indexes") => schema
+            .keyspaces
+            .values()
+            .flat_map(|ks| ks.tables.values())
+            .flat_map(|tbl| {
+                let mut indexes: Vec<_> = tbl.indexes.iter().collect();
+                indexes.sort_by(|a, b| a.name.cmp(&b.name));
+                indexes.into_iter().map(move |i| (tbl, i))
+            })
+            .map(|(tbl, i)| {
+                let (kind, options) = crate::index::schema_row(i);
+                row(
+                    table,
+                    vec![
+                        ("keyspace_name", t(&tbl.keyspace)),
+                        ("table_name", t(&tbl.name)),
+                        ("index_name", t(&i.name)),
+                        ("kind", t(kind)),
+                        ("options", text_map(&options)),
+                    ],
+                )
+            })
+            .collect(),
         ("system_schema", "types") => schema
             .keyspaces
             .values()
@@ -603,7 +627,7 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
                 )
             })
             .collect(),
-        // No functions, aggregates, views, indexes or triggers yet: present and empty.
+        // No functions, aggregates, views or triggers yet: present and empty.
         _ => Vec::new(),
     }
 }

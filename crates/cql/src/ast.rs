@@ -67,10 +67,30 @@ pub enum Statement {
     RevokePermissions(PermissionChange),
     /// `LIST permissions [ON resource] [OF role] [NORECURSIVE]`
     ListPermissions(ListPermissions),
-    /// A statement Cassandra knows but Shoal does not execute (indexes,
+    /// `CREATE [CUSTOM] INDEX …`
+    CreateIndex(Box<CreateIndex>),
+    /// `DROP INDEX [IF EXISTS] [ks.]name`
+    DropIndex { name: QualifiedName, if_exists: bool },
+    /// A statement Cassandra knows but Shoal does not execute (
     /// views, functions, triggers, `LIST SUPERUSERS`, identities). `kind` names it in
     /// upper case, e.g. `CREATE INDEX`; the rest of the text is skipped.
     Unsupported { kind: String },
+}
+
+/// `CREATE [CUSTOM] INDEX [IF NOT EXISTS] [name] ON [ks.]t (target) [USING 'class' [WITH OPTIONS = {…}]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateIndex {
+    pub name: Option<String>,
+    pub table: QualifiedName,
+    pub if_not_exists: bool,
+    /// The indexed column.
+    pub column: String,
+    /// `keys`, `values`, `entries` or `full` when written as `f(column)`.
+    pub function: Option<String>,
+    /// `CUSTOM`: the `USING` class.
+    pub using: Option<String>,
+    /// `WITH OPTIONS = {…}` (accepted, not acted on).
+    pub options: Vec<(String, OptionValue)>,
 }
 
 /// A possibly keyspace-qualified name of a table, type, index or function.
@@ -1211,6 +1231,8 @@ impl Statement {
             | Statement::GrantPermissions(_)
             | Statement::RevokePermissions(_)
             | Statement::ListPermissions(_)
+            | Statement::CreateIndex(_)
+            | Statement::DropIndex { .. }
             | Statement::Unsupported { .. } => {}
         }
     }

@@ -132,3 +132,41 @@ fn marker_count_matches_the_markers() {
         assert!(text.contains('?') == (statement.bind_marker_count() > 0), "{text}");
     }
 }
+
+#[test]
+fn create_and_drop_index_forms() {
+    use crate::ast::{CreateIndex, QualifiedName, Statement};
+    let ci = |cql: &str| match crate::parse(cql) {
+        Ok(Statement::CreateIndex(c)) => *c,
+        other => panic!("{cql}: {other:?}"),
+    };
+    let c = ci("CREATE INDEX ON ks.t (v)");
+    assert_eq!(
+        c,
+        CreateIndex {
+            name: None,
+            table: QualifiedName { keyspace: Some("ks".into()), name: "t".into() },
+            if_not_exists: false,
+            column: "v".into(),
+            function: None,
+            using: None,
+            options: Vec::new(),
+        }
+    );
+    let c = ci("CREATE INDEX IF NOT EXISTS \"Idx\" ON t (keys(m))");
+    assert_eq!(
+        (c.name.as_deref(), c.if_not_exists, c.function.as_deref(), c.column.as_str()),
+        (Some("Idx"), true, Some("keys"), "m")
+    );
+    assert_eq!(ci("CREATE INDEX i ON t (full(f))").function.as_deref(), Some("full"));
+    assert_eq!(ci("CREATE INDEX i ON t (entries(m))").function.as_deref(), Some("entries"));
+    assert_eq!(ci("CREATE INDEX ON t (\"keys\")").function, None, "a column named keys");
+    let c = ci("CREATE CUSTOM INDEX ON t (v) USING 'sai' WITH OPTIONS = {'case_sensitive': 'false'}");
+    assert_eq!((c.using.as_deref(), c.options.len()), (Some("sai"), 1));
+    assert!(crate::parse("CREATE CUSTOM INDEX ON t (v)").is_err(), "CUSTOM needs USING");
+    assert!(crate::parse("CREATE INDEX ON t v").is_err());
+    match crate::parse("DROP INDEX IF EXISTS ks.i") {
+        Ok(Statement::DropIndex { name, if_exists: true }) => assert_eq!(name.to_string(), "ks.i"),
+        other => panic!("{other:?}"),
+    }
+}

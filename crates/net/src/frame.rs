@@ -117,13 +117,17 @@ pub enum Verb {
     /// (Cassandra's `COUNTER_MUTATION_REQ`, `cluster::counter`).
     CounterMutationReq = 0x60,
     CounterMutationRsp = 0x61,
+    /// Secondary index lookup: the partitions holding a value in a token
+    /// range, from the replica's local index (`cluster::wire::encode_index_scan`).
+    IndexScanReq = 0x68,
+    IndexScanRsp = 0x69,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 46] = [
+    pub const ALL: [Verb; 48] = [
         Verb::Handshake,
         Verb::BulkHandshake,
         Verb::Echo,
@@ -170,6 +174,8 @@ impl Verb {
         Verb::Failure,
         Verb::CounterMutationReq,
         Verb::CounterMutationRsp,
+        Verb::IndexScanReq,
+        Verb::IndexScanRsp,
     ];
 
     pub fn code(self) -> u8 {
@@ -210,6 +216,7 @@ impl Verb {
                 | Verb::PaxosProposeRsp
                 | Verb::PaxosCommitRsp
                 | Verb::CounterMutationRsp
+                | Verb::IndexScanRsp
                 | Verb::Failure
         )
     }
@@ -239,6 +246,7 @@ impl Verb {
             Verb::PaxosProposeReq => Some(Verb::PaxosProposeRsp),
             Verb::PaxosCommitReq => Some(Verb::PaxosCommitRsp),
             Verb::CounterMutationReq => Some(Verb::CounterMutationRsp),
+            Verb::IndexScanReq => Some(Verb::IndexScanRsp),
             _ => None,
         }
     }

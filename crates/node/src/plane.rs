@@ -31,7 +31,7 @@ use cql_server::data::{CasRequest, DataPlane, Decide, DeferredWrite, PeerInfo, W
 use cql_server::error::QueryError;
 use cql_server::schema::SchemaService;
 use net::TcpTransport;
-use storage::{Partition, PartitionRead, ScanRange};
+use storage::{IndexScan, Partition, PartitionRead, ScanRange};
 use types::mutation::Mutation;
 use types::schema::KeyspaceDef;
 use types::{Consistency, WriteType};
@@ -65,6 +65,9 @@ pub fn query_error(e: CoordError) -> QueryError {
         }
         CoordError::Invalid(m) => QueryError::Invalid(m),
         CoordError::Server(m) => QueryError::Server(m),
+        CoordError::ReadFailure { consistency, received, block_for, failures, message } => {
+            QueryError::ReadFailure { consistency, received, block_for, failures, message }
+        }
     }
 }
 
@@ -120,6 +123,15 @@ impl DataPlane for ClusterPlane {
             (Ok(o), None) => Ok((o.applied, o.current)),
             (Err(e), None) => Err(query_error(e)),
         }
+    }
+
+    fn index_keys(
+        &self,
+        ks: &KeyspaceDef,
+        scan: &IndexScan,
+        cl: Consistency,
+    ) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
+        run(self.coordinator.index_keys(ks, scan.clone(), cl)).map_err(query_error)
     }
 
     fn scan_keys(

@@ -59,6 +59,7 @@ pub fn keyspace() -> KeyspaceDef {
         options: TableOptions::default(),
         next_column_id: V_ID + 1,
         dropped_columns: BTreeMap::new(),
+        indexes: Vec::new(),
     };
     KeyspaceDef {
         name: KEYSPACE.to_string(),

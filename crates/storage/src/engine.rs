@@ -140,6 +140,8 @@ pub struct Storage {
     /// The disk usage guardrail's state (`disk_usage`), and its monitor thread.
     pub(crate) disk_usage: Arc<DiskUsage>,
     pub(crate) disk_monitor: Mutex<Option<JoinHandle<()>>>,
+    /// Secondary index builds (`index`): the queue and the indexes not queryable yet.
+    pub(crate) index_jobs: Arc<crate::index::IndexJobs>,
 }
 
 impl Storage {
@@ -159,8 +161,9 @@ impl Storage {
             ColumnFamilyDescriptor::new("default", Options::default()),
             ColumnFamilyDescriptor::new(crate::paxos::PAXOS_CF, Options::default()),
         ];
-        for ks in &manifest.keyspaces {
-            for table in ks.tables.values() {
+        for (ks, table) in crate::index::expand(&manifest.keyspaces) {
+            let table = &table;
+            {
                 let Some(cf_name) = manifest.column_families.get(&table.id) else {
                     return Err(StorageError::Invalid(format!(
                         "manifest has table {}.{} without a column family",
@@ -289,7 +292,9 @@ impl Storage {
             unrepaired,
             disk_usage: Arc::new(DiskUsage::new()),
             disk_monitor: Mutex::new(None),
+            index_jobs: Arc::default(),
         };
+        storage.queue_index_builds(&keyspaces);
         storage.start_syncer();
         let thread = std::thread::Builder::new().name("memtable-flush".into()).spawn(move || flusher.run());
         match thread {
@@ -433,11 +438,10 @@ impl Storage {
     /// those of removed tables and records everything in the manifest.
     pub fn set_schema(&self, keyspaces: &[KeyspaceDef]) -> Result<(), StorageError> {
         let mut manifest = lock(&self.manifest);
+        let expanded = crate::index::expand(keyspaces);
         let mut wanted: HashMap<Uuid, (&KeyspaceDef, &TableDef)> = HashMap::new();
-        for ks in keyspaces {
-            for t in ks.tables.values() {
-                wanted.insert(t.id, (ks, t));
-            }
+        for (ks, t) in &expanded {
+            wanted.insert(t.id, (*ks, t));
         }
         // Create first, write the manifest, then drop: a crash at any point
         // leaves at worst an orphan column family, dropped at the next open.
@@ -485,6 +489,8 @@ impl Storage {
             self.db.drop_cf(&store.cf_name)?;
             self.gc_registry.remove(&store.cf_name);
         }
+        drop(manifest);
+        self.queue_index_builds(keyspaces);
         Ok(())
     }
 
@@ -597,6 +603,17 @@ impl Storage {
     /// Removes every row of a table (TRUNCATE): the table gets a new, empty
     /// column family and the old one is dropped.
     pub fn truncate(&self, table: &Uuid) -> Result<(), StorageError> {
+        // A table's indexes are emptied with it.
+        let indexes: Vec<Uuid> = self.table(table)?.def.indexes.iter().map(|i| i.id).collect();
+        for index in &indexes {
+            if self.table(index).is_ok() {
+                self.truncate_one(index)?;
+            }
+        }
+        self.truncate_one(table)
+    }
+
+    fn truncate_one(&self, table: &Uuid) -> Result<(), StorageError> {
         let mut manifest = lock(&self.manifest);
         let old = self.table(table)?;
         let generation = old.cf_name.rsplit('_').next().and_then(|g| g.parse::<u64>().ok()).unwrap_or(0) + 1;

@@ -21,6 +21,10 @@
 //! period), `batch` (fsync before acknowledging; concurrent writers share one
 //! fsync) and `group` (acknowledge after the next group fsync).
 //!
+//! Secondary indexes (`index`) are hidden tables of the engine, one column
+//! family each, fed by the write path, raw writes, ingested streams and a
+//! background build; `index_keys` looks a value up within a token range.
+//!
 //! Replicas exchange unfiltered partition data for digest reads and read
 //! repair (`raw`): `read_raw`, `merge_raw`, `resolve_raw`, `repair_diff`,
 //! `apply_raw`. Topology changes and repair move whole token ranges as
@@ -61,6 +65,7 @@ mod disk_usage;
 mod engine;
 mod filter;
 mod flush;
+mod index;
 pub mod keys;
 mod manifest;
 mod memtable;
@@ -78,6 +83,7 @@ mod write;
 pub use counter::LocalShard;
 pub use disk_usage::{adds_data, usage_percent, DiskUsageConfig, DiskUsageState, MONITOR_INTERVAL};
 pub use engine::{CommitlogSync, Storage, StorageConfig};
+pub use index::{entry_value as index_entry_value, IndexScan, INDEX_NOT_AVAILABLE};
 pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};

@@ -387,7 +387,15 @@ impl Storage {
             }
             ops.push((row.to_vec(), packer.finish().to_vec()));
         }
-        self.write(ops.iter().map(|(k, v)| (*table, k.as_slice(), v.as_slice())), store.durable, mark)
+        self.write(ops.iter().map(|(k, v)| (*table, k.as_slice(), v.as_slice())), store.durable, mark)?;
+        if !store.def.indexes.is_empty() {
+            let mut touched: Vec<(i64, Vec<u8>)> =
+                cells.iter().filter_map(|(k, _)| keys::split_partition(k).map(|(t, pk, _)| (t, pk.to_vec()))).collect();
+            touched.sort();
+            touched.dedup();
+            self.reindex_partitions(table, &touched)?;
+        }
+        Ok(())
     }
 }
 

@@ -248,13 +248,42 @@ impl Storage {
         let mut ingest = IngestExternalFileOptions::default();
         ingest.set_move_files(true);
         let paths: Vec<&Path> = files.iter().map(|f| f.path.as_path()).collect();
+        let indexed = !store.def.indexes.is_empty();
+        let files_before = if indexed { self.file_names(&store.cf_name) } else { Default::default() };
         self.db.ingest_external_file_cf_opts(&cf, &ingest, paths)?;
         self.unrepaired.forget(table);
+        if indexed {
+            // The streamed data's secondary index entries, written before the stream counts as received.
+            let span = self.new_files_span(&store.cf_name, &files_before).unwrap_or((i64::MIN, i64::MAX));
+            self.reindex_span(table, span)?;
+        }
         for f in files {
             // Moved files are linked into the database; the name here is spare.
             let _ = std::fs::remove_file(&f.path);
         }
         Ok(files.iter().map(|f| f.entries).sum())
+    }
+}
+
+impl Storage {
+    /// The names of a column family's files.
+    fn file_names(&self, cf_name: &str) -> std::collections::HashSet<String> {
+        let files = self.db.live_files().unwrap_or_default();
+        files.into_iter().filter(|f| f.column_family_name == cf_name).map(|f| f.name).collect()
+    }
+
+    /// The inclusive token span of a column family's files not in `before`
+    /// (`None` when it cannot be told).
+    fn new_files_span(&self, cf_name: &str, before: &std::collections::HashSet<String>) -> Option<(i64, i64)> {
+        let files = self.db.live_files().ok()?;
+        let token =
+            |k: &Option<Vec<u8>>| k.as_ref().and_then(|k| k.first_chunk::<8>()).map(|t| keys::token_from_bytes(*t));
+        let mut span: Option<(i64, i64)> = None;
+        for f in files.iter().filter(|f| f.column_family_name == cf_name && !before.contains(&f.name)) {
+            let (lo, hi) = (token(&f.start_key)?, token(&f.end_key)?);
+            span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        }
+        span
     }
 }
 

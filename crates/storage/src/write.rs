@@ -130,6 +130,26 @@ impl Storage {
                 if too_big {
                     return Err(StorageError::Invalid("a write batch may hold at most 4 GiB".into()));
                 }
+                if !store.def.indexes.is_empty() {
+                    let mut entries = Vec::new();
+                    crate::index::mutation_entries(&store.def, m, &mut entries);
+                    for e in &entries {
+                        // An index created or dropped concurrently may not be here yet (or any more).
+                        let Ok(index_store) = self.table(&e.table) else { continue };
+                        encode_mutation(&index_store, e, key, value, packer, |k, v| {
+                            let start = arena.len();
+                            arena.extend_from_slice(k);
+                            arena.extend_from_slice(v);
+                            match (u32::try_from(start), u32::try_from(start + k.len()), u32::try_from(arena.len())) {
+                                (Ok(k0), Ok(k1), Ok(v1)) => ops.push((e.table, k0, k1, v1)),
+                                _ => too_big = true,
+                            }
+                        })?;
+                    }
+                    if too_big {
+                        return Err(StorageError::Invalid("a write batch may hold at most 4 GiB".into()));
+                    }
+                }
             }
             Ok(())
         })();

@@ -156,6 +156,9 @@ pub struct TableDef {
     /// Dropped columns and the time (µs) they were dropped: cells older than
     /// that are ignored if a column of the same name is added again.
     pub dropped_columns: BTreeMap<String, i64>,
+    /// Secondary indexes on the table (`CREATE INDEX`), by creation order.
+    #[serde(default)]
+    pub indexes: Vec<IndexDef>,
 }
 
 impl TableDef {
@@ -200,5 +203,47 @@ impl TableDef {
             };
             rank(a).cmp(&rank(b))
         });
+    }
+}
+
+/// What of a column an index indexes (Cassandra's `IndexTarget.Type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum IndexTargetKind {
+    /// The column's value (a non-collection column).
+    Simple,
+    /// `values(c)`: each element of a set or list, each value of a map.
+    Values,
+    /// `keys(m)`: each key of a map.
+    Keys,
+    /// `entries(m)`: each (key, value) pair of a map.
+    Entries,
+    /// `full(c)`: a frozen collection's whole value.
+    Full,
+}
+
+/// A secondary index (`CREATE [CUSTOM] INDEX`), local to each replica.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IndexDef {
+    pub name: String,
+    /// The id of the index's own storage (a column family on each replica).
+    pub id: Uuid,
+    /// The indexed column's name.
+    pub column: String,
+    pub target: IndexTargetKind,
+    /// `USING 'class'` of a CUSTOM index (`StorageAttachedIndex`, `sai`), as written.
+    pub class_name: Option<String>,
+}
+
+impl IndexDef {
+    /// The `target` option as `system_schema.indexes` shows it: `v`, `keys(m)`, `full(f)`…
+    /// (`column_cql` is the column's name as CQL writes it, quoted if need be).
+    pub fn target_text(&self, column_cql: &str) -> String {
+        match self.target {
+            IndexTargetKind::Simple => column_cql.to_string(),
+            IndexTargetKind::Values => format!("values({column_cql})"),
+            IndexTargetKind::Keys => format!("keys({column_cql})"),
+            IndexTargetKind::Entries => format!("entries({column_cql})"),
+            IndexTargetKind::Full => format!("full({column_cql})"),
+        }
     }
 }

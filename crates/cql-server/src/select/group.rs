@@ -220,7 +220,7 @@ impl Grouped<'_> {
             PartitionPlan::Keys(keys) => {
                 keys.iter().map(|k| common::compose_partition_key(k)).collect::<Result<Vec<_>, _>>()?
             }
-            PartitionPlan::Range { .. } => Vec::new(),
+            PartitionPlan::Range { .. } | PartitionPlan::Index { .. } => Vec::new(),
         };
         let mut groups = Groups {
             g: self,

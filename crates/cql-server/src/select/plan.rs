@@ -12,6 +12,8 @@ pub(super) const FILTERING: &str = "Cannot execute this query as it might involv
 /// virtual tables).
 #[derive(Debug)]
 pub(super) struct Filter {
+    /// `m[key] = value`: the map key (the value is `values[0]`).
+    pub(super) map_key: Option<Vec<u8>>,
     pub(super) column: usize,
     pub(super) op: Operator,
     /// For IN: several values; otherwise one.
@@ -23,6 +25,8 @@ pub(super) enum PartitionPlan {
     Keys(Vec<Vec<Bytes>>),
     /// A token range, `(token, inclusive)` ends.
     Range { start: Option<(i64, bool)>, end: Option<(i64, bool)> },
+    /// The partitions a secondary index finds for a value, within a token range.
+    Index { index: uuid::Uuid, value: Vec<u8>, start: Option<(i64, bool)>, end: Option<(i64, bool)> },
 }
 
 pub(super) struct ReadPlan {
@@ -99,7 +103,83 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
     let mut multi_eq: Option<Vec<Vec<Bytes>>> = None;
     let mut filters = Vec::new();
 
-    for rel in &select.where_clause {
+    // Secondary indexes: the restrictions an index serves, and the one used
+    // to find the partitions when the partition key is not fully restricted.
+    let indexed = |rel: &ast::Relation| -> Option<&types::schema::IndexDef> {
+        use crate::index::{serving, IndexedOp};
+        match (&rel.lhs, rel.op) {
+            (RelationLhs::Column(n), Operator::Eq) => serving(table, n, IndexedOp::Eq),
+            (RelationLhs::Column(n), Operator::Contains) => serving(table, n, IndexedOp::Contains),
+            (RelationLhs::Column(n), Operator::ContainsKey) => serving(table, n, IndexedOp::ContainsKey),
+            (RelationLhs::MapElement { column, .. }, Operator::Eq) => serving(table, column, IndexedOp::MapEntry),
+            _ => None,
+        }
+    };
+    let pk_eq: std::collections::HashSet<&str> = select
+        .where_clause
+        .iter()
+        .filter(|r| matches!(r.op, Operator::Eq | Operator::In))
+        .filter_map(|r| match &r.lhs {
+            RelationLhs::Column(n) => {
+                table.column(n).filter(|c| c.kind == ColumnKind::PartitionKey).map(|c| c.name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    let pk_full = pk_eq.len() == pk_len;
+    let on_pk = |r: &ast::Relation| match &r.lhs {
+        RelationLhs::Column(n) => {
+            table.column(n).is_some_and(|c| matches!(c.kind, ColumnKind::PartitionKey | ColumnKind::Clustering))
+        }
+        _ => false,
+    };
+    let index_rels = select.where_clause.iter().filter(|r| indexed(r).is_some() && !(pk_full && on_pk(r))).count();
+    let chosen: Option<usize> =
+        if pk_full { None } else { select.where_clause.iter().position(|r| indexed(r).is_some()) };
+    let mut index_value: Option<(uuid::Uuid, Vec<u8>)> = None;
+
+    // With the partition key fully restricted, one index restriction is served without ALLOW FILTERING.
+    let served_in_partition = pk_full && index_rels == 1;
+    // Storage-attached indexes also serve ranges (`v > x`) and combine with
+    // each other: restrictions all served by them need no ALLOW FILTERING.
+    // (Shoal serves an SAI range by filtering the scanned partitions.)
+    let sai = |rel: &ast::Relation| match (&rel.lhs, rel.op) {
+        (_, Operator::Eq | Operator::Contains | Operator::ContainsKey) => {
+            indexed(rel).is_some_and(|i| i.class_name.is_some())
+        }
+        (RelationLhs::Column(n), Operator::Gt | Operator::Gte | Operator::Lt | Operator::Lte) => table
+            .indexes
+            .iter()
+            .any(|i| &i.column == n && i.class_name.is_some() && i.target == types::schema::IndexTargetKind::Simple),
+        _ => false,
+    };
+    let rest: Vec<&ast::Relation> = select
+        .where_clause
+        .iter()
+        .filter(|r| !(matches!(r.lhs, RelationLhs::Token(_)) || (pk_full && on_pk(r))))
+        .collect();
+    let sai_only = !rest.is_empty() && rest.iter().all(|r| sai(r));
+    let allow = |rel: &ast::Relation| {
+        select.allow_filtering
+            || (served_in_partition && indexed(rel).is_some() && !on_pk(rel))
+            || (sai_only && sai(rel))
+    };
+
+    for (rel_no, rel) in select.where_clause.iter().enumerate() {
+        if Some(rel_no) == chosen {
+            let index = indexed(rel).ok_or_else(|| QueryError::Server("index choice".into()))?;
+            let (filter, value) = index_filter(table, rel, ctx)?;
+            index_value = Some((index.id, value));
+            filters.push(filter);
+            continue;
+        }
+        if let RelationLhs::MapElement { .. } = &rel.lhs {
+            if !allow(rel) {
+                return Err(QueryError::Invalid(FILTERING.into()));
+            }
+            filters.push(index_filter(table, rel, ctx)?.0);
+            continue;
+        }
         match &rel.lhs {
             RelationLhs::Column(name) => {
                 let (i, c) = common::column(table, name)?;
@@ -127,7 +207,7 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
                         }
                     }
                     (_, op) => {
-                        if !select.allow_filtering && !system::is_virtual(&table.keyspace) {
+                        if !allow(rel) && !system::is_virtual(&table.keyspace) {
                             return Err(QueryError::Invalid(FILTERING.into()));
                         }
                         let values = match op {
@@ -151,7 +231,7 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
                             }
                             other => return Err(QueryError::Invalid(format!("Unsupported restriction {other:?} on column {name}"))),
                         };
-                        filters.push(Filter { column: i, op, values });
+                        filters.push(Filter { map_key: None, column: i, op, values });
                     }
                 }
             }
@@ -234,17 +314,58 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
                     _ => return Err(QueryError::invalid("Unsupported operator in a multi-column relation")),
                 }
             }
-            RelationLhs::MapElement { column, .. } => {
-                return Err(QueryError::Invalid(format!(
-                    "Restrictions on map elements ({column}[...]) are not supported yet"
-                )))
-            }
+            RelationLhs::MapElement { .. } => {}
         }
     }
 
     // Partition: all key columns by = / IN, a token range, or a full scan.
     let restricted_pk = pk_values.iter().filter(|v| v.is_some()).count();
-    let partitions = if restricted_pk == pk_len {
+    if index_value.is_some() {
+        // Any restriction but the index's and token() needs ALLOW FILTERING.
+        let others = filters.len() > 1
+            || restricted_pk > 0
+            || ck_eq.iter().any(Option::is_some)
+            || ck_slice.iter().any(|(a, b)| a.is_some() || b.is_some())
+            || multi.is_some()
+            || multi_eq.is_some();
+        if others && !select.allow_filtering && !sai_only {
+            return Err(QueryError::Invalid(FILTERING.into()));
+        }
+        if !select.order_by.is_empty() {
+            return Err(QueryError::invalid("ORDER BY with 2ndary indexes is not supported, except for ANN queries."));
+        }
+        if select.distinct
+            && filters
+                .iter()
+                .any(|f| !matches!(table.columns[f.column].kind, ColumnKind::PartitionKey | ColumnKind::Static))
+        {
+            return Err(QueryError::invalid(
+                "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns.",
+            ));
+        }
+        for (pos, vals) in pk_values.iter_mut().enumerate() {
+            if let Some(vals) = vals.take() {
+                let col = table
+                    .columns
+                    .iter()
+                    .position(|c| c.kind == ColumnKind::PartitionKey && c.position as usize == pos)
+                    .unwrap_or(0);
+                filters.push(Filter {
+                    map_key: None,
+                    column: col,
+                    op: Operator::In,
+                    values: vals.into_iter().map(|b| b.to_vec()).collect(),
+                });
+            }
+        }
+    } else if pk_full && index_rels > 0 && pk_values.iter().any(|v| v.as_ref().is_some_and(|v| v.len() > 1)) {
+        return Err(QueryError::invalid(
+            "Select on indexed columns and with IN clause for the PRIMARY KEY are not supported",
+        ));
+    }
+    let partitions = if let Some((index, value)) = index_value.clone() {
+        PartitionPlan::Index { index, value, start: token_start, end: token_end }
+    } else if restricted_pk == pk_len {
         let mut keys: Vec<Vec<Bytes>> = vec![Vec::new()];
         for (i, vals) in pk_values.into_iter().enumerate() {
             let mut vals = vals.unwrap_or_default();
@@ -275,6 +396,7 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
                         .position(|c| c.kind == ColumnKind::PartitionKey && c.position as usize == pos)
                         .unwrap_or(0);
                     filters.push(Filter {
+                        map_key: None,
                         column: col,
                         op: Operator::In,
                         values: vals.into_iter().map(|b| b.to_vec()).collect(),
@@ -436,13 +558,28 @@ pub(super) fn push_ck_filters(
     slice: (ValueBound, ValueBound),
 ) {
     if let Some(vals) = eq {
-        filters.push(Filter { column, op: Operator::In, values: vals.into_iter().map(|b| b.to_vec()).collect() });
+        filters.push(Filter {
+            map_key: None,
+            column,
+            op: Operator::In,
+            values: vals.into_iter().map(|b| b.to_vec()).collect(),
+        });
     }
     if let Some((v, incl)) = slice.0 {
-        filters.push(Filter { column, op: if incl { Operator::Gte } else { Operator::Gt }, values: vec![v.to_vec()] });
+        filters.push(Filter {
+            map_key: None,
+            column,
+            op: if incl { Operator::Gte } else { Operator::Gt },
+            values: vec![v.to_vec()],
+        });
     }
     if let Some((v, incl)) = slice.1 {
-        filters.push(Filter { column, op: if incl { Operator::Lte } else { Operator::Lt }, values: vec![v.to_vec()] });
+        filters.push(Filter {
+            map_key: None,
+            column,
+            op: if incl { Operator::Lte } else { Operator::Lt },
+            values: vec![v.to_vec()],
+        });
     }
 }
 
@@ -458,6 +595,9 @@ pub(super) fn passes(table: &TableDef, filters: &[Filter], row: &RowData) -> boo
         let ty = &table.columns[f.column].ty;
         let Some(cell) = &row.cells[f.column] else { return false };
         let v = cell.value.as_slice();
+        if let Some(key) = &f.map_key {
+            return map_entry_is(ty, v, key, &f.values[0]);
+        }
         let cmp = |x: &[u8]| types::compare::compare_serialized(ty, v, x);
         match f.op {
             Operator::Eq => cmp(&f.values[0]) == CmpOrdering::Equal,
@@ -471,6 +611,63 @@ pub(super) fn passes(table: &TableDef, filters: &[Filter], row: &RowData) -> boo
             _ => false,
         }
     })
+}
+
+/// Whether map `m` holds `value` at `key` (serialized).
+fn map_entry_is(ty: &CqlType, m: &[u8], key: &[u8], value: &[u8]) -> bool {
+    let CqlType::Map { key: kt, value: vt, .. } = ty else { return false };
+    let (Ok(Value::Map(pairs)), Ok(k), Ok(v)) =
+        (Value::deserialize(ty, m), Value::deserialize(kt, key), Value::deserialize(vt, value))
+    else {
+        return false;
+    };
+    pairs.iter().any(|(pk, pv)| *pk == k && *pv == v)
+}
+
+/// The filter of an index-servable restriction (it checks each base row,
+/// dropping stale index entries) and the value the index looks up.
+fn index_filter(table: &TableDef, rel: &ast::Relation, ctx: &BindCtx<'_>) -> Result<(Filter, Vec<u8>), QueryError> {
+    let (name, map_key) = match &rel.lhs {
+        RelationLhs::Column(n) => (n, None),
+        RelationLhs::MapElement { column, key } => (column, Some(key)),
+        _ => return Err(QueryError::invalid("Unsupported restriction for an index")),
+    };
+    let (i, c) = common::column(table, name)?;
+    let (elem, key_ty) = match &c.ty {
+        CqlType::List { elem, .. } | CqlType::Set { elem, .. } => ((**elem).clone(), None),
+        CqlType::Map { key, value, .. } => ((**value).clone(), Some((**key).clone())),
+        other => (other.clone(), None),
+    };
+    let value_of = |ty: &CqlType| -> Result<Vec<u8>, QueryError> {
+        match eval(&rel.rhs, &Receiver { name, ty }, ctx)? {
+            Bound::Value(v) => Ok(v.to_vec()),
+            Bound::Null => Err(QueryError::Invalid(format!("Unsupported null value for column {name}"))),
+            Bound::Unset => Err(QueryError::Invalid(format!("Unsupported unset value for column {name}"))),
+        }
+    };
+    if let Some(key_term) = map_key {
+        let Some(kt) = key_ty else {
+            return Err(QueryError::Invalid(format!("Column {name} is not a map")));
+        };
+        let key = match eval(key_term, &Receiver { name, ty: &kt }, ctx)? {
+            Bound::Value(v) => v.to_vec(),
+            _ => return Err(QueryError::Invalid(format!("Unsupported null map key for column {name}"))),
+        };
+        let value = value_of(&elem)?;
+        let entry = storage::index_entry_value(&key, &value);
+        return Ok((Filter { map_key: Some(key), column: i, op: Operator::Eq, values: vec![value] }, entry));
+    }
+    let v = match rel.op {
+        Operator::Contains => value_of(&elem)?,
+        Operator::ContainsKey => {
+            let Some(kt) = key_ty else {
+                return Err(QueryError::Invalid(format!("Cannot use CONTAINS KEY on non-map column {name}")));
+            };
+            value_of(&kt)?
+        }
+        _ => value_of(&c.ty)?,
+    };
+    Ok((Filter { map_key: None, column: i, op: rel.op, values: vec![v.clone()] }, v))
 }
 
 pub(super) fn contains(ty: &CqlType, collection: &[u8], needle: &[u8], key: bool) -> bool {
@@ -522,7 +719,7 @@ mod tests {
     fn keys(p: &ReadPlan) -> Vec<Vec<Bytes>> {
         match &p.partitions {
             PartitionPlan::Keys(k) => k.clone(),
-            PartitionPlan::Range { .. } => panic!("a range plan"),
+            PartitionPlan::Range { .. } | PartitionPlan::Index { .. } => panic!("a range plan"),
         }
     }
 
@@ -566,5 +763,67 @@ mod tests {
         assert_eq!(p.filters.len(), 1);
         assert_eq!((p.filters[0].column, p.filters[0].values.clone()), (2, vec![int(3).to_vec()]));
         assert!(matches!(p.partitions, PartitionPlan::Range { start: None, end: None }));
+    }
+
+    /// `table()` with an index on `v`.
+    fn indexed() -> TableDef {
+        let mut t = table();
+        t.indexes.push(types::schema::IndexDef {
+            name: "t_v_idx".into(),
+            id: uuid::Uuid::from_u128(7),
+            column: "v".into(),
+            target: types::schema::IndexTargetKind::Simple,
+            class_name: None,
+        });
+        t
+    }
+
+    fn plan_indexed(cql: &str) -> Result<ReadPlan, QueryError> {
+        let Ok(cql::ast::Statement::Select(select)) = cql::parse(cql) else { panic!("not a SELECT: {cql}") };
+        let clock = Clock::new(0);
+        plan_read(&indexed(), &select, &BindCtx { values: &[], clock: &clock })
+    }
+
+    #[test]
+    fn an_indexed_equality_looks_the_value_up_and_filters_stale_rows() {
+        let p = plan_indexed("SELECT * FROM t WHERE v = 3").unwrap();
+        let PartitionPlan::Index { index, value, start: None, end: None } = &p.partitions else {
+            panic!("not an index plan")
+        };
+        assert_eq!((*index, value.clone()), (uuid::Uuid::from_u128(7), int(3).to_vec()));
+        // The base row is checked again: an entry whose value was overwritten (stale) does not pass.
+        let row = |v: i32| RowData {
+            token: 0,
+            clustering: vec![int(1).to_vec()],
+            cells: vec![
+                Some(CellOut::plain(int(1).to_vec())),
+                Some(CellOut::plain(int(1).to_vec())),
+                Some(CellOut::plain(int(v).to_vec())),
+            ],
+        };
+        assert!(passes(&indexed(), &p.filters, &row(3)));
+        assert!(!passes(&indexed(), &p.filters, &row(4)));
+        let deleted = RowData { cells: vec![Some(CellOut::plain(int(1).to_vec())), None, None], ..row(3) };
+        assert!(!passes(&indexed(), &p.filters, &deleted));
+    }
+
+    #[test]
+    fn indexed_queries_follow_cassandras_filtering_rules() {
+        // One index restriction alone, with token() or within a partition: no ALLOW FILTERING.
+        assert!(plan_indexed("SELECT * FROM t WHERE v = 3 AND token(k) > 5").is_ok());
+        assert!(matches!(
+            plan_indexed("SELECT * FROM t WHERE k = 1 AND v = 3").unwrap().partitions,
+            PartitionPlan::Keys(_)
+        ));
+        // Anything else with it needs ALLOW FILTERING.
+        for cql in ["SELECT * FROM t WHERE v = 3 AND c = 1", "SELECT * FROM t WHERE v = 3 AND c > 1"] {
+            let Err(QueryError::Invalid(msg)) = plan_indexed(cql) else { panic!("planned: {cql}") };
+            assert_eq!(msg, FILTERING);
+            assert!(plan_indexed(&format!("{cql} ALLOW FILTERING")).is_ok());
+        }
+        let Err(QueryError::Invalid(msg)) = plan_indexed("SELECT * FROM t WHERE k IN (1, 2) AND v = 3") else {
+            panic!("planned")
+        };
+        assert_eq!(msg, "Select on indexed columns and with IN clause for the PRIMARY KEY are not supported");
     }
 }

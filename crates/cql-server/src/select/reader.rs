@@ -48,7 +48,7 @@ impl Reader<'_> {
                 }
                 Ok((out, None))
             }
-            PartitionPlan::Range { start, end } => {
+            PartitionPlan::Range { start, end } | PartitionPlan::Index { start, end, .. } => {
                 // Finish the partition the previous page stopped inside.
                 if !pos.partition_key.is_empty() && !pos.done {
                     if !self.read_partition(pos, &mut out, max_rows)? {
@@ -80,7 +80,21 @@ impl Reader<'_> {
                         per_partition: self.partition_read(pos, 0, 0),
                         row_limit: usize::MAX,
                     };
-                    let partitions = self.proc.data.scan_keys(self.keyspace, &scan, self.consistency)?;
+                    let partitions = match &self.plan.partitions {
+                        PartitionPlan::Index { index, value, .. } => {
+                            let lookup = storage::IndexScan {
+                                index: *index,
+                                value: value.clone(),
+                                start_token,
+                                after_key: after_key.clone(),
+                                end_token,
+                                partition_limit: SCAN_BATCH,
+                                now: self.now,
+                            };
+                            self.proc.data.index_keys(self.keyspace, &lookup, self.consistency)?
+                        }
+                        _ => self.proc.data.scan_keys(self.keyspace, &scan, self.consistency)?,
+                    };
                     if partitions.is_empty() {
                         return Ok((out, None));
                     }
@@ -274,6 +288,7 @@ impl Reader<'_> {
                 .collect();
             for (n, col) in pk_cols.iter().enumerate() {
                 filters.push(Filter {
+                    map_key: None,
                     column: *col,
                     op: Operator::In,
                     values: keys.iter().filter_map(|k| k.get(n).map(|b| b.to_vec())).collect(),

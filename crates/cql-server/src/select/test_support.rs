@@ -40,6 +40,7 @@ pub(crate) fn table(columns: &[(&str, CqlType, ColumnKind)]) -> TableDef {
         columns,
         options: TableOptions::default(),
         dropped_columns: Default::default(),
+        indexes: Vec::new(),
     };
     t.sort_columns();
     t

@@ -3,8 +3,8 @@
 
 use super::Parser;
 use crate::ast::{
-    AlterKeyspace, AlterTable, AlterTableAction, AlterType, AlterTypeAction, ColumnDef, CreateKeyspace, CreateTable,
-    CreateType, Literal, OptionValue, Order, PrimaryKey, Statement, Term,
+    AlterKeyspace, AlterTable, AlterTableAction, AlterType, AlterTypeAction, ColumnDef, CreateIndex, CreateKeyspace,
+    CreateTable, CreateType, Literal, OptionValue, Order, PrimaryKey, Statement, Term,
 };
 use crate::lexer::{Symbol, TokenKind};
 use crate::ParseError;
@@ -30,7 +30,7 @@ impl Parser<'_> {
                 self.bump();
                 return Ok(Statement::CreateType(self.create_type()?));
             }
-            Some("index" | "custom") => "CREATE INDEX",
+            Some("index" | "custom") => return self.create_index(),
             Some("materialized") => "CREATE MATERIALIZED VIEW",
             Some("function") => "CREATE FUNCTION",
             Some("aggregate") => "CREATE AGGREGATE",
@@ -95,7 +95,12 @@ impl Parser<'_> {
                 let name = self.user_type()?;
                 return Ok(Statement::DropType { name, if_exists });
             }
-            Some("index") => "DROP INDEX",
+            Some("index") => {
+                self.bump();
+                let if_exists = self.if_exists()?;
+                let name = self.qualified_name("index")?;
+                return Ok(Statement::DropIndex { name, if_exists });
+            }
             Some("materialized") => "DROP MATERIALIZED VIEW",
             Some("function") => "DROP FUNCTION",
             Some("aggregate") => "DROP AGGREGATE",
@@ -105,6 +110,49 @@ impl Parser<'_> {
             _ => return Err(self.no_viable()),
         };
         Ok(self.unsupported(kind))
+    }
+
+    /// `[CUSTOM] INDEX [IF NOT EXISTS] [name] ON [ks.]t (target) [USING 'class' [WITH OPTIONS = {…}]]`
+    fn create_index(&mut self) -> Result<Statement, ParseError> {
+        let custom = self.eat_kw("custom");
+        self.expect_kw("index")?;
+        let if_not_exists = self.if_not_exists()?;
+        let name = if self.is_kw("on") && !self.is_kw_at(1, "on") { None } else { Some(self.object_name("index")?) };
+        self.expect_kw("on")?;
+        let table = self.table_name()?;
+        self.expect_sym(Symbol::LParen)?;
+        let function = match self.word_at(0) {
+            Some(f @ ("keys" | "values" | "entries" | "full")) if self.is_sym_at(1, Symbol::LParen) => {
+                let f = f.to_string();
+                self.bump();
+                self.bump();
+                Some(f)
+            }
+            _ => None,
+        };
+        let column = self.cident()?;
+        if function.is_some() {
+            self.expect_sym(Symbol::RParen)?;
+        }
+        self.expect_sym(Symbol::RParen)?;
+        let mut using = None;
+        let mut options = Vec::new();
+        if custom || self.is_kw("using") {
+            self.expect_kw("using")?;
+            using = Some(self.string_literal()?);
+            if self.eat_kw("with") {
+                options = self.properties()?;
+            }
+        }
+        Ok(Statement::CreateIndex(Box::new(CreateIndex {
+            name,
+            table,
+            if_not_exists,
+            column,
+            function,
+            using,
+            options,
+        })))
     }
 
     // -- options -------------------------------------------------------------

@@ -291,7 +291,7 @@ impl Parser<'_> {
     }
 
     /// A string literal (a password).
-    fn string_literal(&mut self) -> Result<String, ParseError> {
+    pub(super) fn string_literal(&mut self) -> Result<String, ParseError> {
         match &self.peek().kind {
             TokenKind::Str(s) => {
                 let s = s.clone();

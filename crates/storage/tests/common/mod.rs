@@ -97,6 +97,7 @@ pub fn model_table(ks: &str, name: &str, id: Uuid, gc_grace: i32) -> TableDef {
         options,
         next_column_id: 24,
         dropped_columns: BTreeMap::new(),
+        indexes: Vec::new(),
     }
 }
 
@@ -112,6 +113,7 @@ pub fn kv_table(ks: &str, name: &str, id: Uuid) -> TableDef {
         options: TableOptions::default(),
         next_column_id: 18,
         dropped_columns: BTreeMap::new(),
+        indexes: Vec::new(),
     }
 }
 

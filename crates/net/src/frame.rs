@@ -661,7 +661,7 @@ mod tests {
     #[test]
     fn unknown_verb_is_consumed_and_not_fatal() {
         let mut wire = Frame::request(Verb::Echo, 5, Bytes::from_static(b"x")).to_bytes().to_vec();
-        wire[5] = 0x66;
+        wire[5] = 0x6E;
         let crc = crc32c(&wire[..wire.len() - 4]);
         let n = wire.len();
         wire[n - 4..].copy_from_slice(&crc.to_be_bytes());
@@ -670,7 +670,7 @@ mod tests {
         next.encode(&mut buf);
         let mut dec = FrameDecoder::default();
         let err = dec.decode(&mut buf).unwrap_err();
-        assert_eq!(err, FrameError::UnknownVerb { code: 0x66, flags: Flags::NONE, request_id: 5 });
+        assert_eq!(err, FrameError::UnknownVerb { code: 0x6E, flags: Flags::NONE, request_id: 5 });
         assert!(!err.is_fatal());
         assert_eq!(dec.decode(&mut buf), Ok(Some(next)));
     }

@@ -263,9 +263,9 @@ async fn tcp_unknown_verb_is_answered_with_failure_and_the_connection_lives() {
     let (a, _ha) = tcp_node(config()).await;
     let mut raw = TcpStream::connect(a.local_addr()).await.unwrap();
     let mut bytes = handshake("127.0.0.9:7000".parse().unwrap());
-    // A request with verb 0x66 (from a hypothetical newer node).
+    // A request with verb 0x6E (from a hypothetical newer node).
     let mut frame = Frame::request(Verb::Echo, 41, Bytes::new()).to_bytes().to_vec();
-    frame[5] = 0x66;
+    frame[5] = 0x6E;
     let crc_at = frame.len() - 4;
     let crc = crc32c_reference(&frame[..crc_at]);
     frame[crc_at..].copy_from_slice(&crc.to_be_bytes());

@@ -17,8 +17,8 @@ import threading
 import time
 
 import pytest
-from cassandra import ConsistencyLevel, InvalidRequest, OperationTimedOut, Unavailable, WriteTimeout
-from cassandra.cluster import Cluster, ExecutionProfile, EXEC_PROFILE_DEFAULT, NoHostAvailable
+from cassandra import ConsistencyLevel, InvalidRequest, Unavailable
+from cassandra.cluster import Cluster, ExecutionProfile, EXEC_PROFILE_DEFAULT
 from cassandra.policies import RetryPolicy
 from cassandra.query import BatchStatement, SimpleStatement
 
@@ -207,6 +207,81 @@ def test_concurrent_compare_and_set_loses_no_update(s):
     assert s.execute("SELECT v FROM t WHERE k = 42 AND c = 0").one().v == 90
 
 
+def linearizable(ops):
+    """Wing & Gong's search with memoization (as crates/sim/src/linearizable.rs) over one
+    register's operations: (call, ret, kind, a, b) with kind "read" (a = value seen), "cas"
+    (applied: a = expected, b = new), "refused" (a = expected, b = value the condition saw) or
+    "unknown" (a = expected, b = new; ret = None: it may apply at any later instant, or never).
+    True when some order of the operations, each between its call and its return, explains
+    every answer starting from the value 0."""
+    inf = float("inf")
+    ops = sorted(ops, key=lambda o: o[0])
+    n = len(ops)
+    rets = [o[1] if o[1] is not None else inf for o in ops]
+    by_ret = sorted(range(n), key=lambda i: rets[i])
+    ret_pos = {i: p for p, i in enumerate(by_ret)}
+    required = sum(1 for o in ops if o[1] is not None)
+
+    def step(op, state):
+        kind, a, b = op[2], op[3], op[4]
+        if kind == "read":
+            return state if a == state else None
+        if kind in ("cas", "unknown"):
+            return b if a == state else None
+        return state if (b == state and a != state) else None  # refused
+
+    placed = [False] * n
+    mask, seen, stack = 0, set(), []
+    state, done = 0, 0
+    first = 0  # no operation before `first` (in call order) is unplaced
+    first_ret = 0  # no operation before `first_ret` in `by_ret` is unplaced
+    start = 0
+    while True:
+        if done == required:
+            return True
+        while first < n and placed[first]:
+            first += 1
+        while first_ret < n and placed[by_ret[first_ret]]:
+            first_ret += 1
+        horizon = rets[by_ret[first_ret]] if first_ret < n else inf
+        advanced = False
+        i = max(start, first)
+        while i < n and ops[i][0] <= horizon:
+            if not placed[i]:
+                after = step(ops[i], state)
+                if after is not None and (mask | 1 << i, after) not in seen:
+                    placed[i] = True
+                    mask |= 1 << i
+                    seen.add((mask, after))
+                    stack.append((state, i))
+                    state = after
+                    done += ops[i][1] is not None
+                    start, advanced = 0, True
+                    break
+            i += 1
+        if advanced:
+            continue
+        if not stack:
+            return False
+        state, last = stack.pop()
+        placed[last] = False
+        mask &= ~(1 << last)
+        done -= ops[last][1] is not None
+        first = min(first, last)
+        first_ret = min(first_ret, ret_pos[last])
+        start = last + 1
+
+
+def test_the_checker_rejects_a_lost_update_and_accepts_a_late_timeout():
+    assert linearizable([(1, 2, "cas", 0, 1), (3, 4, "read", 1, None)])
+    assert not linearizable([(1, 2, "cas", 0, 1), (3, 6, "cas", 1, 2), (4, 7, "cas", 1, 3)])
+    assert not linearizable([(1, 2, "cas", 0, 1), (3, 4, "read", 0, None)])
+    assert linearizable([(1, 2, "cas", 0, 1), (3, None, "unknown", 1, 2), (4, 5, "read", 1, None), (6, 7, "read", 2, None)])
+    assert not linearizable([(1, 2, "cas", 0, 1), (3, None, "unknown", 1, 2), (4, 5, "read", 2, None), (6, 7, "read", 1, None)])
+    assert linearizable([(1, 2, "refused", 5, 0)])
+    assert not linearizable([(1, 2, "refused", 5, 7)])
+
+
 class _NoRetry(RetryPolicy):
     def on_write_timeout(self, *args, **kwargs):
         return self.RETHROW, None
@@ -225,10 +300,12 @@ class _NoRetry(RetryPolicy):
 
 @pytest.mark.skipif(bool(EXTERNAL), reason="starts its own 3-node Shoal cluster")
 def test_cas_on_three_nodes_with_a_node_killed_keeps_every_update(tmp_path):
-    """Concurrent CAS increments on 5 keys at SERIAL / QUORUM while node 3 is
-    killed and restarted: every expected value is won at most once, and each
-    final value is the number of successes plus at most the number of writes
-    whose outcome was unknown (a timeout: Paxos may still have chosen them)."""
+    """Concurrent CAS increments and SERIAL reads on 5 keys at SERIAL / QUORUM
+    while node 3 is killed and restarted: every expected value is won at most
+    once, each final value is the number of successes plus at most the number
+    of writes whose outcome was unknown (a timeout: Paxos may still have chosen
+    them), and each key's history (real-time call and return of every read and
+    CAS) is linearizable (`linearizable`)."""
     keys = 5
     with ShoalCluster(tmp_path / "c", nodes=3) as c:
         profile = ExecutionProfile(consistency_level=ConsistencyLevel.QUORUM, retry_policy=_NoRetry(), request_timeout=10)
@@ -245,7 +322,9 @@ def test_cas_on_three_nodes_with_a_node_killed_keeps_every_update(tmp_path):
         read.consistency_level = ConsistencyLevel.SERIAL
         won = {k: [] for k in range(keys)}
         unknown = {k: 0 for k in range(keys)}
+        history = {k: [] for k in range(keys)}
         lock = threading.Lock()
+        now = time.monotonic_ns
         stop = time.monotonic() + 25
 
         def worker(seed):
@@ -253,21 +332,30 @@ def test_cas_on_three_nodes_with_a_node_killed_keeps_every_update(tmp_path):
             while time.monotonic() < stop:
                 k = rng.randrange(keys)
                 try:
+                    call = now()
                     v = session.execute(read, (k,)).one().v
-                except (OperationTimedOut, WriteTimeout, Unavailable, NoHostAvailable, Exception):
+                    with lock:
+                        history[k].append((call, now(), "read", v, None))
+                except Exception:
                     time.sleep(0.05)
                     continue
                 try:
+                    call = now()
                     row = session.execute(update, (v + 1, k, v)).one()
-                except (OperationTimedOut, WriteTimeout, NoHostAvailable, Exception) as e:
+                    ret = now()
+                except Exception as e:
                     if isinstance(e, (Unavailable, InvalidRequest)):
                         continue
                     with lock:
                         unknown[k] += 1
+                        history[k].append((call, None, "unknown", v, v + 1))
                     continue
-                if row[0]:
-                    with lock:
+                with lock:
+                    if row[0]:
                         won[k].append(v)
+                        history[k].append((call, ret, "cas", v, v + 1))
+                    else:
+                        history[k].append((call, ret, "refused", v, row[1]))
 
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
         for t in threads:
@@ -285,4 +373,6 @@ def test_cas_on_three_nodes_with_a_node_killed_keeps_every_update(tmp_path):
             assert len(set(won[k])) == len(won[k]), f"key {k}: an expected value was won twice: {sorted(won[k])}"
             final[k] = session.execute(read, (k,)).one().v
             assert len(won[k]) <= final[k] <= len(won[k]) + unknown[k], (k, final[k], len(won[k]), unknown[k])
+            print(f"key {k}: {len(history[k])} operations, {len(won[k])} applied, {unknown[k]} unknown")
+            assert linearizable(history[k]), f"key {k}: its {len(history[k])} operations have no linearization"
         cluster.shutdown()

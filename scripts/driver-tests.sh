@@ -3,9 +3,11 @@
 # (tests/java, Maven) and gocql v2 (tests/go). By default against a fresh
 # `shoal server` on free loopback ports; with --cassandra against Apache
 # Cassandra 5.0.9 (scripts/cassandra, installed on first use), the differential
-# mode: both must pass the same tests.
+# mode: both must pass the same tests. With --cluster, against a 3-node Shoal
+# cluster on 127.0.0.1..3 (`shoal cluster up`): the tests of connection,
+# protocol v5, types, prepared statements, batches, paging, LWT and counters.
 #
-#   scripts/driver-tests.sh [--cassandra] [--only java|go]
+#   scripts/driver-tests.sh [--cassandra | --cluster] [--only java|go]
 #
 # Env: SHOAL_BIN (default from scripts/env.sh), JAVA_DRIVER_PROFILES (the Maven
 # profiles to run, default "default datastax-4.17": the Apache driver 4.19 and
@@ -19,6 +21,7 @@ only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cassandra) target=cassandra ;;
+    --cluster) target=cluster ;;
     --only) only="$2"; shift ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "driver-tests: unknown argument $1" >&2; exit 2 ;;
@@ -39,6 +42,9 @@ cleanup() {
   if [ "$target" = cassandra ]; then
     CASS_DATA="$work/cassandra" "$ROOT/scripts/cassandra/stop.sh" >/dev/null || true
   fi
+  if [ "$target" = cluster ]; then
+    "$SHOAL_BIN" cluster --dir "$work/cluster" down >/dev/null 2>&1 || true
+  fi
   if [ $rc -ne 0 ] && [ -f "$work/server.log" ]; then
     echo "---- server log (tail) ----" >&2; tail -40 "$work/server.log" >&2
   fi
@@ -57,6 +63,11 @@ if [ "$target" = shoal ]; then
   for _ in $(seq 1 300); do port_open "$port" && break; kill -0 "$server_pid" || exit 1; sleep 0.1; done
   port_open "$port" || { echo "driver-tests: shoal did not listen on $port" >&2; exit 1; }
   echo "== driver tests against shoal (pid $server_pid) on 127.0.0.1:$port"
+elif [ "$target" = cluster ]; then
+  [ -x "$SHOAL_BIN" ] || { echo "driver-tests: no $SHOAL_BIN; build first (cargo build --release)" >&2; exit 1; }
+  "$SHOAL_BIN" cluster --dir "$work/cluster" up -n 3 --native-port "$port" --admin-port "$(free_port)" \
+    > "$work/server.log" 2>&1 || { cat "$work/server.log" >&2; exit 1; }
+  echo "== driver tests against a 3-node shoal cluster on 127.0.0.1..3:$port"
 else
   "$ROOT/scripts/cassandra/install.sh"
   CASS_DATA="$work/cassandra" CASS_PORT="$port" CASS_STORAGE_PORT="$(free_port)" CASS_JMX_PORT="$(free_port)" \
@@ -65,10 +76,14 @@ else
 fi
 
 export CQL_HOST=127.0.0.1 CQL_PORT="$port" CQL_TARGET="$target"
+# The launcher's nodes are in dc1 (a lone node and Cassandra in datacenter1).
+[ "$target" = cluster ] && export CQL_DC=dc1
 if [ -z "$only" ] || [ "$only" = go ]; then
   command -v go >/dev/null || { echo "driver-tests: go is required" >&2; exit 1; }
   echo "== gocql v2 (tests/go)"
-  ( cd "$ROOT/tests/go" && go test -count=1 ./... )
+  go_args=(-count=1)
+  [ "$target" = cluster ] && go_args+=(-run 'Connect|ProtocolV5|Types|Prepared|Batch|Paging|Lightweight|CompareAndSet|Counters')
+  ( cd "$ROOT/tests/go" && go test "${go_args[@]}" ./... )
 fi
 if [ -z "$only" ] || [ "$only" = java ]; then
   command -v mvn >/dev/null || { echo "driver-tests: mvn (Maven) and java 17 are required" >&2; exit 1; }
@@ -76,6 +91,7 @@ if [ -z "$only" ] || [ "$only" = java ]; then
     echo "== Java driver 4 (tests/java, profile $profile)"
     args=(-q -B test)
     [ "$profile" = default ] || args+=(-P "$profile")
+    [ "$target" = cluster ] && args+=(-Dtest='ConnectionTest,ProtocolV5Test,TypesTest,PreparedStatementTest,BatchTest,PagingTest,LwtCountersTest')
     ( cd "$ROOT/tests/java" && mvn "${args[@]}" )
   done
 fi

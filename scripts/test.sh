@@ -2,8 +2,9 @@
 # The whole test suite: formatting and clippy (warnings are errors), Rust unit and integration tests (incl. the scylla Rust
 # driver against a real `shoal` process), then the Python driver and cqlsh
 # conformance tests against a real `shoal` process, then the Java driver 4 and
-# gocql v2 suites against a real `shoal` process and, with the same
-# expectations, against Apache Cassandra 5.0.9 (the differential run).
+# gocql v2 suites against a real `shoal` process (and in part against a 3-node
+# shoal cluster) and, with the same expectations, against Apache Cassandra 5.0.9
+# (the differential run).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/env.sh"
@@ -21,6 +22,8 @@ echo "== python driver + cqlsh tests"
 PATH="$SHOAL_VENV/bin:$PATH" SHOAL_BIN="$SHOAL_BIN" "$SHOAL_VENV/bin/python" -m pytest -q tests/python
 echo "== Java driver 4 and gocql v2 against shoal"
 "$ROOT/scripts/driver-tests.sh"
+echo "== the same suites' connection, v5, types, prepared, batch, paging, LWT and counter tests against a 3-node shoal cluster"
+JAVA_DRIVER_PROFILES=default "$ROOT/scripts/driver-tests.sh" --cluster
 echo "== the same against Apache Cassandra 5.0.9 (differential; SHOAL_SKIP_DIFFERENTIAL=1 skips it)"
 if [ "${SHOAL_SKIP_DIFFERENTIAL:-0}" != 1 ]; then
   JAVA_DRIVER_PROFILES=default "$ROOT/scripts/driver-tests.sh" --cassandra

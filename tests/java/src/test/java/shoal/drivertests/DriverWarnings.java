@@ -47,7 +47,19 @@ final class DriverWarnings extends AppenderBase<ILoggingEvent> {
     if (installed) {
       return;
     }
-    LoggerContext context = (LoggerContext) LoggerFactory.getILoggerFactory();
+    // While another thread is still initializing SLF4J, it hands out a substitute factory: wait
+    // (bounded) for logback's own context rather than fail the class on a cast.
+    org.slf4j.ILoggerFactory factory = LoggerFactory.getILoggerFactory();
+    for (int i = 0; i < 200 && !(factory instanceof LoggerContext); i++) {
+      try {
+        Thread.sleep(25);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+      factory = LoggerFactory.getILoggerFactory();
+    }
+    LoggerContext context = (LoggerContext) factory;
     DriverWarnings appender = new DriverWarnings();
     appender.setContext(context);
     appender.setName("driver-warnings");

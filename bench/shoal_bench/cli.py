@@ -91,7 +91,7 @@ import sys
 import tempfile
 import time
 
-from .compare import (Bench, extra_table, level_args, max_levels, results_plots, run_system, security_cost_lines, security_table,
+from .compare import (EXTRA_HEADING, Bench, extra_section, extra_table, level_args, update_section, max_levels, results_plots, run_system, security_cost_lines, security_table,
                       summary_table, targets, variant_name, versions, write_results)
 from .durability import durability
 from .security import Security
@@ -243,6 +243,7 @@ def run():
     bench.started = started
     t0 = time.time()
     vers = versions(cass_version)
+    bench.versions = vers
     if not with_cassandra:
         bench.notes.append("Cassandra was not run (--shoal-only or not installed): no ratios; the fixed rate is "
                            "50% of Shoal's own median write rate.")
@@ -279,7 +280,12 @@ def run():
 
     charts = results_plots(bench, results_dir)
     results = os.path.join(results_dir, "RESULTS.md")
-    write_results(bench, results, ["bench/compare"] + sys.argv[1:], started, vers, charts, results_dir)
+    argv = ["bench/compare"] + sys.argv[1:]
+    if results_dir == HERE and not any(n in a.scenario_names for n in ("rf1", "rf3")):
+        # Only LWT/counters measured: the benchmark of record keeps its other sections, this one is replaced.
+        update_section(results, EXTRA_HEADING, extra_section(bench, argv))
+    else:
+        write_results(bench, results, argv, started, vers, charts, results_dir)
     print()
     print(f"Median of {a.runs} run(s); Cassandra's JIT warm-up runs (and Shoal's) were discarded.")
     if any(r["scenario"] in ("rf1", "rf3") or r["scenario"].startswith("rf1-") for r in bench.rows):

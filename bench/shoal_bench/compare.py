@@ -245,6 +245,9 @@ def extra_section(bench, argv):
          ", ".join(f"{sc.upper()}: {w:,} {wl} operations" for sc, (w, wl) in bench.extra_warmups.items()) +
          f"), then each workload {a.runs} time{'s' if a.runs > 1 else ''}, `-rate threads={a.threads}`; "
          f"median of the runs.", ""]
+    vers = getattr(bench, "versions", None)
+    if vers:
+        L += [f"- Shoal: {vers['shoal']}", f"- Cassandra: {vers['cassandra']}"]
     L += [f"- {sc.upper()}: {text}." for sc, text in EXTRA_SCENARIOS if sc in bench.extra_warmups]
     L += ["- `shoal stress lwt` is a Shoal extension (cassandra-stress has no LWT command): operation i is an "
           "`INSERT INTO lwt1 (key, v, \"C0\"..\"C4\") VALUES (?, 0, ...) IF NOT EXISTS` of a new key or, half the "
@@ -590,6 +593,23 @@ def carried_section(path, heading):
     while body and body[-1] in (kept, ""):
         body.pop()
     return body + ["", kept, ""]
+
+
+def update_section(path, heading, lines):
+    """Replaces the section under `heading` of the Markdown file at `path` with `lines` (which start with
+    the heading), or inserts them before "## Issue 5 targets" (at the end when there is none)."""
+    with open(path) as f:
+        text = f.read()
+    new = "\n".join(lines).rstrip("\n") + "\n\n"
+    start = text.find("\n" + heading + "\n")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start + 1] + new + (text[end + 1:] if end >= 0 else "")
+    else:
+        at = text.find("\n## Issue 5 targets\n")
+        text = text[:at + 1] + new + text[at + 1:] if at >= 0 else text.rstrip("\n") + "\n\n" + new
+    with open(path, "w") as f:
+        f.write(text.rstrip("\n") + "\n")
 
 
 def write_results(bench, path, argv, started, vers, charts, results_dir):

@@ -142,6 +142,25 @@ class ReportTest(unittest.TestCase):
             kept = compare.carried_section(path, compare.EXTRA_HEADING)
             self.assertEqual(kept[:3], [compare.EXTRA_HEADING, "", "Measured then."])
 
+    def test_a_run_of_them_alone_replaces_only_their_section(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "RESULTS.md")
+            with open(path, "w") as f:
+                f.write("# R\n\n## Results\n\nx\n\n## Issue 5 targets\n\n- MET\n")
+            compare.update_section(path, compare.EXTRA_HEADING, [compare.EXTRA_HEADING, "", "First.", ""])
+            with open(path) as f:
+                self.assertEqual(f.read(), f"# R\n\n## Results\n\nx\n\n{compare.EXTRA_HEADING}\n\nFirst.\n\n"
+                                 "## Issue 5 targets\n\n- MET\n")
+            compare.update_section(path, compare.EXTRA_HEADING, [compare.EXTRA_HEADING, "", "Second.", "", "| t |"])
+            with open(path) as f:
+                self.assertEqual(f.read(), f"# R\n\n## Results\n\nx\n\n{compare.EXTRA_HEADING}\n\nSecond.\n\n| t |"
+                                 "\n\n## Issue 5 targets\n\n- MET\n")
+            with open(path, "w") as f:
+                f.write(f"# R\n\n{compare.EXTRA_HEADING}\n\nOld, last.\n")
+            compare.update_section(path, compare.EXTRA_HEADING, [compare.EXTRA_HEADING, "", "New."])
+            with open(path) as f:
+                self.assertEqual(f.read(), f"# R\n\n{compare.EXTRA_HEADING}\n\nNew.\n")
+
 
 if __name__ == "__main__":
     unittest.main()

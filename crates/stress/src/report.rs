@@ -684,6 +684,9 @@ pub struct JsonSettings {
     /// Seconds between interval lines.
     #[serde(default = "one_second")]
     pub interval_s: f64,
+    /// The command's own parameters: `add=` (counter_write), the ratio and `serial-cl=` (lwt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
 }
 
 fn one_second() -> f64 {
@@ -721,6 +724,16 @@ impl JsonSettings {
             legacy: s.legacy_note.clone(),
             tls: s.transport.is_some(),
             interval_s: s.interval.as_secs_f64(),
+            workload: match s.command {
+                Command::CounterWrite => Some(format!("add={}", s.counter_add.describe())),
+                Command::Lwt => Some(format!(
+                    "ratio(insert={},update={}) serial-cl={}",
+                    s.lwt_ratio.insert,
+                    s.lwt_ratio.update,
+                    s.serial_consistency.name()
+                )),
+                _ => None,
+            },
         }
     }
 }

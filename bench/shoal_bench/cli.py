@@ -1,7 +1,8 @@
 """bench/compare: Shoal side by side with Apache Cassandra, the benchmark of record (issue 5).
 
     bench/compare [--quick | --smoke] [--runs 3] [--n 2000000] [--threads 128]
-                  [--rf1-only | --rf3] [--shoal-only] [--client simplenative|driver] [--out DIR]
+                  [--rf1-only | --rf3 | --rf3-only | --scenarios rf1,rf3,lwt,counter]
+                  [--lwt-n N] [--counter-n N] [--shoal-only] [--client simplenative|driver] [--out DIR]
                   [--auth] [--tls]
     bench/compare --steadiness [--minutes 30] [--with-cassandra] [--threads 128]
     bench/compare --durability [--durability-duration 10s] [--durability-threads 1,2,4,...,256]
@@ -26,6 +27,19 @@ CPU-us per operation (/proc/PID/stat); peak RSS is the server's VmHWM (reset bef
 Before the measured runs each server gets the same discarded warm-up (Cassandra needs its JIT warm).
 --rf3 adds the same at RF=3, CL=QUORUM on local 3-node clusters (`shoal cluster up -n 3`,
 bench/cassandra-cluster.sh).
+
+LWT and counters (issue 23; in every run unless --rf1-only, --rf3-only or --scenarios leaves them out),
+each on a fresh single node per system (RF=1), after a discarded warm-up, --runs times:
+
+  (5) lwt:     shoal stress lwt n=L truncate=always ratio(insert=1,update=1) cl=QUORUM serial-cl=SERIAL
+               (a Shoal extension: INSERT ... IF NOT EXISTS on new keys, UPDATE ... IF v = ? on inserted ones)
+  (6) counter: shoal stress counter_write n=C truncate=always cl=ONE add=fixed(1), then
+               shoal stress counter_read n=C cl=ONE -pop dist=uniform(1..C)     (cassandra-stress's counter1)
+
+L = --lwt-n (default min(n, 200,000); quick 20,000; smoke 2,000), C = --counter-n (default n; quick
+100,000; smoke 10,000). --scenarios picks the scenarios by name (rf1, rf3, lwt, counter), e.g.
+`--scenarios lwt,counter`; RESULTS.md gets their own section ("LWT and counters"), which a run without
+them carries over from the RESULTS.md it replaces.
 
 --auth and --tls (either or both; RF=1 only): after the plain RF=1 runs, each system runs write, mixed and
 fixed-rate again (the plain runs' rate; no max phase) on a server restarted with PasswordAuthenticator +
@@ -77,7 +91,7 @@ import sys
 import tempfile
 import time
 
-from .compare import (Bench, level_args, max_levels, results_plots, run_system, security_cost_lines, security_table,
+from .compare import (EXTRA_HEADING, Bench, extra_section, extra_table, level_args, update_section, max_levels, results_plots, run_system, security_cost_lines, security_table,
                       summary_table, targets, variant_name, versions, write_results)
 from .durability import durability
 from .security import Security
@@ -107,7 +121,11 @@ def run():
     sc.add_argument("--rf1-only", action="store_true", help="only RF=1 (the default)")
     sc.add_argument("--rf3", action="store_true", help="also RF=3 QUORUM on 3-node local clusters (slow on 2 cores)")
     sc.add_argument("--rf3-only", action="store_true", help="only the RF=3 QUORUM scenario")
+    sc.add_argument("--scenarios", help="comma-separated scenarios to run, of rf1, rf3, lwt, counter (default: rf1, "
+                    "lwt, counter; with --rf3 also rf3)")
     ap.add_argument("--rf3-n", type=int, help="rows per RF=3 write run (default min(n, 200,000))")
+    ap.add_argument("--lwt-n", type=int, help="operations per LWT run (default min(n, 200,000); quick 20,000)")
+    ap.add_argument("--counter-n", type=int, help="operations per counter_write/counter_read run (default n)")
     ap.add_argument("--shoal-only", action="store_true", help="do not run Cassandra")
     ap.add_argument("--out", help="directory for RESULTS.md, SVGs, JSON and logs (default: see above)")
     ap.add_argument("--auth", action="store_true", help="also RF=1 with PasswordAuthenticator + CassandraAuthorizer "
@@ -131,9 +149,9 @@ def run():
     ex.add_argument("--fsync-seconds", type=float, default=3, help="length of each fsync-rate probe (default 3)")
     a = ap.parse_args()
     extra = a.steadiness or a.durability
-    if extra and (a.quick or a.smoke or a.rf3 or a.rf3_only or a.shoal_only):
+    if extra and (a.quick or a.smoke or a.rf3 or a.rf3_only or a.shoal_only or a.scenarios):
         ap.error("--steadiness and --durability run on their own (Shoal only unless --with-cassandra): not with "
-                 "--quick, --smoke, --rf3, --rf3-only or --shoal-only")
+                 "--quick, --smoke, --rf3, --rf3-only, --scenarios or --shoal-only")
     if a.with_cassandra and not a.steadiness:
         ap.error("--with-cassandra goes with --steadiness")
     problem = security_args_problem(a)
@@ -147,9 +165,10 @@ def run():
     except ValueError:
         ap.error("--durability-threads: a comma-separated list of positive numbers")
     if a.smoke:
-        defaults = dict(n=20_000, runs=1, fixed_s=0, warmup=5_000, mixed_n=10_000, max_s=0, max_threads="")
+        defaults = dict(n=20_000, runs=1, fixed_s=0, warmup=5_000, mixed_n=10_000, max_s=0, max_threads="",
+                        lwt_n=2_000, counter_n=10_000)
     elif a.quick:
-        defaults = dict(n=100_000, runs=1, fixed_s=10, max_s=5, max_threads="128,256")
+        defaults = dict(n=100_000, runs=1, fixed_s=10, max_s=5, max_threads="128,256", lwt_n=20_000)
     else:
         defaults = dict(n=2_000_000, runs=3, fixed_s=30, max_s=20, max_threads="128,256,256x2,512x2")
     for k, v in defaults.items():
@@ -165,6 +184,16 @@ def run():
                  "per node), all positive")
     if a.rf3_n is None:
         a.rf3_n = min(a.n, 200_000)
+    if a.lwt_n is None:
+        a.lwt_n = min(a.n, 200_000)
+    if a.counter_n is None:
+        a.counter_n = a.n
+    try:
+        a.scenario_names = scenario_names(a)
+    except ValueError as e:
+        ap.error(str(e))
+    if a.lwt_n < 1 or a.counter_n < 1:
+        ap.error("--lwt-n and --counter-n must be positive")
 
     if not os.access(SHOAL_BIN, os.X_OK):
         raise Fail(f"no shoal binary at {SHOAL_BIN}; build it: source scripts/env.sh && cargo build --release -p shoal")
@@ -203,7 +232,7 @@ def run():
             durability(a, out, results_dir, vers, started, argv)
         return
     log(f"bench/compare: n={a.n:,}, runs={a.runs}, threads={a.threads}, fixed-rate {a.fixed_s}s, "
-        f"{'Cassandra + Shoal' if with_cassandra else 'Shoal only'}{', RF=3 too' if a.rf3 else ', RF=3 only' if a.rf3_only else ''}"
+        f"{'Cassandra + Shoal' if with_cassandra else 'Shoal only'}, scenarios {','.join(a.scenario_names)}"
         f"{', RF=1 with ' + Security(a.auth, a.tls).label + ' too' if a.auth or a.tls else ''}; output {out}")
 
     security = Security(a.auth, a.tls)
@@ -214,15 +243,20 @@ def run():
     bench.started = started
     t0 = time.time()
     vers = versions(cass_version)
+    bench.versions = vers
     if not with_cassandra:
         bench.notes.append("Cassandra was not run (--shoal-only or not installed): no ratios; the fixed rate is "
                            "50% of Shoal's own median write rate.")
-    scen = [] if a.rf3_only else [("rf1", [], a.n, CassandraNode, ShoalNode)]
+    names = a.scenario_names
+    scen = [("rf1", [], a.n, CassandraNode, ShoalNode)] if "rf1" in names else []
     if security:
         scen.append((variant_name(security), [], a.n, lambda o: CassandraNode(o, security=security),
                      lambda o: ShoalNode(o, security=security)))
-    if a.rf3 or a.rf3_only:
+    if "rf3" in names:
         scen.append(("rf3", ["cl=QUORUM", "-schema", "replication(factor=3)"], a.rf3_n, CassandraCluster, ShoalCluster))
+    for name, n in (("lwt", a.lwt_n), ("counter", a.counter_n)):
+        if name in names:
+            scen.append((name, [], n, CassandraNode, ShoalNode))
     for name, cl_args, n, cass_cls, shoal_cls in scen:
         fixed_of = "cassandra" if with_cassandra else "shoal"
         if security and name == variant_name(security) and "rf1" in bench.fixed_rate:
@@ -246,10 +280,19 @@ def run():
 
     charts = results_plots(bench, results_dir)
     results = os.path.join(results_dir, "RESULTS.md")
-    write_results(bench, results, ["bench/compare"] + sys.argv[1:], started, vers, charts, results_dir)
+    argv = ["bench/compare"] + sys.argv[1:]
+    if results_dir == HERE and not any(n in a.scenario_names for n in ("rf1", "rf3")):
+        # Only LWT/counters measured: the benchmark of record keeps its other sections, this one is replaced.
+        update_section(results, EXTRA_HEADING, extra_section(bench, argv))
+    else:
+        write_results(bench, results, argv, started, vers, charts, results_dir)
     print()
     print(f"Median of {a.runs} run(s); Cassandra's JIT warm-up runs (and Shoal's) were discarded.")
-    print(summary_table(bench))
+    if any(r["scenario"] in ("rf1", "rf3") or r["scenario"].startswith("rf1-") for r in bench.rows):
+        print(summary_table(bench))
+    extra = extra_table(bench)
+    if extra:
+        print(f"\nLWT and counters (median of {a.runs} run(s)):\n{extra}")
     for t, met in targets(bench):
         print(f"{'MET    ' if met else 'NOT MET'}  {t}")
     if security:
@@ -264,6 +307,26 @@ def run():
         raise Fail("smoke: a chart was not drawn (see the warning above)")
 
 
+SCENARIO_NAMES = ("rf1", "rf3", "lwt", "counter")
+
+
+def scenario_names(a):
+    """The scenarios to run, in SCENARIO_NAMES' order: --scenarios, else the --rf* flags' choice plus
+    lwt and counter (--rf1-only and --rf3-only: that scenario alone). ValueError on an unknown name."""
+    if a.scenarios is not None:
+        names = [x.strip() for x in a.scenarios.split(",") if x.strip()]
+        unknown = [x for x in names if x not in SCENARIO_NAMES]
+        if unknown or not names:
+            raise ValueError(f"--scenarios: {', '.join(unknown) or 'none given'}: use a comma-separated list of "
+                             f"{', '.join(SCENARIO_NAMES)}")
+        return [x for x in SCENARIO_NAMES if x in names]
+    if a.rf3_only:
+        return ["rf3"]
+    if a.rf1_only:
+        return ["rf1"]
+    return ["rf1"] + (["rf3"] if a.rf3 else []) + ["lwt", "counter"]
+
+
 def security_args_problem(a):
     """Why --auth/--tls cannot go with the other arguments, or None."""
     if not (a.auth or a.tls):
@@ -272,6 +335,8 @@ def security_args_problem(a):
         return "--auth and --tls go with the comparison, not --steadiness or --durability"
     if a.rf3 or a.rf3_only:
         return "--auth and --tls run at RF=1 only (not with --rf3 or --rf3-only)"
+    if getattr(a, "scenarios", None) is not None and "rf1" not in a.scenarios.split(","):
+        return "--auth and --tls need the rf1 scenario (--scenarios without rf1 leaves it out)"
     if a.tls and a.client != "simplenative":
         return "--tls needs --client simplenative: shoal stress speaks TLS through its own client only"
     return None

@@ -1,8 +1,9 @@
 """The comparison itself (the default mode): `Bench` runs `shoal stress` against a started server
 and keeps every run's numbers; per scenario a warm-up, then write, mixed, fixed-rate and (RF=1) the
-maximum-rate sweep over client threads and connections. Then the tables (the medians with
-Shoal/Cassandra ratios, every run, the max-rate levels), the issue-5 targets, the charts over time
-(`results_plots`) and RESULTS.md (`write_results`)."""
+maximum-rate sweep over client threads and connections; the LWT and counter scenarios (issue 23)
+run their own workloads instead (`EXTRA_SCENARIOS`, `extra_workloads`). Then the tables (the medians
+with Shoal/Cassandra ratios, every run, the max-rate levels), the issue-5 targets, the charts over
+time (`results_plots`) and RESULTS.md (`write_results`)."""
 
 import datetime
 import json
@@ -27,6 +28,7 @@ class Bench:
         self.fixed_rate = {}    # scenario -> (ops/s, what it is 50% of)
         self.notes = []
         self.warmups = {}       # scenario -> discarded warm-up writes per server
+        self.extra_warmups = {}  # LWT/counter scenario -> (discarded warm-up operations, of which workload)
         self.security = security  # --auth/--tls (security.Security): RF=1 again with both servers secured
         self.started = None     # when the run began (UTC text), for the auth/TLS section
         self.tls_sessions = {}  # system -> the TLS version and cipher suite its stress runs reported
@@ -74,6 +76,7 @@ class Bench:
         wall = max(w1 - w0, 1e-9)
         lat = s["latency"]
         row = dict(scenario=scenario, system=server.system, workload=workload, run=run, json=path,
+                   applied=s.get("applied"), not_applied=s.get("not_applied"),
                    ops=s["ops"], errors=s["errors"], retries=s.get("retries", 0), ops_s=s["op_rate"], p50=lat["p50_ms"], p95=lat["p95_ms"],
                    p99=lat["p99_ms"], p999=lat["p999_ms"], max=lat["max_ms"],
                    cpu_us=s.get("server_cpu_us_per_op"), server_cores=(s.get("server_cpu_s") or 0) / max(s["elapsed_s"], 1e-9),
@@ -90,7 +93,10 @@ class Bench:
         return row
 
     def scenario(self, server, scenario, cl_args, n, fixed_of=None):
-        """Warm-up, then write, mixed and fixed-rate runs against one started server."""
+        """Warm-up, then write, mixed and fixed-rate runs against one started server (the LWT and
+        counter scenarios: `extra_scenario`)."""
+        if scenario in dict(EXTRA_SCENARIOS):
+            return self.extra_scenario(server, scenario, n)
         a = self.args
         # Positional words (cl=...) must come before the first option (-pop, -schema, -rate).
         cl = [w for w in cl_args if "=" in w and not w.startswith("-") and "(" not in w]
@@ -127,6 +133,21 @@ class Bench:
                                 cl + opts + ["-rate", f"threads={threads}"], a.max_s * 3 + 120,
                                 mode=[f"connectionsPerHost={conns}"] if conns else [])
 
+    def extra_scenario(self, server, scenario, n):
+        """The LWT or counter scenario against one started server: a discarded warm-up of its first
+        workload, then each workload --runs times (`extra_workloads`)."""
+        a = self.args
+        T = ["-rate", f"threads={a.threads}"]
+        warm = min(n, a.warmup if a.warmup is not None else 300_000)
+        workloads = extra_workloads(scenario, n)
+        first, words = workloads[0][0], extra_workloads(scenario, warm)[0][1]
+        self.extra_warmups[scenario] = (warm, first)
+        log(f"{server.label} {scenario}: warm-up, discarded ({warm:,} {first} operations)")
+        self.stress(server, scenario, f"warmup-{first}", 0, words + T, 120 + warm // 200, keep=False)
+        for wl, words in workloads:
+            for r in range(1, a.runs + 1):
+                self.stress(server, scenario, wl, r, words + T, 120 + n // 200)
+
     def median(self, scenario, system, workload, key):
         vals = [r[key] for r in self.rows if (r["scenario"], r["system"], r["workload"]) == (scenario, system, workload)]
         if not vals:
@@ -161,6 +182,95 @@ METRICS = [("ops_s", "ops/s", "{:,.0f}"), ("p50", "p50 ms", "{:.2f}"), ("p95", "
            ("rss_mib", "peak RSS MiB", "{:,.0f}")]
 WORKLOADS = [("write", "write"), ("mixed", "mixed r9:w1"), ("fixed", "fixed-rate write")]
 SCENARIOS = [("rf1", "RF=1, CL=ONE, 1 node"), ("rf3", "RF=3, CL=QUORUM, 3 local nodes")]
+
+
+# LWT and counters (issue 23): one node, RF=1, in turn as the other scenarios; their own workloads.
+EXTRA_SCENARIOS = [("lwt", "LWT, RF=1, 1 node: INSERT IF NOT EXISTS on new keys + UPDATE ... IF on inserted "
+                           "ones (1:1), SERIAL, commit at QUORUM"),
+                   ("counter", "Counters, RF=1, CL=ONE, 1 node: cassandra-stress's counter1 (5 counter columns)")]
+EXTRA_HEADING = "## LWT and counters (issue 23)"
+
+
+def extra_workloads(scenario, n):
+    """[(workload, stress words)] of the LWT or counter scenario, n operations each (positional words
+    first: the caller appends -rate). counter_read reads the keys the last counter_write run wrote."""
+    if scenario == "lwt":
+        return [("lwt", ["lwt", f"n={n}", "truncate=always", "ratio(insert=1,update=1)", "cl=QUORUM",
+                         "serial-cl=SERIAL"])]
+    if scenario == "counter":
+        return [("counter_write", ["counter_write", f"n={n}", "truncate=always", "cl=ONE", "add=fixed(1)"]),
+                ("counter_read", ["counter_read", f"n={n}", "cl=ONE", "-pop", f"dist=uniform(1..{n})"])]
+    raise ValueError(scenario)
+
+
+def extra_table(bench):
+    """The medians of the LWT and counter workloads per system, with Shoal/Cassandra ratios, or None
+    when neither was measured."""
+    metrics = [m for m in METRICS if m[0] != "rss_mib"]
+    rows = []
+    for sc, _ in EXTRA_SCENARIOS:
+        for wl, _ in extra_workloads(sc, 1):
+            meds = {}
+            for system, label in (("cassandra", "Cassandra"), ("shoal", "Shoal")):
+                if bench.median(sc, system, wl, "ops_s") is None:
+                    continue
+                meds[system] = {k: bench.median(sc, system, wl, k) for k, _, _ in metrics}
+                rows.append([sc.upper(), wl, label] + [f.format(meds[system][k]) for k, _, f in metrics] +
+                            [applied_share(bench, sc, system, wl)])
+            if len(meds) == 2:
+                c, s = meds["cassandra"], meds["shoal"]
+                rows.append([sc.upper(), wl, "**Shoal/Cassandra**"] +
+                            [f"**{s[k] / c[k]:.2f}x**" if c[k] else "-" for k, _, _ in metrics] + [""])
+    if not rows:
+        return None
+    return md_table(["scenario", "workload", "system"] + [h for _, h, _ in metrics] + ["LWT applied"], rows)
+
+
+def applied_share(bench, scenario, system, workload):
+    """`applied / not applied` summed over the runs of an LWT workload, with the applied share; '' otherwise."""
+    runs = [r for r in bench.rows if (r["scenario"], r["system"], r["workload"]) == (scenario, system, workload)
+            and r.get("applied") is not None]
+    if not runs:
+        return ""
+    applied, refused = sum(r["applied"] for r in runs), sum(r["not_applied"] or 0 for r in runs)
+    return f"{applied:,} / {refused:,} ({100 * applied / max(applied + refused, 1):.1f}%)"
+
+
+def extra_section(bench, argv):
+    """The RESULTS.md section of the LWT and counter scenarios: what ran, the medians, the commands."""
+    a = bench.args
+    L = [EXTRA_HEADING, "",
+         f"Measured {bench.started} by `{' '.join(argv)}` on {machine()}: each system started fresh "
+         f"(RF=1, one node, the settings of the Setup above), a discarded warm-up (" +
+         ", ".join(f"{sc.upper()}: {w:,} {wl} operations" for sc, (w, wl) in bench.extra_warmups.items()) +
+         f"), then each workload {a.runs} time{'s' if a.runs > 1 else ''}, `-rate threads={a.threads}`; "
+         f"median of the runs.", ""]
+    vers = getattr(bench, "versions", None)
+    if vers:
+        L += [f"- Shoal: {vers['shoal']}", f"- Cassandra: {vers['cassandra']}"]
+    L += [f"- {sc.upper()}: {text}." for sc, text in EXTRA_SCENARIOS if sc in bench.extra_warmups]
+    L += ["- `shoal stress lwt` is a Shoal extension (cassandra-stress has no LWT command): operation i is an "
+          "`INSERT INTO lwt1 (key, v, \"C0\"..\"C4\") VALUES (?, 0, ...) IF NOT EXISTS` of a new key or, half the "
+          "time, an `UPDATE lwt1 SET v = ? WHERE key = ? IF v = ?` of the key of an earlier insert, expecting the "
+          "value the client last saw there (a refusal reports the current value). Serial consistency SERIAL, "
+          "commit consistency QUORUM (one replica at RF=1). `LWT applied` sums the runs' applied / not applied "
+          "statements; retries after a timeout count as one operation.",
+          "- `counter_write` and `counter_read` are cassandra-stress's: `UPDATE counter1 SET \"C0\" = \"C0\" + ?, "
+          "... WHERE key = ?` with `add=fixed(1)`, then `SELECT` of the keys written (uniform).",
+          "- Cassandra 5.0.9 runs its default Paxos (`paxos_variant: v1`, 4 round trips per uncontended write; "
+          "Shoal's is v2-like, 2 + the commit); no fixed-rate or max-rate phase for these workloads.", ""]
+    table = extra_table(bench)
+    if table:
+        L += [table, "", "Ratios are Shoal/Cassandra: above 1 is better for ops/s, below 1 is better for the rest.", ""]
+    L += ["Commands (`-node`, `-port`, `--json FILE --server-pid PID` appended to each):", "", "```sh"]
+    for (sc, wl), cmd in bench.commands.items():
+        if sc in dict(EXTRA_SCENARIOS):
+            L.append(f"# {sc} {wl}\n{cmd}")
+    L += ["```", ""]
+    if a.quick or a.smoke:
+        L += [f"Short runs ({'--quick' if a.quick else '--smoke'}): Cassandra's JIT is warmer after a longer "
+              "warm-up, and /proc counts CPU in 10 ms ticks; the full mode's longer runs are the ones to quote.", ""]
+    return L
 
 
 def variant_name(security):
@@ -485,6 +595,23 @@ def carried_section(path, heading):
     return body + ["", kept, ""]
 
 
+def update_section(path, heading, lines):
+    """Replaces the section under `heading` of the Markdown file at `path` with `lines` (which start with
+    the heading), or inserts them before "## Issue 5 targets" (at the end when there is none)."""
+    with open(path) as f:
+        text = f.read()
+    new = "\n".join(lines).rstrip("\n") + "\n\n"
+    start = text.find("\n" + heading + "\n")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start + 1] + new + (text[end + 1:] if end >= 0 else "")
+    else:
+        at = text.find("\n## Issue 5 targets\n")
+        text = text[:at + 1] + new + text[at + 1:] if at >= 0 else text.rstrip("\n") + "\n\n" + new
+    with open(path, "w") as f:
+        f.write(text.rstrip("\n") + "\n")
+
+
 def write_results(bench, path, argv, started, vers, charts, results_dir):
     """RESULTS.md at `path`; charts: [(SVG name in results_dir, drawn)] from `results_plots`."""
     a = bench.args
@@ -508,7 +635,8 @@ def write_results(bench, path, argv, started, vers, charts, results_dir):
          "RF=3: `shoal cluster up -n 3`.",
          "- In turn, never both at once: Cassandra first (its median write rate sets the fixed rate), then Shoal.",
          "- Warm-up: before the measured runs, each server gets the same discarded warm-up (" +
-         ", ".join(f"{sc.upper()}: {w:,} writes + {m:,} mixed ops" for sc, (w, m) in bench.warmups.items()) +
+         (", ".join(f"{sc.upper()}: {w:,} writes + {m:,} mixed ops" for sc, (w, m) in bench.warmups.items()) or
+          "see each section") +
          "; Cassandra needs its JIT warm). Each stress run also has its own short warm-up (a quarter of n, at "
          "most 50,000 ops or 10 s) before its measured phase.",
          "- Errors: as cassandra-stress (`-errors retries=9`, its default), a failed operation is tried again up "
@@ -535,6 +663,10 @@ def write_results(bench, path, argv, started, vers, charts, results_dir):
         L += security_section(bench, argv)
     else:
         L += carried_section(path, SECURITY_HEADING)
+    if bench.extra_warmups:
+        L += extra_section(bench, argv)
+    else:
+        L += carried_section(path, EXTRA_HEADING)
     L += ["## Issue 5 targets", ""]
     L += [f"- {'MET' if met else '**NOT MET**'}: {t}" for t, met in tgt]
     measured = {t.split(":")[0] for t, _ in tgt}

@@ -56,8 +56,9 @@ pub use frame::{
     FLAG_TRACING, FLAG_USE_BETA, FLAG_WARNING, HEADER_LEN, MAX_PROTOCOL_VERSION, PROTOCOL_V5, PROTOCOL_VERSION,
 };
 pub use request::{
-    decode_request, decode_request_frame, encode_execute, encode_request, encode_request_in, encode_request_with,
-    Batch, BatchKind, BatchStatement, BoundValue, BoundValues, QueryParams, Request, RequestFrame, StartupOptions,
+    decode_request, decode_request_frame, encode_execute, encode_execute_serial, encode_request, encode_request_in,
+    encode_request_with, Batch, BatchKind, BatchStatement, BoundValue, BoundValues, QueryParams, Request, RequestFrame,
+    StartupOptions,
 };
 pub use response::{
     decode_response, encode_event, encode_event_in, encode_response, encode_response_in, encode_response_traced,

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use crate::legacy;
 use crate::settings::{
-    Command, Consistency, Population, Rate, Ratio, Replication, RunLength, Settings, Transport, Truncate,
+    AddDistribution, Command, Consistency, LwtRatio, Population, Rate, Ratio, Replication, RunLength,
+    SerialConsistency, Settings, Transport, Truncate,
 };
 
 /// A command line that cannot be run; the text names what is wrong.
@@ -37,9 +38,14 @@ pub enum Invocation {
 
 /// The valid options, printed after every usage error and by `help`.
 pub const USAGE: &str = "\
-usage: shoal stress write|read|mixed|verify [n=N | duration=30s] [cl=ONE] [no-warmup]
-         [truncate=never|once|always] [interval=1s] [seed=N] [keep-going]
+usage: shoal stress write|read|mixed|verify|counter_write|counter_read|lwt [n=N | duration=30s] [cl=ONE]
+         [no-warmup] [truncate=never|once|always] [interval=1s] [seed=N] [keep-going]
          [ratio(read=9,write=1) | read=9 write=1]                 (mixed only)
+         [add=fixed(1) | add=uniform(1..10)]                      (counter_write: each increment)
+         [ratio(insert=1,update=1)] [serial-cl=SERIAL|LOCAL_SERIAL] (lwt only)
+       counter_write/counter_read: cassandra-stress's counter1 table (key blob, C0..Cn-1 counter)
+       lwt (a Shoal extension): INSERT ... IF NOT EXISTS on new keys and UPDATE ... SET v = ? IF v = ?
+           on keys inserted earlier, table lwt1; Paxos at serial-cl=, the commit at cl=
        -rate threads=N | fixed=X/s [threads=N] | throttle=X/s [threads=N]
        -node host[:port],host... | file=FILE  [dc=DC]
        -port native=9042
@@ -82,18 +88,23 @@ pub fn parse(args: &[String]) -> Result<Invocation, UsageError> {
         }
     }
     let Some(first) = args.first() else {
-        return err("missing command: write, read, mixed or verify");
+        return err("missing command: write, read, mixed, verify, counter_write, counter_read or lwt");
     };
     match first.as_str() {
         "help" | "-h" | "--help" | "-help" => return Ok(Invocation::Help),
-        "write" | "read" | "mixed" | "verify" => {}
-        "counter_write" | "counter_read" | "user" | "print" => {
+        "write" | "read" | "mixed" | "verify" | "counter_write" | "counter_read" | "lwt" => {}
+        "user" | "print" => {
             return err(format!(
-                "command `{first}` is not supported by shoal stress (yet); use write, read, mixed or verify"
+                "command `{first}` is not supported by shoal stress (yet); use write, read, mixed, verify, \
+                 counter_write, counter_read or lwt"
             ));
         }
         other if other.starts_with('-') => return legacy::parse(args).map(|s| Invocation::Run(Box::new(s))),
-        other => return err(format!("unknown command `{other}`: use write, read, mixed or verify")),
+        other => {
+            return err(format!(
+                "unknown command `{other}`: use write, read, mixed, verify, counter_write, counter_read or lwt"
+            ))
+        }
     }
     parse_new(args).map(|s| Invocation::Run(Box::new(s)))
 }
@@ -103,6 +114,9 @@ fn parse_new(args: &[String]) -> Result<Settings, UsageError> {
         "write" => Command::Write,
         "read" => Command::Read,
         "mixed" => Command::Mixed,
+        "counter_write" => Command::CounterWrite,
+        "counter_read" => Command::CounterRead,
+        "lwt" => Command::Lwt,
         _ => Command::Verify,
     };
     let mut settings = Settings::new(command);
@@ -188,8 +202,20 @@ fn command_param(settings: &mut Settings, word: &str) -> Result<(), UsageError> 
         return Ok(());
     }
     if let Some(inner) = call_args(word, "ratio") {
+        if settings.command == Command::Lwt {
+            let mut ratio = LwtRatio { insert: 0, update: 0 };
+            for (key, value) in key_values(inner)? {
+                match key.as_str() {
+                    "insert" => ratio.insert = parse_u32(&value, "ratio insert")?,
+                    "update" => ratio.update = parse_u32(&value, "ratio update")?,
+                    other => return err(format!("ratio({other}=...) is not an lwt operation; use insert and update")),
+                }
+            }
+            settings.lwt_ratio = ratio;
+            return Ok(());
+        }
         if settings.command != Command::Mixed {
-            return err("ratio(...) applies to mixed only");
+            return err("ratio(...) applies to mixed and lwt only");
         }
         let mut ratio = Ratio { read: 0, write: 0 };
         for (key, value) in key_values(inner)? {
@@ -218,6 +244,13 @@ fn command_param(settings: &mut Settings, word: &str) -> Result<(), UsageError> 
             }
         }
         "interval" => settings.interval = parse_duration(value, "interval=")?,
+        "add" if settings.command == Command::CounterWrite => settings.counter_add = parse_add(value)?,
+        "add" => return err("add= (the counter increment) applies to counter_write only"),
+        "serial-cl" if settings.command == Command::Lwt => {
+            settings.serial_consistency = SerialConsistency::parse(value)
+                .ok_or_else(|| UsageError(format!("serial-cl={value}: use SERIAL or LOCAL_SERIAL")))?
+        }
+        "serial-cl" => return err("serial-cl= applies to lwt only"),
         "seed" => settings.seed = parse_count(value, "seed=")?,
         "err<" | "n<" | "n>" => {
             return err(format!("`{key}` (auto-stop on error margins) is not supported; use n= or duration="))
@@ -237,6 +270,28 @@ fn command_param(settings: &mut Settings, word: &str) -> Result<(), UsageError> 
         _ => return err(format!("unknown parameter `{word}` of {}", settings.command.name())),
     }
     Ok(())
+}
+
+/// `add=`: `fixed(N)`, `uniform(LO..HIGH)` or a bare number (cassandra-stress's
+/// distributions of a counter increment; the others are refused by name).
+fn parse_add(value: &str) -> Result<AddDistribution, UsageError> {
+    let number = |text: &str| {
+        text.trim().parse::<i64>().map_err(|_| UsageError(format!("add={value}: `{text}` is not a whole number")))
+    };
+    let lower = value.to_ascii_lowercase();
+    if let Some(inner) = call_args(&lower, "fixed") {
+        return Ok(AddDistribution::Fixed(number(inner)?));
+    }
+    if let Some(inner) = call_args(&lower, "uniform") {
+        let Some((lo, hi)) = inner.split_once("..") else {
+            return err(format!("add={value}: use uniform(LO..HIGH)"));
+        };
+        return Ok(AddDistribution::Uniform { lo: number(lo)?, hi: number(hi)? });
+    }
+    if lower.contains('(') {
+        return err(format!("add={value}: only fixed(N) and uniform(LO..HIGH) increments are supported"));
+    }
+    Ok(AddDistribution::Fixed(number(value)?))
 }
 
 /// Returns whether `threads=` was given.

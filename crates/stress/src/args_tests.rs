@@ -4,7 +4,7 @@
 //! `shared/classic-runs.md`, with the report's placeholders filled in.
 
 use super::*;
-use crate::settings::{Settings, Transport};
+use crate::settings::{AddDistribution, LwtRatio, SerialConsistency, Settings, Transport};
 
 fn words(line: &str) -> Vec<String> {
     line.split_whitespace().map(str::to_string).collect()
@@ -228,9 +228,18 @@ const ERRORS: &[(&str, &str)] = &[
     ("verify --failed-keys=", "--failed-keys needs a file name"),
     ("write --cost-per-hour cheap", "--cost-per-hour cheap: not a number"),
     ("write --client-threads 0", "--client-threads must be between 1 and 1024"),
-    ("read ratio(read=1,write=1)", "ratio(...) applies to mixed only"),
+    ("read ratio(read=1,write=1)", "ratio(...) applies to mixed and lwt only"),
     ("mixed ratio(read=0,write=0)", "ratio(read=..,write=..) needs at least one"),
-    ("counter_write n=1", "command `counter_write` is not supported"),
+    ("user profile=x.yaml", "command `user` is not supported"),
+    ("counter_write add=gaussian(1..5)", "add=gaussian(1..5): only fixed(N) and uniform"),
+    ("counter_write add=fixed(x)", "add=fixed(x): `x` is not a whole number"),
+    ("counter_write add=uniform(5..1)", "add=uniform(5..1) is empty"),
+    ("write add=fixed(2)", "add= (the counter increment) applies to counter_write only"),
+    ("counter_read add=fixed(2)", "add= (the counter increment) applies to counter_write only"),
+    ("lwt ratio(insert=0,update=1)", "lwt: ratio(insert=..) must be at least 1"),
+    ("lwt ratio(read=1)", "ratio(read=...) is not an lwt operation"),
+    ("lwt serial-cl=QUORUM", "serial-cl=QUORUM: use SERIAL or LOCAL_SERIAL"),
+    ("write serial-cl=SERIAL", "serial-cl= applies to lwt only"),
     ("-n 10 -z", "unknown legacy option `-z`"),
     ("-n 10 -o RANGE_SLICE", "-o RANGE_SLICE: shoal stress supports INSERT and READ"),
     ("-n", "-n needs a value"),
@@ -366,4 +375,39 @@ fn transport_takes_cassandra_stress_tls_options_with_pem_files() {
         Transport { truststore: "ca.pem".into(), keystore: Some("me.pem".into()), hostname_verification: true };
     assert_eq!(s.transport, Some(expected));
     assert!(USAGE.contains("-transport truststore="));
+}
+
+#[test]
+fn counter_commands_read_cassandra_stress_parameters() {
+    let s = run("counter_write n=1000 cl=QUORUM -col n=3").expect("counter_write");
+    assert_eq!(s.command, Command::CounterWrite);
+    assert_eq!(s.counter_add, AddDistribution::Fixed(1), "cassandra-stress's default add=fixed(1)");
+    assert_eq!(s.effective_population(), Population::Seq { lo: 1, hi: 1000 });
+    assert_eq!((s.columns, s.consistency), (3, Consistency::Quorum));
+    assert_eq!(run("counter_write add=fixed(5)").map(|s| s.counter_add), Ok(AddDistribution::Fixed(5)));
+    assert_eq!(run("counter_write add=7").map(|s| s.counter_add), Ok(AddDistribution::Fixed(7)));
+    assert_eq!(
+        run("counter_write add=UNIFORM(-2..9)").map(|s| s.counter_add),
+        Ok(AddDistribution::Uniform { lo: -2, hi: 9 })
+    );
+    let s = run("counter_read n=500 -pop dist=gaussian(1..100)").expect("counter_read");
+    assert_eq!(s.command, Command::CounterRead);
+    assert_eq!(s.effective_population(), Population::Gaussian { lo: 1, hi: 100 });
+    assert_eq!(run("counter_read n=500").map(|s| s.effective_population()), Ok(Population::Uniform { lo: 1, hi: 500 }));
+    assert!(Command::CounterWrite.writes() && !Command::CounterRead.writes());
+}
+
+#[test]
+fn lwt_reads_its_ratio_and_serial_consistency() {
+    let s = run("lwt n=100 cl=QUORUM").expect("lwt");
+    assert_eq!(s.command, Command::Lwt);
+    assert_eq!(s.lwt_ratio, LwtRatio { insert: 1, update: 1 });
+    assert_eq!(s.serial_consistency, SerialConsistency::Serial);
+    assert_eq!(s.effective_population(), Population::Seq { lo: 1, hi: 9_999_999_999 }, "inserts never wrap");
+    let s = run("lwt duration=10s ratio(insert=1,update=3) serial-cl=local_serial -rate threads=8").expect("lwt");
+    assert_eq!(s.lwt_ratio, LwtRatio { insert: 1, update: 3 });
+    assert_eq!(s.serial_consistency, SerialConsistency::LocalSerial);
+    assert_eq!(s.threads, 8);
+    assert!(Command::Lwt.writes());
+    assert_eq!(Command::Lwt.name(), "lwt");
 }

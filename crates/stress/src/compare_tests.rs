@@ -32,6 +32,8 @@ fn row(op_rate: f64, mean_ms: f64, duration_s: f64) -> IntervalRow {
         service_hdr: None,
         read: None,
         write: None,
+        applied: None,
+        not_applied: None,
     }
 }
 
@@ -86,6 +88,8 @@ fn report(rates: &[f64], means: &[f64], cpu_us: f64) -> Report {
         service_hdr: None,
         read: None,
         write: None,
+        applied: None,
+        not_applied: None,
     };
     Report::new(&["write".to_string()], JsonSettings::of(&settings), summary, intervals)
 }

@@ -36,7 +36,7 @@ pub fn counts(kind: OpKind, outcome: Outcome) -> bool {
     match outcome {
         Outcome::Failed => true,
         Outcome::Missing | Outcome::Mismatched => kind == OpKind::Verify,
-        Outcome::Written | Outcome::Read | Outcome::Verified => false,
+        Outcome::Written | Outcome::Read | Outcome::Verified | Outcome::Applied | Outcome::NotApplied => false,
     }
 }
 

@@ -31,6 +31,7 @@ use std::process::ExitCode;
 use hdrhistogram::Histogram;
 
 use crate::report::{self, IntervalRow, Report, Summary, TypeStats};
+use crate::settings::Command;
 use crate::stats::{new_histogram, OpType, Percentiles};
 use crate::{hdr, legacy, plot, EXIT_FAILED, EXIT_USAGE};
 
@@ -123,7 +124,7 @@ fn run(files: &[PathBuf], json: Option<&Path>, plot_path: Option<&Path>) -> Resu
     let spread = starts.iter().copied().fold(f64::MIN, f64::max) - starts.iter().copied().fold(f64::MAX, f64::min);
     println!("measured phases started within {spread:.2} s of each other; intervals aligned on wall-clock time");
     let mixed = s.read.is_some() || s.write.is_some();
-    println!("{}", report::header(mixed));
+    println!("{}", report::header(if mixed { Command::Mixed } else { Command::Write }));
     let whole_seconds = merged.settings.interval_s.fract() == 0.0;
     for row in &merged.intervals {
         println!("{}", row.line(whole_seconds));
@@ -278,6 +279,8 @@ pub fn merge(inputs: &[(String, Report)]) -> Result<Report, String> {
     sum.writes = 0;
     sum.missing = 0;
     sum.mismatched = 0;
+    sum.applied = None;
+    sum.not_applied = None;
     sum.clients = 0;
     sum.stopped_by = None;
     for (name, r) in inputs {
@@ -302,6 +305,11 @@ pub fn merge(inputs: &[(String, Report)]) -> Result<Report, String> {
         sum.writes += s.writes;
         sum.missing += s.missing;
         sum.mismatched += s.mismatched;
+        for (total, part) in [(&mut sum.applied, s.applied), (&mut sum.not_applied, s.not_applied)] {
+            if let Some(n) = part {
+                *total = Some(total.unwrap_or(0) + n);
+            }
+        }
         sum.clients += s.clients.max(1);
         if sum.stopped_by.is_none() {
             sum.stopped_by = s.stopped_by.as_ref().map(|e| format!("{name}: {e}"));
@@ -503,6 +511,9 @@ fn merge_intervals(
             service_hdr: with_service.then(|| hdr::encode(&slot.all.service)),
             read,
             write,
+            // Per-interval LWT outcomes are not merged (the summary's are).
+            applied: None,
+            not_applied: None,
         });
     }
     Ok((out, step))

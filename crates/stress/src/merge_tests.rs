@@ -58,6 +58,8 @@ fn fake(command: Command, start_unix_s: f64, intervals: &[Fake], server_cpu: Opt
             service_hdr: None,
             read: of(OpType::Read),
             write: of(OpType::Write),
+            applied: None,
+            not_applied: None,
         });
         at += f.seconds;
     }

@@ -16,6 +16,10 @@
 //! - one reader task per connection splits the responses off its read buffer
 //!   and hands each to the channel under its stream id.
 //!
+//! `lwt` sends every EXECUTE with its serial consistency (flag 0x10) and reads
+//! `[applied]` (and `v`) from the result (`cas_outcome`); `counter_write` binds
+//! the increments before the key.
+//!
 //! Routing is token-aware: the key's Murmur3 token finds its range in a table
 //! built once from the driver's replica map (each ring token's replicas, those
 //! of the preferred data center first); the operation index (plus the attempt)
@@ -53,15 +57,16 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use cql_protocol::frame::{parse_response_header, FrameHeader, Opcode, HEADER_LEN};
-use cql_protocol::request::{encode_execute, encode_request, Request, StartupOptions};
+use cql_protocol::request::{encode_execute_serial, encode_request, Request, StartupOptions};
 use cql_protocol::response::{decode_response, ErrorBody, ErrorKind, Response, ResultBody, Rows};
 use scylla::client::session::Session;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 
-use crate::settings::{Consistency, Settings};
+use crate::settings::{Command, Consistency, SerialConsistency, Settings};
 use crate::transport::Tls;
+use crate::workload::Statements;
 
 /// How long a request may wait for its response (the driver mode's request timeout).
 pub const TIMEOUT: Duration = Duration::from_secs(12);
@@ -463,13 +468,23 @@ struct Link {
     conn: Arc<Conn>,
     insert: Option<Bytes>,
     select: Option<Bytes>,
+    update: Option<Bytes>,
 }
 
-/// The statement an operation executes.
+/// The statement an operation executes (`Statements`' write, read and update).
 #[derive(Clone, Copy)]
-enum Stmt {
+pub enum Stmt {
     Insert,
     Select,
+    Update,
+}
+
+/// What a conditional statement (`lwt`) answered: whether it applied, and the
+/// row's current `v` when it did not and the row exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cas {
+    pub applied: bool,
+    pub current: Option<i64>,
 }
 
 /// The lean client of a run.
@@ -477,21 +492,17 @@ pub struct Native {
     pools: Vec<Pool>,
     routes: Routes,
     consistency: types::Consistency,
-    insert_cql: Option<String>,
-    select_cql: Option<String>,
+    /// `lwt`: the serial consistency sent with every EXECUTE (`serial-cl=`).
+    serial: Option<types::Consistency>,
+    statements: Statements,
 }
 
 impl Native {
-    /// Connects to every node the driver knows and prepares `insert_cql`/`select_cql`
-    /// on each connection (see [`Native::open`]).
-    pub async fn connect(
-        session: &Session,
-        settings: &Settings,
-        insert_cql: Option<String>,
-        select_cql: Option<String>,
-    ) -> Result<Native, String> {
+    /// Connects to every node the driver knows and prepares `statements` on each
+    /// connection (see [`Native::open`]).
+    pub async fn connect(session: &Session, settings: &Settings, statements: Statements) -> Result<Native, String> {
         let keyspace = settings.schema.keyspace.as_str();
-        let table = crate::workload::TABLE;
+        let table = crate::workload::table_of(settings.command);
         let prefer_dc = settings.nodes.dc.as_deref();
         let state = session.get_cluster_state();
         let nodes = state.get_nodes_info();
@@ -514,11 +525,11 @@ impl Native {
             .collect();
         let addrs: Vec<SocketAddr> =
             nodes.iter().map(|node| SocketAddr::new(node.address.ip(), node.address.port())).collect();
-        Native::open(&addrs, Routes::new(ring), settings, None, insert_cql, select_cql).await
+        Native::open(&addrs, Routes::new(ring), settings, None, statements).await
     }
 
     /// Connects to `nodes` (through TLS with `tls`), routing by `routes` (whose node
-    /// indexes are positions in `nodes`), and prepares `insert_cql`/`select_cql` on
+    /// indexes are positions in `nodes`), and prepares `statements` on
     /// each connection (`-mode connectionsPerHost`, `user`, `password` and the
     /// consistency level come from `settings`). Fails only when no node can be
     /// connected to and prepared on.
@@ -527,8 +538,7 @@ impl Native {
         routes: Routes,
         settings: &Settings,
         tls: Option<&Tls>,
-        insert_cql: Option<String>,
-        select_cql: Option<String>,
+        statements: Statements,
     ) -> Result<Native, String> {
         let per_node = settings.connections_per_host.map_or(1, |n| n.get());
         let auth = settings.user.clone().map(|u| (u, settings.password.clone().unwrap_or_default()));
@@ -538,15 +548,16 @@ impl Native {
             for _ in 0..per_node {
                 let link = async {
                     let conn = Conn::open(addr, auth.as_ref(), tls).await?;
-                    let insert = match &insert_cql {
-                        Some(cql) => Some(conn.prepare(cql).await?),
-                        None => None,
-                    };
-                    let select = match &select_cql {
-                        Some(cql) => Some(conn.prepare(cql).await?),
-                        None => None,
-                    };
-                    Ok::<_, String>(Link { conn, insert, select })
+                    let mut ids = Vec::with_capacity(3);
+                    for cql in [&statements.write, &statements.read, &statements.update] {
+                        ids.push(match cql {
+                            Some(cql) => Some(conn.prepare(cql).await?),
+                            None => None,
+                        });
+                    }
+                    let mut ids = ids.into_iter();
+                    let (insert, select, update) = (ids.next().flatten(), ids.next().flatten(), ids.next().flatten());
+                    Ok::<_, String>(Link { conn, insert, select, update })
                 };
                 match link.await {
                     Ok(link) => pool.conns.push(link),
@@ -567,7 +578,11 @@ impl Native {
             let why: Vec<_> = pools.iter().filter_map(|p| p.down.clone()).collect();
             return Err(format!("simplenative: no node could be connected to and prepared on: {}", why.join("; ")));
         }
-        Ok(Native { pools, routes, consistency: protocol_consistency(settings.consistency), insert_cql, select_cql })
+        let serial = (settings.command == Command::Lwt).then_some(match settings.serial_consistency {
+            SerialConsistency::Serial => types::Consistency::Serial,
+            SerialConsistency::LocalSerial => types::Consistency::LocalSerial,
+        });
+        Ok(Native { pools, routes, consistency: protocol_consistency(settings.consistency), serial, statements })
     }
 
     /// The connection for operation `op`'s `attempt` on the partition `key`.
@@ -595,6 +610,34 @@ impl Native {
         }
     }
 
+    /// `counter_write`: adds `increments` (8-byte big-endian, one per column) to the
+    /// counters of `key`.
+    pub async fn counter_add(&self, op: u64, attempt: u32, key: &[u8], increments: &[u8]) -> Result<(), String> {
+        let link = self.link(key, op, attempt)?;
+        let cells = || increments.chunks(8).chain(std::iter::once(key));
+        match self.execute(link, Stmt::Insert, false, cells).await? {
+            None | Some(ResultBody::Void) => Ok(()),
+            Some(other) => Err(format!("{}: unexpected answer to a counter UPDATE: {other:?}", link.conn.addr)),
+        }
+    }
+
+    /// `lwt`: executes the conditional `stmt` (`Insert`: INSERT ... IF NOT EXISTS,
+    /// `Update`: UPDATE ... IF) on the partition `key` with `cells` bound.
+    pub async fn cas<'a, I: Iterator<Item = &'a [u8]>>(
+        &self,
+        op: u64,
+        attempt: u32,
+        stmt: Stmt,
+        key: &[u8],
+        cells: impl Fn() -> I,
+    ) -> Result<Cas, String> {
+        let link = self.link(key, op, attempt)?;
+        match self.execute(link, stmt, false, cells).await? {
+            Some(ResultBody::Rows(rows)) => cas_outcome(&rows).map_err(|e| format!("{}: {e}", link.conn.addr)),
+            other => Err(format!("{}: unexpected answer to a conditional statement: {other:?}", link.conn.addr)),
+        }
+    }
+
     /// Reads the row of `key`: the result rows (without column specs).
     pub async fn read(&self, op: u64, attempt: u32, key: &[u8]) -> Result<Rows, String> {
         let link = self.link(key, op, attempt)?;
@@ -614,8 +657,9 @@ impl Native {
         cells: impl Fn() -> I,
     ) -> Result<Option<ResultBody>, String> {
         let (id, cql) = match stmt {
-            Stmt::Insert => (&link.insert, &self.insert_cql),
-            Stmt::Select => (&link.select, &self.select_cql),
+            Stmt::Insert => (&link.insert, &self.statements.write),
+            Stmt::Select => (&link.select, &self.statements.read),
+            Stmt::Update => (&link.update, &self.statements.update),
         };
         let (Some(id), Some(cql)) = (id, cql) else {
             return Err("the statement was not prepared".to_string());
@@ -624,7 +668,9 @@ impl Native {
         for attempt in 0..2 {
             let (header, body) = link
                 .conn
-                .call(|out, stream| encode_execute(out, stream, &id, self.consistency, skip_metadata, cells()))
+                .call(|out, stream| {
+                    encode_execute_serial(out, stream, &id, self.consistency, self.serial, skip_metadata, cells())
+                })
                 .await?;
             if header.opcode == Opcode::Result && header.flags == 0 && body[..] == RESULT_VOID {
                 return Ok(None);
@@ -650,6 +696,28 @@ impl Drop for Native {
             link.conn.fail("the run is over".to_string());
         }
     }
+}
+
+/// The `[applied]` column (first, boolean) of a conditional statement's result,
+/// and the `v` column when the result carries it (a condition that failed on an
+/// existing row).
+pub(crate) fn cas_outcome(rows: &Rows) -> Result<Cas, String> {
+    let row = rows
+        .iter()
+        .next()
+        .transpose()
+        .map_err(|e| format!("unreadable conditional result: {e}"))?
+        .ok_or_else(|| "a conditional statement answered no row".to_string())?;
+    let applied = match row.first() {
+        Some(Some(b)) if b.len() == 1 => b[0] != 0,
+        _ => return Err("a conditional statement's first column is not [applied]".to_string()),
+    };
+    let v = rows.metadata.columns.iter().position(|c| c.name == "v");
+    let current = v.and_then(|i| row.get(i)).and_then(|cell| cell.as_deref()).and_then(|b| {
+        let bytes: [u8; 8] = b.try_into().ok()?;
+        Some(i64::from_be_bytes(bytes))
+    });
+    Ok(Cas { applied, current })
 }
 
 /// A response that was not the expected one, in the words of the protocol: an

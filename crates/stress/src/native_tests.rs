@@ -195,3 +195,37 @@ async fn futures_join(conn: &Arc<Conn>, n: usize) -> Vec<Result<Response, String
     }
     out
 }
+
+/// A conditional statement's result: `[applied]`, then (when refused on an existing row) the
+/// columns of the condition; `cas_outcome` finds `v` by name, wherever it stands.
+#[test]
+fn cas_outcome_reads_applied_and_the_current_value() {
+    use cql_protocol::response::{ColumnSpec, RowsMetadata};
+    use types::CqlType;
+    let spec = |name: &str, ty| ColumnSpec { keyspace: "ks".into(), table: "lwt1".into(), name: name.into(), ty };
+    let rows = |columns: Vec<ColumnSpec>, cells: &[&[u8]]| {
+        let mut content = Vec::new();
+        for cell in cells {
+            content.extend_from_slice(&(cell.len() as i32).to_be_bytes());
+            content.extend_from_slice(cell);
+        }
+        Rows { metadata: RowsMetadata::new(columns), rows_count: 1, content: Bytes::from(content) }
+    };
+    let applied = rows(vec![spec("[applied]", CqlType::Boolean)], &[&[1]]);
+    assert_eq!(cas_outcome(&applied), Ok(Cas { applied: true, current: None }));
+    let refused = rows(
+        vec![spec("[applied]", CqlType::Boolean), spec("key", CqlType::Blob), spec("v", CqlType::BigInt)],
+        &[&[0], b"0000000001", &41i64.to_be_bytes()],
+    );
+    assert_eq!(cas_outcome(&refused), Ok(Cas { applied: false, current: Some(41) }));
+    let missing_row = rows(vec![spec("[applied]", CqlType::Boolean)], &[&[0]]);
+    assert_eq!(cas_outcome(&missing_row), Ok(Cas { applied: false, current: None }));
+    let not_cas = rows(vec![spec("C0", CqlType::Blob)], &[b"abc"]);
+    assert!(cas_outcome(&not_cas).is_err_and(|e| e.contains("[applied]")));
+    let empty = Rows {
+        metadata: RowsMetadata::new(vec![spec("[applied]", CqlType::Boolean)]),
+        rows_count: 0,
+        content: Bytes::new(),
+    };
+    assert!(cas_outcome(&empty).is_err_and(|e| e.contains("no row")));
+}

@@ -27,6 +27,10 @@ pub const HEADER: &str =
 /// The columns `mixed` runs add after `HEADER`'s, per operation type.
 pub const MIXED_COLUMNS: &str = "read_op_rate,read_mean_ms,read_p99_ms,write_op_rate,write_mean_ms,write_p99_ms";
 
+/// The columns `lwt` runs add after `HEADER`'s: conditional statements in the
+/// interval that applied and that did not (errors are `HEADER`'s own column).
+pub const LWT_COLUMNS: &str = "applied,not_applied";
+
 /// The statistics of one operation type (mixed runs), for an interval or a whole run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TypeStats {
@@ -87,6 +91,11 @@ pub struct IntervalRow {
     pub read: Option<TypeStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write: Option<TypeStats>,
+    /// `lwt`: conditional statements of the interval that applied / did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_applied: Option<u64>,
 }
 
 impl IntervalRow {
@@ -116,16 +125,19 @@ impl IntervalRow {
                 line.push_str(&format!(",{rate:.0},{mean:.3},{p99:.3}"));
             }
         }
+        if let (Some(applied), Some(not_applied)) = (self.applied, self.not_applied) {
+            line.push_str(&format!(",{applied},{not_applied}"));
+        }
         line
     }
 }
 
 /// The header line for a run of `command`.
-pub fn header(mixed: bool) -> String {
-    if mixed {
-        format!("{HEADER},{MIXED_COLUMNS}")
-    } else {
-        HEADER.to_string()
+pub fn header(command: Command) -> String {
+    match command {
+        Command::Mixed => format!("{HEADER},{MIXED_COLUMNS}"),
+        Command::Lwt => format!("{HEADER},{LWT_COLUMNS}"),
+        _ => HEADER.to_string(),
     }
 }
 
@@ -143,7 +155,7 @@ pub struct Reporter {
     whole_seconds: bool,
     errors_total: u64,
     header_printed: bool,
-    mixed: bool,
+    command: Command,
     fixed: bool,
     /// Wall-clock time of the measured phase's start.
     started: SystemTime,
@@ -180,7 +192,7 @@ impl Reporter {
             whole_seconds: settings.interval.subsec_nanos() == 0,
             errors_total: 0,
             header_printed: false,
-            mixed: settings.command == Command::Mixed,
+            command: settings.command,
             fixed,
             started: SystemTime::now(),
         })
@@ -197,7 +209,7 @@ impl Reporter {
         self.started = started;
         if !self.header_printed {
             self.clear_progress();
-            let header = header(self.mixed);
+            let header = header(self.command);
             println!("{header}");
             if let Some(csv) = &mut self.csv {
                 let _ = writeln!(csv, "{header}");
@@ -248,6 +260,8 @@ impl Reporter {
             service_hdr: self.fixed.then(|| hdr::encode(&interval.service)),
             read: of_type(OpType::Read),
             write: of_type(OpType::Write),
+            applied: (self.command == Command::Lwt).then_some(interval.applied),
+            not_applied: (self.command == Command::Lwt).then_some(interval.not_applied),
         };
         let line = row.line(self.whole_seconds);
         self.clear_progress();
@@ -363,6 +377,11 @@ pub struct Summary {
     pub writes: u64,
     pub missing: u64,
     pub mismatched: u64,
+    /// `lwt`: conditional statements that applied / did not (errors are `errors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_applied: Option<u64>,
     pub elapsed_s: f64,
     pub op_rate: f64,
     pub row_rate: f64,
@@ -444,6 +463,8 @@ impl Summary {
             writes: t.writes,
             missing: t.missing,
             mismatched: t.mismatched,
+            applied: (settings.command == Command::Lwt).then_some(t.applied),
+            not_applied: (settings.command == Command::Lwt).then_some(t.not_applied),
             elapsed_s: m.elapsed.as_secs_f64(),
             op_rate,
             row_rate: t.rows as f64 / seconds,
@@ -524,12 +545,16 @@ impl Summary {
                 if self.retries > 0 { format!(" ({} retries)", self.retries) } else { String::new() }
             ),
         );
-        let reads = matches!(self.command.as_str(), "read" | "mixed" | "verify");
+        let reads = matches!(self.command.as_str(), "read" | "mixed" | "verify" | "counter_read");
         if self.missing > 0 || reads {
             line("Rows not found", group_thousands(self.missing));
         }
         if self.command == Command::Verify.name() {
             line("Rows with wrong values", group_thousands(self.mismatched));
+        }
+        if let (Some(applied), Some(not_applied)) = (self.applied, self.not_applied) {
+            line("LWT applied", group_thousands(applied));
+            line("LWT not applied", group_thousands(not_applied));
         }
         line("Total operation time", clock(self.elapsed_s));
         if let Some(us) = self.client_cpu_us_per_op {
@@ -659,6 +684,9 @@ pub struct JsonSettings {
     /// Seconds between interval lines.
     #[serde(default = "one_second")]
     pub interval_s: f64,
+    /// The command's own parameters: `add=` (counter_write), the ratio and `serial-cl=` (lwt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
 }
 
 fn one_second() -> f64 {
@@ -696,6 +724,16 @@ impl JsonSettings {
             legacy: s.legacy_note.clone(),
             tls: s.transport.is_some(),
             interval_s: s.interval.as_secs_f64(),
+            workload: match s.command {
+                Command::CounterWrite => Some(format!("add={}", s.counter_add.describe())),
+                Command::Lwt => Some(format!(
+                    "ratio(insert={},update={}) serial-cl={}",
+                    s.lwt_ratio.insert,
+                    s.lwt_ratio.update,
+                    s.serial_consistency.name()
+                )),
+                _ => None,
+            },
         }
     }
 }
@@ -736,6 +774,8 @@ mod tests {
             service_hdr: None,
             read: None,
             write: None,
+            applied: None,
+            not_applied: None,
         };
         assert_eq!(row.line(true), "100,50,50,0.002000,2,2.000,1.000,3.000,4.000,5.000,6.000,1");
         assert_eq!(row.line(true).split(',').count(), HEADER.split(',').count());
@@ -754,6 +794,13 @@ mod tests {
             row.line(true),
             "100,50,50,0.002000,2,2.000,1.000,3.000,4.000,5.000,6.000,1,40,2.000,4.000,10,2.000,4.000"
         );
-        assert_eq!(row.line(true).split(',').count(), header(true).split(',').count());
+        assert_eq!(row.line(true).split(',').count(), header(Command::Mixed).split(',').count());
+        row.read = None;
+        row.write = None;
+        row.applied = Some(45);
+        row.not_applied = Some(5);
+        assert_eq!(row.line(true), "100,50,50,0.002000,2,2.000,1.000,3.000,4.000,5.000,6.000,1,45,5");
+        assert_eq!(header(Command::Lwt), format!("{HEADER},applied,not_applied"));
+        assert_eq!(row.line(true).split(',').count(), header(Command::Lwt).split(',').count());
     }
 }

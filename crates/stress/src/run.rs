@@ -26,7 +26,10 @@
 //! operation that did not succeed (`failed_keys::counts`) is recorded, in both
 //! phases, into the caller's `FailedKeys`, on the failing path only. SIGINT
 //! (Ctrl-C) ends the run as its deadline would (`Interrupt`): what ran is
-//! reported.
+//! reported. `counter_write`/`counter_read` and `lwt` go through the same
+//! phases; `lwt`'s measured phase continues after its warmup's operation
+//! indexes (so its inserts meet new keys), and its updates expect the `v` the
+//! run last saw for their key (`LwtValues`).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,9 +49,9 @@ use scylla::value::{CqlValue, Row};
 use crate::control::Control;
 use crate::cpu;
 use crate::failed_keys::{self, FailedKeys};
-use crate::native::Native;
+use crate::native::{Cas, Native, Stmt};
 use crate::report::{IntervalRow, Reporter};
-use crate::settings::{Command, Population, Rate, RunLength, Settings, Transport, Truncate};
+use crate::settings::{Command, Population, Rate, RunLength, SerialConsistency, Settings, Transport, Truncate};
 use crate::stats::{OpType, Outcome, Recorder, Shards};
 use crate::transport::Tls;
 use crate::workload::{self, OpKind};
@@ -96,18 +99,28 @@ impl Setup {
     }
 }
 
+/// The driver's prepared statements (driver mode), as `workload::Statements`.
+#[derive(Default)]
+struct Prepared {
+    write: Option<PreparedStatement>,
+    read: Option<PreparedStatement>,
+    update: Option<PreparedStatement>,
+}
+
 /// What [`run`] sets up: the setup's connection, the driver's prepared
 /// statements (driver mode) and the lean client (simplenative).
-type Connected = (Setup, Option<PreparedStatement>, Option<PreparedStatement>, Option<Native>);
+type Connected = (Setup, Prepared, Option<Native>);
 
 /// Everything the workers share during one run.
 struct Engine {
     settings: Settings,
     setup: Setup,
     /// The driver's statements (driver mode; simplenative prepares its own).
-    insert: Option<PreparedStatement>,
-    select: Option<PreparedStatement>,
+    prepared: Prepared,
     population: Population,
+    /// `lwt`: the `v` each key is believed to hold (what the last applied update
+    /// wrote, or what a refused one reported); a key not here holds the inserted 0.
+    lwt_values: LwtValues,
     /// `-mode simplenative`: the lean client the operations go through.
     native: Option<Native>,
     /// `--failed-keys`: where the keys of failed operations are recorded.
@@ -194,7 +207,7 @@ pub async fn run(
     failed_keys: Option<Arc<FailedKeys>>,
 ) -> Result<Measured, RunError> {
     let hosts = resolve_hosts(settings)?;
-    let (setup, insert, select, native) = match &settings.transport {
+    let (setup, prepared, native) = match &settings.transport {
         None => connect_driver(settings, &hosts).await?,
         Some(transport) => connect_tls(settings, &hosts, transport).await?,
     };
@@ -204,9 +217,9 @@ pub async fn run(
     let engine = Arc::new(Engine {
         settings: settings.clone(),
         setup,
-        insert,
-        select,
+        prepared,
         population: settings.effective_population(),
+        lwt_values: LwtValues::default(),
         native,
         failed_keys,
         interrupt: Arc::new(Interrupt::default()),
@@ -216,10 +229,15 @@ pub async fn run(
     if settings.truncate != Truncate::Never {
         truncate(&engine).await?;
     }
+    // `lwt`'s measured phase goes on after the warmup's operations, so its inserts meet new keys.
+    let mut first_op = 0;
     if settings.warmup && settings.command != Command::Verify {
         let (ops, time) = warmup_size(settings);
         reporter.note(&format!("warming up: {} operations or {:.1} s, whichever ends first", ops, time.as_secs_f64()));
-        let warm = run_phase(&engine, Some(ops), Some(time), None).await?;
+        let warm = run_phase(&engine, 0, Some(ops), Some(time), None).await?;
+        if settings.command == Command::Lwt {
+            first_op = warm.ops_claimed;
+        }
         if let Some(error) = warm.stopped_by {
             return Err(RunError(format!(
                 "the warmup stopped at the first error (use --keep-going to count errors and go on): {error}"
@@ -236,7 +254,7 @@ pub async fn run(
     };
     let client_cpu_0 = cpu::own_cpu_seconds();
     let server_cpu_0 = if settings.server_pids.is_empty() { None } else { cpu::cpu_seconds_of(&settings.server_pids) };
-    let phase = run_phase(&engine, max_ops, max_time, Some(reporter)).await?;
+    let phase = run_phase(&engine, first_op, max_ops, max_time, Some(reporter)).await?;
     let client_cpu_1 = cpu::own_cpu_seconds();
     let server_cpu_1 = if settings.server_pids.is_empty() { None } else { cpu::cpu_seconds_of(&settings.server_pids) };
     Ok(Measured {
@@ -252,8 +270,18 @@ pub async fn run(
 }
 
 /// The hint after a statement that could not be prepared.
-fn prepare_hint(keyspace: &str, columns: u32) -> String {
-    format!("(does {keyspace}.{} exist with {columns} columns? `shoal stress write` creates it)", workload::TABLE)
+fn prepare_hint(settings: &Settings) -> String {
+    let creator = match settings.command {
+        Command::CounterRead | Command::CounterWrite => "counter_write",
+        Command::Lwt => "lwt",
+        _ => "write",
+    };
+    format!(
+        "(does {}.{} exist with {} columns? `shoal stress {creator}` creates it)",
+        settings.schema.keyspace,
+        workload::table_of(settings.command),
+        settings.columns
+    )
 }
 
 /// Connects through the driver: the schema, the driver's statements and (simplenative)
@@ -278,39 +306,39 @@ async fn connect_driver(settings: &Settings, hosts: &[String]) -> Result<Connect
     }
     let session = builder.build().await.map_err(|e| RunError(format!("cannot connect to {}: {e}", hosts.join(","))))?;
 
-    let schema = &settings.schema;
-    let keyspace = &schema.keyspace;
-    if matches!(settings.command, Command::Write | Command::Mixed) {
-        for cql in [workload::create_keyspace_cql(schema), workload::create_table_cql(schema, settings.columns)] {
+    if settings.command.writes() {
+        for cql in workload::schema_cql(settings) {
             session.query_unpaged(cql.clone(), &[]).await.map_err(|e| RunError(format!("{cql}: {e}")))?;
         }
         session.await_schema_agreement().await.map_err(|e| RunError(format!("schema agreement: {e}")))?;
     }
-    let prepare = |cql: String| {
-        let session = &session;
-        async move {
-            session.prepare(cql.clone()).await.map_err(|e| {
-                RunError(format!("cannot prepare `{cql}`: {e}\n{}", prepare_hint(keyspace, settings.columns)))
-            })
+    let statements = workload::Statements::of(settings);
+    let serial = match settings.serial_consistency {
+        SerialConsistency::Serial => scylla::statement::SerialConsistency::Serial,
+        SerialConsistency::LocalSerial => scylla::statement::SerialConsistency::LocalSerial,
+    };
+    let mut prepared = Prepared::default();
+    for (cql, slot) in [
+        (&statements.write, &mut prepared.write),
+        (&statements.read, &mut prepared.read),
+        (&statements.update, &mut prepared.update),
+    ] {
+        let Some(cql) = cql else { continue };
+        let mut statement = session
+            .prepare(cql.clone())
+            .await
+            .map_err(|e| RunError(format!("cannot prepare `{cql}`: {e}\n{}", prepare_hint(settings))))?;
+        if settings.command == Command::Lwt {
+            statement.set_serial_consistency(Some(serial));
         }
-    };
-    let insert = match settings.command {
-        Command::Write | Command::Mixed => Some(prepare(workload::insert_cql(keyspace, settings.columns)).await?),
-        _ => None,
-    };
-    let select = match settings.command {
-        Command::Read | Command::Mixed | Command::Verify => {
-            Some(prepare(workload::select_cql(keyspace, settings.columns)).await?)
-        }
-        _ => None,
-    };
+        *slot = Some(statement);
+    }
     let native = if settings.simple_native {
-        let cql = |p: &Option<PreparedStatement>| p.as_ref().map(|p| p.get_statement().to_string());
-        Some(Native::connect(&session, settings, cql(&insert), cql(&select)).await.map_err(RunError)?)
+        Some(Native::connect(&session, settings, statements).await.map_err(RunError)?)
     } else {
         None
     };
-    Ok((Setup::Driver(Box::new(session)), insert, select, native))
+    Ok((Setup::Driver(Box::new(session)), prepared, native))
 }
 
 /// `-transport`: TLS through the lean client alone (the driver has no TLS in this
@@ -319,24 +347,19 @@ async fn connect_driver(settings: &Settings, hosts: &[String]) -> Result<Connect
 async fn connect_tls(settings: &Settings, hosts: &[String], transport: &Transport) -> Result<Connected, RunError> {
     let tls = Tls::new(transport).map_err(RunError)?;
     let control = Control::connect(hosts, settings, &tls).await.map_err(RunError)?;
-    let schema = &settings.schema;
-    let keyspace = &schema.keyspace;
-    let writes = matches!(settings.command, Command::Write | Command::Mixed);
-    if writes {
-        for cql in [workload::create_keyspace_cql(schema), workload::create_table_cql(schema, settings.columns)] {
+    if settings.command.writes() {
+        for cql in workload::schema_cql(settings) {
             control.query(&cql).await.map_err(RunError)?;
         }
         control.await_schema_agreement().await.map_err(|e| RunError(format!("schema agreement: {e}")))?;
     }
     let (nodes, routes) = control.topology(settings).await.map_err(RunError)?;
-    let insert = writes.then(|| workload::insert_cql(keyspace, settings.columns));
-    let select = matches!(settings.command, Command::Read | Command::Mixed | Command::Verify)
-        .then(|| workload::select_cql(keyspace, settings.columns));
-    let native = Native::open(&nodes, routes, settings, Some(&tls), insert, select).await.map_err(|e| {
-        let hint = if e.contains("cannot prepare") { prepare_hint(keyspace, settings.columns) } else { String::new() };
+    let statements = workload::Statements::of(settings);
+    let native = Native::open(&nodes, routes, settings, Some(&tls), statements).await.map_err(|e| {
+        let hint = if e.contains("cannot prepare") { prepare_hint(settings) } else { String::new() };
         RunError(format!("{e}\n{hint}").trim_end().to_string())
     })?;
-    Ok((Setup::Native(control), None, None, Some(native)))
+    Ok((Setup::Native(control), Prepared::default(), Some(native)))
 }
 
 /// The warmup: a quarter of the run up to 50,000 operations, and at most a tenth of
@@ -349,7 +372,8 @@ fn warmup_size(settings: &Settings) -> (u64, Duration) {
 }
 
 async fn truncate(engine: &Engine) -> Result<(), RunError> {
-    engine.setup.execute(&workload::truncate_cql(&engine.settings.schema.keyspace)).await
+    let settings = &engine.settings;
+    engine.setup.execute(&workload::truncate_cql(&settings.schema.keyspace, workload::table_of(settings.command))).await
 }
 
 /// The driver's session (driver mode).
@@ -361,6 +385,8 @@ fn session(engine: &Engine) -> Result<&Session, String> {
 }
 
 struct PhaseResult {
+    /// One past the last operation index claimed and run.
+    ops_claimed: u64,
     total: Recorder,
     intervals: Vec<IntervalRow>,
     elapsed: Duration,
@@ -371,6 +397,9 @@ struct PhaseResult {
 /// Per-phase shared state.
 struct PhaseState {
     next_op: AtomicU64,
+    /// The phase's first operation index (0, or after `lwt`'s warmup).
+    first_op: u64,
+    /// One past the phase's last operation index.
     max_ops: u64,
     start: Instant,
     deadline: Option<Instant>,
@@ -384,6 +413,7 @@ struct PhaseState {
 
 async fn run_phase(
     engine: &Arc<Engine>,
+    first_op: u64,
     max_ops: Option<u64>,
     max_time: Option<Duration>,
     mut reporter: Option<&mut Reporter>,
@@ -397,8 +427,9 @@ async fn run_phase(
     let mixed = settings.command == Command::Mixed;
     let shard_count = (cpu::available_cores() * 4).min(settings.threads as usize).max(1);
     let state = Arc::new(PhaseState {
-        next_op: AtomicU64::new(0),
-        max_ops: max_ops.unwrap_or(u64::MAX),
+        next_op: AtomicU64::new(first_op),
+        first_op,
+        max_ops: max_ops.map_or(u64::MAX, |n| first_op.saturating_add(n)),
         start,
         deadline: max_time.map(|d| start + d),
         stop: AtomicBool::new(engine.interrupt.seen.load(Ordering::SeqCst)),
@@ -452,7 +483,7 @@ async fn run_phase(
             _ = tokio::time::sleep_until(next_progress.into()), if progress.is_some() => {
                 let now = Instant::now();
                 if let (Some(r), Some(planned)) = (reporter.as_deref_mut(), progress) {
-                    let claimed = state.next_op.load(Ordering::Relaxed).min(planned);
+                    let claimed = (state.next_op.load(Ordering::Relaxed) - first_op).min(planned);
                     r.show_progress(claimed, planned, now - start);
                 }
                 next_progress = now + PROGRESS_EVERY;
@@ -481,7 +512,8 @@ async fn run_phase(
         return Err(RunError(format!("a worker task failed: {p}")));
     }
     let stopped_by = state.first_error.lock().unwrap_or_else(|p| p.into_inner()).take();
-    Ok(PhaseResult { total, intervals, elapsed: now - start, started, stopped_by })
+    let ops_claimed = state.next_op.load(Ordering::Relaxed).min(state.max_ops);
+    Ok(PhaseResult { ops_claimed, total, intervals, elapsed: now - start, started, stopped_by })
 }
 
 /// How often the progress bar is redrawn.
@@ -522,7 +554,7 @@ async fn worker_loop(engine: &Engine, state: &PhaseState, worker: usize) {
         }
         let intended = match settings.rate {
             Rate::Closed => None,
-            Rate::Fixed(rate) => Some(state.start + Duration::from_secs_f64(op as f64 / rate)),
+            Rate::Fixed(rate) => Some(state.start + Duration::from_secs_f64((op - state.first_op) as f64 / rate)),
             Rate::Throttle(rate) => {
                 let mut next = state.throttle_next.lock().unwrap_or_else(|p| p.into_inner());
                 let slot = (*next).max(Instant::now());
@@ -583,19 +615,27 @@ async fn execute(
     buffer: &mut Vec<u8>,
 ) -> (OpType, Outcome, u32, Option<String>) {
     let settings = &engine.settings;
-    let kind = workload::op_kind(settings, op);
-    let op_type = match kind {
-        OpKind::Write => OpType::Write,
-        OpKind::Read | OpKind::Verify => OpType::Read,
+    let (kind, index) = match settings.command {
+        Command::Lwt => {
+            let (kind, key_op) = workload::lwt_plan(settings.lwt_ratio, settings.seed, state.first_op, op);
+            (kind, workload::lwt_key_index(engine.population, key_op))
+        }
+        _ => (workload::op_kind(settings, op), workload::key_index(engine.population, settings.seed, op)),
     };
-    let index = workload::key_index(engine.population, settings.seed, op);
+    let op_type = match kind {
+        OpKind::Write | OpKind::CounterAdd | OpKind::LwtInsert | OpKind::LwtUpdate => OpType::Write,
+        OpKind::Read | OpKind::Verify | OpKind::CounterRead => OpType::Read,
+    };
     let key = workload::key(index);
     let mut attempt = 0;
     loop {
         let result = match kind {
             OpKind::Write => write(engine, op, attempt, index, &key, buffer).await,
-            OpKind::Read => read(engine, op, attempt, &key, None).await,
+            OpKind::Read | OpKind::CounterRead => read(engine, op, attempt, &key, None).await,
             OpKind::Verify => read(engine, op, attempt, &key, Some((index, &mut *buffer))).await,
+            OpKind::CounterAdd => counter_add(engine, op, attempt, &key, buffer).await,
+            OpKind::LwtInsert => lwt_insert(engine, op, attempt, index, &key, buffer).await,
+            OpKind::LwtUpdate => lwt_update(engine, op, attempt, index, &key).await,
         };
         let over = || state.stop.load(Ordering::Relaxed) || state.deadline.is_some_and(|d| Instant::now() >= d);
         match result {
@@ -616,6 +656,10 @@ async fn execute(
                     OpKind::Write => "write",
                     OpKind::Read => "read",
                     OpKind::Verify => "verify read",
+                    OpKind::CounterAdd => "counter add",
+                    OpKind::CounterRead => "counter read",
+                    OpKind::LwtInsert => "INSERT IF NOT EXISTS",
+                    OpKind::LwtUpdate => "UPDATE IF",
                 };
                 if let Some(failed) = &engine.failed_keys {
                     failed.record(index);
@@ -646,10 +690,136 @@ async fn write(
         native.write(op, attempt, key, buffer, settings.column_size as usize).await?;
         return Ok(Outcome::Written);
     }
-    let Some(insert) = &engine.insert else { return Err("no INSERT statement prepared".to_string()) };
+    let Some(insert) = &engine.prepared.write else { return Err("no INSERT statement prepared".to_string()) };
     let row = InsertRow { key, values: buffer, size: settings.column_size as usize };
     session(engine)?.execute_unpaged(insert, row).await.map_err(|e| e.to_string())?;
     Ok(Outcome::Written)
+}
+
+/// `counter_write`: adds each column's increment (`add=`) to the counters of `key`.
+async fn counter_add(
+    engine: &Engine,
+    op: u64,
+    attempt: u32,
+    key: &[u8],
+    buffer: &mut Vec<u8>,
+) -> Result<Outcome, String> {
+    let settings = &engine.settings;
+    let increments =
+        (0..settings.columns).map(|c| workload::counter_increment(settings.counter_add, settings.seed, op, c));
+    if let Some(native) = &engine.native {
+        buffer.clear();
+        for n in increments {
+            buffer.extend_from_slice(&n.to_be_bytes());
+        }
+        native.counter_add(op, attempt, key, buffer).await?;
+        return Ok(Outcome::Written);
+    }
+    let Some(update) = &engine.prepared.write else { return Err("no counter UPDATE prepared".to_string()) };
+    let mut values: Vec<CqlValue> = increments.map(|n| CqlValue::Counter(scylla::value::Counter(n))).collect();
+    values.push(CqlValue::Blob(key.to_vec()));
+    session(engine)?.execute_unpaged(update, values).await.map_err(|e| e.to_string())?;
+    Ok(Outcome::Written)
+}
+
+/// The `v` an `lwt` insert writes.
+const LWT_FIRST_VALUE: i64 = 0;
+
+/// `lwt`'s believed values of `v` per key index, in shards (`Engine::lwt_values`).
+struct LwtValues {
+    shards: Vec<Mutex<std::collections::HashMap<u64, i64>>>,
+}
+
+impl Default for LwtValues {
+    fn default() -> Self {
+        LwtValues { shards: (0..64).map(|_| Mutex::new(std::collections::HashMap::new())).collect() }
+    }
+}
+
+impl LwtValues {
+    fn shard(&self, index: u64) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, i64>> {
+        let shard = &self.shards[(workload::mix64(index) % self.shards.len() as u64) as usize];
+        shard.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, index: u64) -> i64 {
+        self.shard(index).get(&index).copied().unwrap_or(LWT_FIRST_VALUE)
+    }
+
+    fn set(&self, index: u64, value: i64) {
+        self.shard(index).insert(index, value);
+    }
+}
+
+/// `lwt`: `INSERT ... IF NOT EXISTS` of a new key (`v` = 0 and the columns' values).
+async fn lwt_insert(
+    engine: &Engine,
+    op: u64,
+    attempt: u32,
+    index: u64,
+    key: &[u8],
+    buffer: &mut Vec<u8>,
+) -> Result<Outcome, String> {
+    let settings = &engine.settings;
+    workload::row_values(settings.seed, index, settings.columns, settings.column_size, buffer);
+    let size = settings.column_size as usize;
+    let first = LWT_FIRST_VALUE.to_be_bytes();
+    let cas = if let Some(native) = &engine.native {
+        let cells = || [key, &first[..]].into_iter().chain(buffer.chunks(size));
+        native.cas(op, attempt, Stmt::Insert, key, cells).await?
+    } else {
+        let Some(insert) = &engine.prepared.write else { return Err("no LWT INSERT prepared".to_string()) };
+        let mut values = vec![CqlValue::Blob(key.to_vec()), CqlValue::BigInt(LWT_FIRST_VALUE)];
+        values.extend(buffer.chunks(size).map(|c| CqlValue::Blob(c.to_vec())));
+        driver_cas(engine, insert, values).await?
+    };
+    Ok(if cas.applied { Outcome::Applied } else { Outcome::NotApplied })
+}
+
+/// `lwt`: `UPDATE ... SET v = expected + 1 WHERE key = ? IF v = expected`, `expected`
+/// what this run believes the key holds; a refusal that reports the row's `v`
+/// corrects the belief.
+async fn lwt_update(engine: &Engine, op: u64, attempt: u32, index: u64, key: &[u8]) -> Result<Outcome, String> {
+    let expected = engine.lwt_values.get(index);
+    let next = expected.wrapping_add(1);
+    let cas = if let Some(native) = &engine.native {
+        let (next_b, expected_b) = (next.to_be_bytes(), expected.to_be_bytes());
+        let cells = || [&next_b[..], key, &expected_b[..]].into_iter();
+        native.cas(op, attempt, Stmt::Update, key, cells).await?
+    } else {
+        let Some(update) = &engine.prepared.update else { return Err("no LWT UPDATE prepared".to_string()) };
+        let values = vec![CqlValue::BigInt(next), CqlValue::Blob(key.to_vec()), CqlValue::BigInt(expected)];
+        driver_cas(engine, update, values).await?
+    };
+    if cas.applied {
+        engine.lwt_values.set(index, next);
+        Ok(Outcome::Applied)
+    } else {
+        if let Some(current) = cas.current {
+            engine.lwt_values.set(index, current);
+        }
+        Ok(Outcome::NotApplied)
+    }
+}
+
+/// A conditional statement through the driver: `[applied]` and `v` from its row.
+async fn driver_cas(engine: &Engine, statement: &PreparedStatement, values: Vec<CqlValue>) -> Result<Cas, String> {
+    let result = session(engine)?.execute_unpaged(statement, values).await.map_err(|e| e.to_string())?;
+    let rows = result.into_rows_result().map_err(|e| e.to_string())?;
+    let v = rows.column_specs().iter().position(|c| c.name() == "v");
+    let row = rows
+        .maybe_first_row::<Row>()
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "a conditional statement answered no row".to_string())?;
+    let applied = match row.columns.first() {
+        Some(Some(CqlValue::Boolean(b))) => *b,
+        _ => return Err("a conditional statement's first column is not [applied]".to_string()),
+    };
+    let current = v.and_then(|i| row.columns.get(i)).and_then(|cell| match cell {
+        Some(CqlValue::BigInt(n)) => Some(*n),
+        _ => None,
+    });
+    Ok(Cas { applied, current })
 }
 
 /// The bound values of the INSERT (`key`, then `values` cut into columns of `size`
@@ -717,7 +887,7 @@ async fn read(
         };
         return Ok(check_row(settings, index, buffer, row.iter().map(Option::as_deref)));
     }
-    let Some(select) = &engine.select else { return Err("no SELECT statement prepared".to_string()) };
+    let Some(select) = &engine.prepared.read else { return Err("no SELECT statement prepared".to_string()) };
     let result = session(engine)?.execute_unpaged(select, (key,)).await.map_err(|e| e.to_string())?;
     let rows = result.into_rows_result().map_err(|e| e.to_string())?;
     let Some((index, buffer)) = expect else {

@@ -22,6 +22,15 @@ pub enum Command {
     Mixed,
     /// Re-read every key of the population and check every value.
     Verify,
+    /// cassandra-stress's `counter_write`: `UPDATE counter1 SET "C0" = "C0" + ?, ...`
+    /// with increments drawn from `-add` (default `fixed(1)`).
+    CounterWrite,
+    /// cassandra-stress's `counter_read`: `SELECT "C0", ... FROM counter1 WHERE key = ?`.
+    CounterRead,
+    /// A Shoal extension (cassandra-stress has no LWT command): `INSERT ... IF NOT
+    /// EXISTS` on new keys and `UPDATE ... IF v = ?` on keys inserted earlier in the
+    /// run, in the `lwt1` table, Paxos at the serial consistency (`serial-cl=`).
+    Lwt,
 }
 
 impl Command {
@@ -31,6 +40,66 @@ impl Command {
             Command::Read => "read",
             Command::Mixed => "mixed",
             Command::Verify => "verify",
+            Command::CounterWrite => "counter_write",
+            Command::CounterRead => "counter_read",
+            Command::Lwt => "lwt",
+        }
+    }
+
+    /// Whether the run writes (and so creates the schema first).
+    pub fn writes(self) -> bool {
+        matches!(self, Command::Write | Command::Mixed | Command::CounterWrite | Command::Lwt)
+    }
+}
+
+/// `add=`: the distribution of a counter increment (cassandra-stress's `-add`,
+/// default `fixed(1)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddDistribution {
+    Fixed(i64),
+    /// Inclusive; drawn per (seed, operation, column).
+    Uniform {
+        lo: i64,
+        hi: i64,
+    },
+}
+
+impl AddDistribution {
+    pub fn describe(self) -> String {
+        match self {
+            AddDistribution::Fixed(n) => format!("fixed({n})"),
+            AddDistribution::Uniform { lo, hi } => format!("uniform({lo}..{hi})"),
+        }
+    }
+}
+
+/// `lwt`'s mix: weights of `INSERT ... IF NOT EXISTS` and `UPDATE ... IF`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LwtRatio {
+    pub insert: u32,
+    pub update: u32,
+}
+
+/// The serial consistency of `lwt`'s Paxos phase (`serial-cl=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SerialConsistency {
+    Serial,
+    LocalSerial,
+}
+
+impl SerialConsistency {
+    pub fn parse(text: &str) -> Option<SerialConsistency> {
+        match text.to_ascii_uppercase().as_str() {
+            "SERIAL" => Some(SerialConsistency::Serial),
+            "LOCAL_SERIAL" => Some(SerialConsistency::LocalSerial),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SerialConsistency::Serial => "SERIAL",
+            SerialConsistency::LocalSerial => "LOCAL_SERIAL",
         }
     }
 }
@@ -252,6 +321,12 @@ pub struct Settings {
     /// `None`: the command's default (writes `seq`, reads `uniform`, over the key count).
     pub population: Option<Population>,
     pub ratio: Ratio,
+    /// `add=` (counter_write).
+    pub counter_add: AddDistribution,
+    /// `ratio(insert=..,update=..)` (lwt).
+    pub lwt_ratio: LwtRatio,
+    /// `serial-cl=` (lwt): the Paxos phase's consistency; the commit's is `cl=`.
+    pub serial_consistency: SerialConsistency,
     pub user: Option<String>,
     pub password: Option<String>,
     /// Connections the driver keeps to each node (`-mode connectionsPerHost=N`);
@@ -322,6 +397,9 @@ impl Settings {
             },
             population: None,
             ratio: Ratio { read: 1, write: 1 },
+            counter_add: AddDistribution::Fixed(1),
+            lwt_ratio: LwtRatio { insert: 1, update: 1 },
+            serial_consistency: SerialConsistency::Serial,
             user: None,
             connections_per_host: None,
             simple_native: false,
@@ -340,18 +418,22 @@ impl Settings {
     }
 
     /// The population in effect: the explicit one, else the command's default over
-    /// `1..=n` (or `1..=1,000,000` for duration runs).
+    /// `1..=n` (or `1..=1,000,000` for duration runs); `lwt`'s default is every key.
     pub fn effective_population(&self) -> Population {
         if let Some(pop) = self.population {
             return pop;
+        }
+        if self.command == Command::Lwt {
+            // Every insert a new key: operation i inserts key 1 + i (`workload::lwt_plan`).
+            return Population::Seq { lo: 1, hi: KEY_INDEX_LIMIT - 1 };
         }
         let hi = match self.length {
             RunLength::Ops(n) => n.clamp(1, KEY_INDEX_LIMIT - 1),
             RunLength::Time(_) => DEFAULT_KEY_COUNT,
         };
         match self.command {
-            Command::Write | Command::Verify => Population::Seq { lo: 1, hi },
-            Command::Read | Command::Mixed => Population::Uniform { lo: 1, hi },
+            Command::Write | Command::Verify | Command::CounterWrite | Command::Lwt => Population::Seq { lo: 1, hi },
+            Command::Read | Command::Mixed | Command::CounterRead => Population::Uniform { lo: 1, hi },
         }
     }
 
@@ -406,6 +488,14 @@ impl Settings {
         }
         if self.command == Command::Mixed && self.ratio.read == 0 && self.ratio.write == 0 {
             return Err("ratio(read=..,write=..) needs at least one non-zero weight".to_string());
+        }
+        if self.command == Command::Lwt && self.lwt_ratio.insert == 0 {
+            return Err("lwt: ratio(insert=..) must be at least 1: updates pick keys that inserts wrote".to_string());
+        }
+        if let AddDistribution::Uniform { lo, hi } = self.counter_add {
+            if lo > hi {
+                return Err(format!("add=uniform({lo}..{hi}) is empty"));
+            }
         }
         if self.transport.is_some() && !self.simple_native {
             return Err("-transport (TLS) needs -mode simplenative: the scylla driver in this build has no TLS \

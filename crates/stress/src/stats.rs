@@ -83,6 +83,9 @@ pub struct Recorder {
     pub missing: u64,
     /// Verifies that found a row with different values.
     pub mismatched: u64,
+    /// `lwt`: conditional statements that applied, and that did not.
+    pub applied: u64,
+    pub not_applied: u64,
     pub reads: u64,
     pub writes: u64,
     /// Extra tries spent on retries.
@@ -108,6 +111,10 @@ pub enum Outcome {
     Mismatched,
     /// A verify found the row with the expected values.
     Verified,
+    /// A conditional statement (`lwt`) applied.
+    Applied,
+    /// A conditional statement's condition did not hold (`[applied]` false).
+    NotApplied,
     Failed,
 }
 
@@ -121,6 +128,8 @@ impl Recorder {
             errors: 0,
             missing: 0,
             mismatched: 0,
+            applied: 0,
+            not_applied: 0,
             reads: 0,
             writes: 0,
             retries: 0,
@@ -172,6 +181,15 @@ impl Recorder {
                 self.rows += 1;
                 self.mismatched += 1;
             }
+            Outcome::Applied => {
+                self.writes += 1;
+                self.rows += 1;
+                self.applied += 1;
+            }
+            Outcome::NotApplied => {
+                self.writes += 1;
+                self.not_applied += 1;
+            }
             Outcome::Failed => {}
         }
     }
@@ -185,6 +203,8 @@ impl Recorder {
         self.errors = 0;
         self.missing = 0;
         self.mismatched = 0;
+        self.applied = 0;
+        self.not_applied = 0;
         self.reads = 0;
         self.writes = 0;
         self.retries = 0;
@@ -203,6 +223,8 @@ impl Recorder {
         self.errors += other.errors;
         self.missing += other.missing;
         self.mismatched += other.mismatched;
+        self.applied += other.applied;
+        self.not_applied += other.not_applied;
         self.reads += other.reads;
         self.writes += other.writes;
         self.retries += other.retries;
@@ -346,5 +368,24 @@ mod tests {
         assert_eq!(merged.of_type(OpType::Read).map(|r| r.ops), Some(6));
         let empty = shards.drain();
         assert_eq!(empty.of_type(OpType::Read).map(|r| r.ops), Some(0));
+    }
+
+    #[test]
+    fn conditional_outcomes_are_counted_apart() {
+        let shards = Shards::new(2, false);
+        for (i, outcome) in
+            [Outcome::Applied, Outcome::Applied, Outcome::NotApplied, Outcome::Failed].iter().enumerate()
+        {
+            shards.record(i, OpType::Write, *outcome, 10, 10, 0);
+        }
+        let total = shards.drain();
+        assert_eq!((total.ops, total.applied, total.not_applied, total.errors), (3, 2, 1, 1));
+        assert_eq!((total.writes, total.rows), (3, 2), "a refused condition writes no row");
+        let mut merged = Recorder::new();
+        merged.merge(&total);
+        merged.merge(&total);
+        assert_eq!((merged.applied, merged.not_applied), (4, 2));
+        merged.clear();
+        assert_eq!((merged.applied, merged.not_applied), (0, 0));
     }
 }

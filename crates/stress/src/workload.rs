@@ -1,25 +1,47 @@
-//! The standard workload: cassandra-stress's `keyspace1.standard1` table
+//! The workloads: cassandra-stress's `keyspace1.standard1` table
 //! (`key blob PRIMARY KEY, "C0".."Cn-1" blob`), its keys, its values and the
-//! key population.
+//! key population; cassandra-stress's `counter1` (the same columns as
+//! counters) for `counter_write`/`counter_read`; and Shoal's own `lwt1`
+//! (`key blob PRIMARY KEY, v bigint, "C0".."Cn-1" blob`) for `lwt`.
 //!
 //! Invariants, all of which `verify` relies on:
 //! - a key is the 10 ASCII digits of its index, zero-padded (`0000000042`);
 //! - a value depends only on (seed, key index, column), never on the operation,
 //!   the thread or the time, so any write of a key writes the same bytes;
-//! - operation `i` of a run touches the same key index and (for `mixed`) does
-//!   the same kind of operation on every run with the same seed, whatever the
-//!   thread scheduling.
+//! - operation `i` of a run touches the same key index and (for `mixed` and
+//!   `lwt`) does the same kind of operation on every run with the same seed,
+//!   whatever the thread scheduling; a counter increment depends only on
+//!   (seed, operation, column);
+//! - `lwt`: insert operation `i` inserts key `lo + i % width` (a new key while
+//!   `i` < width), and an update targets the key of an earlier insert
+//!   operation of the same phase, so it meets an existing row unless that
+//!   insert is still in flight or did not apply.
 //!
 //! The generators are our own (SplitMix64) so the bytes do not change when a
 //! dependency's random number generator does.
 
-use crate::settings::{Population, Ratio, Schema, Settings, KEY_INDEX_LIMIT};
+use crate::settings::{AddDistribution, Command, LwtRatio, Population, Ratio, Schema, Settings, KEY_INDEX_LIMIT};
 
 /// Length of every key.
 pub const KEY_LEN: usize = 10;
 
 /// The table name, as cassandra-stress names it.
 pub const TABLE: &str = "standard1";
+
+/// cassandra-stress's counter table (`counter_write`, `counter_read`).
+pub const COUNTER_TABLE: &str = "counter1";
+
+/// The `lwt` command's table (a Shoal extension: cassandra-stress has none).
+pub const LWT_TABLE: &str = "lwt1";
+
+/// The table a run of `command` uses.
+pub fn table_of(command: Command) -> &'static str {
+    match command {
+        Command::CounterWrite | Command::CounterRead => COUNTER_TABLE,
+        Command::Lwt => LWT_TABLE,
+        Command::Write | Command::Read | Command::Mixed | Command::Verify => TABLE,
+    }
+}
 
 /// SplitMix64's mixing function: a bijection on u64 with good avalanche.
 pub fn mix64(mut z: u64) -> u64 {
@@ -91,22 +113,82 @@ pub fn key_index(population: Population, seed: u64, op: u64) -> u64 {
     index
 }
 
-/// What a mixed operation does.
+/// What an operation does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
     Write,
     Read,
     Verify,
+    /// `counter_write`: add to every counter column of the key.
+    CounterAdd,
+    /// `counter_read`.
+    CounterRead,
+    /// `lwt`: `INSERT ... IF NOT EXISTS`.
+    LwtInsert,
+    /// `lwt`: `UPDATE ... IF v = ?`.
+    LwtUpdate,
 }
 
 /// The kind of operation `op` of a run of `settings`.
 pub fn op_kind(settings: &Settings, op: u64) -> OpKind {
-    use crate::settings::Command;
     match settings.command {
         Command::Write => OpKind::Write,
         Command::Read => OpKind::Read,
         Command::Verify => OpKind::Verify,
         Command::Mixed => mixed_kind(settings.ratio, settings.seed, op),
+        Command::CounterWrite => OpKind::CounterAdd,
+        Command::CounterRead => OpKind::CounterRead,
+        Command::Lwt => lwt_plan(settings.lwt_ratio, settings.seed, 0, op).0,
+    }
+}
+
+/// Whether `lwt` operation `op` is an insert.
+fn lwt_inserts(ratio: LwtRatio, seed: u64, op: u64) -> bool {
+    let total = u64::from(ratio.insert) + u64::from(ratio.update);
+    let r = mix64(mix64(seed ^ 0x5EED_0005) ^ op);
+    ((u128::from(r) * u128::from(total)) >> 64) < u128::from(ratio.insert)
+}
+
+/// How far an update looks back for an earlier insert operation before it
+/// becomes an insert itself (only reached with a tiny insert weight).
+const LWT_LOOKBACK: u64 = 100_000;
+
+/// `lwt` operation `op` of a phase whose operations start at `first`: its kind,
+/// and the operation whose key it touches (itself for an insert; for an update
+/// an earlier insert operation of the phase, drawn uniformly in `first..op` and
+/// then stepped down to the nearest insert). An update with no insert before it
+/// in the phase is an insert.
+pub fn lwt_plan(ratio: LwtRatio, seed: u64, first: u64, op: u64) -> (OpKind, u64) {
+    if op <= first || lwt_inserts(ratio, seed, op) {
+        return (OpKind::LwtInsert, op);
+    }
+    let r = mix64(mix64(seed ^ 0x5EED_0006) ^ op);
+    let start = first + ((u128::from(r) * u128::from(op - first)) >> 64) as u64;
+    let mut j = start;
+    while start - j < LWT_LOOKBACK {
+        if lwt_inserts(ratio, seed, j) || j == first {
+            return (OpKind::LwtUpdate, j);
+        }
+        j -= 1;
+    }
+    (OpKind::LwtInsert, op)
+}
+
+/// The key index of `lwt` operation `key_op` (see [`lwt_plan`]).
+pub fn lwt_key_index(population: Population, key_op: u64) -> u64 {
+    let (lo, hi) = population.range();
+    lo + key_op % (hi - lo + 1)
+}
+
+/// The increment of counter column `column` in operation `op` (`add=`).
+pub fn counter_increment(add: AddDistribution, seed: u64, op: u64, column: u32) -> i64 {
+    match add {
+        AddDistribution::Fixed(n) => n,
+        AddDistribution::Uniform { lo, hi } => {
+            let width = (i128::from(hi) - i128::from(lo) + 1) as u128;
+            let r = mix64(mix64(seed ^ 0x5EED_0007) ^ op ^ (u64::from(column) << 56));
+            (i128::from(lo) + ((u128::from(r) * width) >> 64) as i128) as i64
+        }
     }
 }
 
@@ -138,8 +220,71 @@ pub fn create_keyspace_cql(schema: &Schema) -> String {
 /// `CREATE TABLE IF NOT EXISTS ks.standard1 (...)`.
 pub fn create_table_cql(schema: &Schema, columns: u32) -> String {
     let cols: Vec<String> = column_names(columns).into_iter().map(|c| format!("{c} blob")).collect();
-    let mut cql =
+    let cql =
         format!("CREATE TABLE IF NOT EXISTS {}.{TABLE} (key blob PRIMARY KEY, {})", schema.keyspace, cols.join(", "));
+    with_compaction(cql, schema)
+}
+
+/// `CREATE TABLE IF NOT EXISTS ks.counter1 (key blob PRIMARY KEY, "C0" counter, ...)`,
+/// cassandra-stress's counter table.
+pub fn create_counter_table_cql(schema: &Schema, columns: u32) -> String {
+    let cols: Vec<String> = column_names(columns).into_iter().map(|c| format!("{c} counter")).collect();
+    let cql = format!(
+        "CREATE TABLE IF NOT EXISTS {}.{COUNTER_TABLE} (key blob PRIMARY KEY, {})",
+        schema.keyspace,
+        cols.join(", ")
+    );
+    with_compaction(cql, schema)
+}
+
+/// `CREATE TABLE IF NOT EXISTS ks.lwt1 (key blob PRIMARY KEY, v bigint, "C0" blob, ...)`.
+pub fn create_lwt_table_cql(schema: &Schema, columns: u32) -> String {
+    let cols: Vec<String> = column_names(columns).into_iter().map(|c| format!("{c} blob")).collect();
+    let cql = format!(
+        "CREATE TABLE IF NOT EXISTS {}.{LWT_TABLE} (key blob PRIMARY KEY, v bigint, {})",
+        schema.keyspace,
+        cols.join(", ")
+    );
+    with_compaction(cql, schema)
+}
+
+/// The keyspace and table a run of `settings` creates (only runs that write create them).
+pub fn schema_cql(settings: &Settings) -> Vec<String> {
+    let schema = &settings.schema;
+    let table = match settings.command {
+        Command::CounterWrite | Command::CounterRead => create_counter_table_cql(schema, settings.columns),
+        Command::Lwt => create_lwt_table_cql(schema, settings.columns),
+        Command::Write | Command::Read | Command::Mixed | Command::Verify => create_table_cql(schema, settings.columns),
+    };
+    vec![create_keyspace_cql(schema), table]
+}
+
+/// The statements a run prepares: `write` (INSERT, the counter UPDATE or the LWT
+/// INSERT), `read` (SELECT) and `update` (the LWT UPDATE).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Statements {
+    pub write: Option<String>,
+    pub read: Option<String>,
+    pub update: Option<String>,
+}
+
+impl Statements {
+    pub fn of(settings: &Settings) -> Statements {
+        let ks = settings.schema.keyspace.as_str();
+        let n = settings.columns;
+        let (write, read, update) = match settings.command {
+            Command::Write => (Some(insert_cql(ks, n)), None, None),
+            Command::Read | Command::Verify => (None, Some(select_cql(ks, n)), None),
+            Command::Mixed => (Some(insert_cql(ks, n)), Some(select_cql(ks, n)), None),
+            Command::CounterWrite => (Some(counter_update_cql(ks, n)), None, None),
+            Command::CounterRead => (None, Some(counter_select_cql(ks, n)), None),
+            Command::Lwt => (Some(lwt_insert_cql(ks, n)), None, Some(lwt_update_cql(ks))),
+        };
+        Statements { write, read, update }
+    }
+}
+
+fn with_compaction(mut cql: String, schema: &Schema) -> String {
     if let Some((class, options)) = &schema.compaction {
         cql.push_str(&format!(" WITH compaction = {{'class': '{}'", class.replace('\'', "''")));
         for (k, v) in options {
@@ -160,8 +305,34 @@ pub fn select_cql(keyspace: &str, columns: u32) -> String {
     format!("SELECT {} FROM {keyspace}.{TABLE} WHERE key = ?", column_names(columns).join(", "))
 }
 
-pub fn truncate_cql(keyspace: &str) -> String {
-    format!("TRUNCATE {keyspace}.{TABLE}")
+/// cassandra-stress's counter add: `UPDATE ks.counter1 SET "C0" = "C0" + ?, ... WHERE key = ?`.
+pub fn counter_update_cql(keyspace: &str, columns: u32) -> String {
+    let sets: Vec<String> = column_names(columns).into_iter().map(|c| format!("{c} = {c} + ?")).collect();
+    format!("UPDATE {keyspace}.{COUNTER_TABLE} SET {} WHERE key = ?", sets.join(", "))
+}
+
+pub fn counter_select_cql(keyspace: &str, columns: u32) -> String {
+    format!("SELECT {} FROM {keyspace}.{COUNTER_TABLE} WHERE key = ?", column_names(columns).join(", "))
+}
+
+/// `lwt`'s insert of a new key (`v` starts at the bound 0).
+pub fn lwt_insert_cql(keyspace: &str, columns: u32) -> String {
+    let names = column_names(columns);
+    let marks = vec!["?"; columns as usize + 2];
+    format!(
+        "INSERT INTO {keyspace}.{LWT_TABLE} (key, v, {}) VALUES ({}) IF NOT EXISTS",
+        names.join(", "),
+        marks.join(", ")
+    )
+}
+
+/// `lwt`'s conditional update: binds the new `v`, the key, the expected `v`.
+pub fn lwt_update_cql(keyspace: &str) -> String {
+    format!("UPDATE {keyspace}.{LWT_TABLE} SET v = ? WHERE key = ? IF v = ?")
+}
+
+pub fn truncate_cql(keyspace: &str, table: &str) -> String {
+    format!("TRUNCATE {keyspace}.{table}")
 }
 
 #[cfg(test)]
@@ -245,5 +416,77 @@ mod tests {
             "INSERT INTO keyspace1.standard1 (key, \"C0\", \"C1\") VALUES (?, ?, ?)"
         );
         assert_eq!(select_cql("keyspace1", 2), "SELECT \"C0\", \"C1\" FROM keyspace1.standard1 WHERE key = ?");
+        assert_eq!(
+            create_counter_table_cql(&schema, 2),
+            "CREATE TABLE IF NOT EXISTS keyspace1.counter1 (key blob PRIMARY KEY, \"C0\" counter, \"C1\" counter)"
+        );
+        assert_eq!(
+            counter_update_cql("keyspace1", 2),
+            "UPDATE keyspace1.counter1 SET \"C0\" = \"C0\" + ?, \"C1\" = \"C1\" + ? WHERE key = ?"
+        );
+        assert_eq!(counter_select_cql("keyspace1", 2), "SELECT \"C0\", \"C1\" FROM keyspace1.counter1 WHERE key = ?");
+        assert_eq!(
+            create_lwt_table_cql(&schema, 1),
+            "CREATE TABLE IF NOT EXISTS keyspace1.lwt1 (key blob PRIMARY KEY, v bigint, \"C0\" blob)"
+        );
+        assert_eq!(
+            lwt_insert_cql("keyspace1", 2),
+            "INSERT INTO keyspace1.lwt1 (key, v, \"C0\", \"C1\") VALUES (?, ?, ?, ?) IF NOT EXISTS"
+        );
+        assert_eq!(lwt_update_cql("ks"), "UPDATE ks.lwt1 SET v = ? WHERE key = ? IF v = ?");
+        assert_eq!(truncate_cql("ks", COUNTER_TABLE), "TRUNCATE ks.counter1");
+        let mut settings = Settings::new(Command::Lwt);
+        settings.columns = 1;
+        assert_eq!(schema_cql(&settings)[1], create_lwt_table_cql(&settings.schema, 1));
+        let st = Statements::of(&settings);
+        assert_eq!((st.write.is_some(), st.read.is_none(), st.update.is_some()), (true, true, true));
+        settings.command = Command::CounterRead;
+        assert_eq!(
+            Statements::of(&settings).read.as_deref(),
+            Some("SELECT \"C0\" FROM keyspace1.counter1 WHERE key = ?")
+        );
+        assert_eq!(table_of(Command::CounterWrite), "counter1");
+    }
+
+    #[test]
+    fn counter_increments_follow_add() {
+        assert!((0..100).all(|op| counter_increment(AddDistribution::Fixed(3), 1, op, 0) == 3));
+        let add = AddDistribution::Uniform { lo: -2, hi: 2 };
+        let draws: Vec<i64> = (0..1000).map(|op| counter_increment(add, 1, op, op as u32 % 5)).collect();
+        assert!(draws.iter().all(|d| (-2..=2).contains(d)));
+        for v in -2..=2 {
+            assert!(draws.contains(&v), "{v} never drawn");
+        }
+        assert_eq!(counter_increment(add, 1, 7, 2), counter_increment(add, 1, 7, 2));
+    }
+
+    #[test]
+    fn lwt_updates_target_earlier_inserts() {
+        let ratio = LwtRatio { insert: 1, update: 3 };
+        let mut inserts = 0;
+        for op in 0..20_000u64 {
+            let (kind, key_op) = lwt_plan(ratio, 9, 0, op);
+            match kind {
+                OpKind::LwtInsert => {
+                    assert_eq!(key_op, op, "an insert writes its own new key");
+                    inserts += 1;
+                }
+                OpKind::LwtUpdate => {
+                    assert!(key_op < op, "op {op} updates key of op {key_op}");
+                    assert_eq!(lwt_plan(ratio, 9, 0, key_op), (OpKind::LwtInsert, key_op), "the target was an insert");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!((4_500..5_500).contains(&inserts), "{inserts}");
+        assert_eq!(lwt_plan(ratio, 9, 0, 0).0, OpKind::LwtInsert, "nothing to update before the first insert");
+        // A phase after a warmup (whose rows `truncate=always` removed) updates only its own inserts.
+        for op in 5_000..6_000u64 {
+            let (kind, key_op) = lwt_plan(ratio, 9, 5_000, op);
+            assert!(kind == OpKind::LwtInsert || (5_000..op).contains(&key_op), "op {op} -> {key_op}");
+        }
+        assert_eq!(lwt_plan(ratio, 9, 5_000, 5_000).0, OpKind::LwtInsert);
+        let pop = Population::Seq { lo: 1, hi: 10 };
+        assert_eq!((lwt_key_index(pop, 0), lwt_key_index(pop, 9), lwt_key_index(pop, 10)), (1, 10, 1));
     }
 }

@@ -8,7 +8,7 @@ use types::Consistency;
 
 use crate::error::ProtocolError;
 use crate::frame::{self, Opcode, PROTOCOL_VERSION};
-use crate::request::query::{decode_params, encode_params, QueryParams, SKIP_METADATA, VALUES};
+use crate::request::query::{decode_params, encode_params, QueryParams, SERIAL_CONSISTENCY, SKIP_METADATA, VALUES};
 use crate::request::Request;
 use crate::wire::{self, Reader};
 
@@ -45,11 +45,29 @@ pub fn encode_execute<'a>(
     skip_metadata: bool,
     values: impl IntoIterator<Item = &'a [u8]>,
 ) {
+    encode_execute_serial(out, stream, id, consistency, None, skip_metadata, values)
+}
+
+/// [`encode_execute`] with a serial consistency (flag 0x10) for the Paxos
+/// phase of a conditional statement (`SERIAL` or `LOCAL_SERIAL`); `None`
+/// sends no flag (the server then uses `SERIAL`).
+pub fn encode_execute_serial<'a>(
+    out: &mut BytesMut,
+    stream: i16,
+    id: &[u8],
+    consistency: Consistency,
+    serial: Option<Consistency>,
+    skip_metadata: bool,
+    values: impl IntoIterator<Item = &'a [u8]>,
+) {
     frame::write_frame(out, PROTOCOL_VERSION, 0, stream, Opcode::Execute, None, |out| {
         wire::write_short_bytes(out, id);
         wire::write_consistency(out, consistency);
         let flags_at = out.len();
-        let flags = if skip_metadata { SKIP_METADATA } else { 0 };
+        let mut flags = if skip_metadata { SKIP_METADATA } else { 0 };
+        if serial.is_some() {
+            flags |= SERIAL_CONSISTENCY;
+        }
         wire::write_u8(out, flags);
         let count_at = out.len();
         out.put_u16(0);
@@ -64,6 +82,9 @@ pub fn encode_execute<'a>(
         } else {
             wire::patch(out, flags_at, [flags | VALUES]);
             wire::patch(out, count_at, count.to_be_bytes());
+        }
+        if let Some(serial) = serial {
+            wire::write_consistency(out, serial);
         }
     });
 }

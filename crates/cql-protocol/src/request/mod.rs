@@ -27,7 +27,7 @@ mod startup;
 use bytes::{Bytes, BytesMut};
 
 pub use batch::{Batch, BatchKind, BatchStatement};
-pub use execute::encode_execute;
+pub use execute::{encode_execute, encode_execute_serial};
 pub use query::{BoundValue, BoundValues, QueryParams};
 pub use startup::StartupOptions;
 

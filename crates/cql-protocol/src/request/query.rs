@@ -24,7 +24,7 @@ pub(super) const VALUES: u8 = 0x01;
 pub(super) const SKIP_METADATA: u8 = 0x02;
 const PAGE_SIZE: u8 = 0x04;
 const PAGING_STATE: u8 = 0x08;
-const SERIAL_CONSISTENCY: u8 = 0x10;
+pub(super) const SERIAL_CONSISTENCY: u8 = 0x10;
 const DEFAULT_TIMESTAMP: u8 = 0x20;
 const NAMES_FOR_VALUES: u8 = 0x40;
 /// v5: a keyspace follows the timestamp.

@@ -323,6 +323,17 @@ fn encode_execute_matches_encode_request() {
         let (header, body) = split(&got[16..]);
         assert_eq!(decode_request(&header, body, None).unwrap(), request);
     }
+    // With a serial consistency (a conditional statement's Paxos phase), with and without values.
+    for (values, serial) in [(&[b"k" as &[u8], b"v"][..], Consistency::Serial), (&[][..], Consistency::LocalSerial)] {
+        let mut params = QueryParams::new(Consistency::Quorum);
+        params.values = BoundValues::Positional(values.iter().map(|v| value(v)).collect());
+        params.serial_consistency = Some(serial);
+        let request = Request::Execute { id: Bytes::from_static(b"id"), result_metadata_id: None, params };
+        let want = encode(7, None, &request);
+        let mut got = BytesMut::new();
+        encode_execute_serial(&mut got, 7, b"id", Consistency::Quorum, Some(serial), false, values.iter().copied());
+        assert_eq!(&got[..], &want[..], "{values:?} {serial:?}");
+    }
 }
 
 /// The sample requests as a v5 client sends them: EXECUTE with a result

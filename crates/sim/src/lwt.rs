@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cluster::paxos::CasRequest;
-use cluster::CoordError;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use storage::Partition;
@@ -36,6 +35,7 @@ use types::Consistency;
 use crate::gate::Gate;
 use crate::harness::{lock, Clock, SimCluster, State};
 use crate::linearizable::{self, Kind, NotLinearizable, Op};
+use crate::run::short;
 use crate::table::{self, V_ID};
 
 /// Break the run on purpose.
@@ -146,15 +146,6 @@ fn value_in(p: Option<&Partition>) -> Result<Option<i64>, String> {
             .map_err(|_| format!("register value {:?} is not an i64", cell.value)),
         None => Ok(None),
         Some(other) => Err(format!("register cell {other:?}")),
-    }
-}
-
-fn short(e: &CoordError) -> String {
-    match e {
-        CoordError::WriteTimeout { received, block_for, .. } => format!("WriteTimeout({received}/{block_for})"),
-        CoordError::ReadTimeout { received, block_for, .. } => format!("ReadTimeout({received}/{block_for})"),
-        CoordError::Unavailable { required, alive, .. } => format!("Unavailable({alive}/{required})"),
-        other => format!("{other:?}"),
     }
 }
 

@@ -411,7 +411,8 @@ async fn simulate(seed: u64, config: &SimConfig, dir: &std::path::Path) -> Run {
     Run { params, cluster, clock, history, result, hints_delivered, virtual_time, net, ops, final_nodes }
 }
 
-fn short(e: &CoordError) -> String {
+/// A coordinator error as the trace shows it.
+pub(crate) fn short(e: &CoordError) -> String {
     match e {
         CoordError::WriteTimeout { received, block_for, .. } => format!("WriteTimeout({received}/{block_for})"),
         CoordError::ReadTimeout { received, block_for, .. } => format!("ReadTimeout({received}/{block_for})"),

@@ -28,6 +28,7 @@ use types::{CqlType, Value};
 use crate::bind::{eval, BindCtx, Bound, Receiver};
 use crate::common;
 use crate::error::QueryError;
+use crate::select::compare_clustering;
 
 /// A statement's `IF`, as the parser gives it.
 #[derive(Clone, Copy)]
@@ -443,11 +444,15 @@ pub fn not_applied(
             shown.push((&c.clustering, row));
         }
     }
-    shown.sort_by(|a, b| match (a.0, b.0) {
-        (Some(x), Some(y)) => common_cmp(table, x, y),
-        (None, Some(_)) => std::cmp::Ordering::Less,
-        (Some(_), None) => std::cmp::Ordering::Greater,
-        (None, None) => std::cmp::Ordering::Equal,
+    // The static row (no clustering) first, as a static-only row sorts.
+    let no_clustering: &[Bytes] = &[];
+    shown.sort_by(|a, b| {
+        compare_clustering(
+            table,
+            false,
+            a.0.as_deref().unwrap_or(no_clustering),
+            b.0.as_deref().unwrap_or(no_clustering),
+        )
     });
     if shown.is_empty() {
         columns.clear();
@@ -496,17 +501,6 @@ fn has_static_condition(c: &Check) -> bool {
     matches!(&c.test, Test::Conditions(conds) if conds.iter().any(|b| b.column.kind == ColumnKind::Static))
 }
 
-fn common_cmp(table: &TableDef, a: &[Bytes], b: &[Bytes]) -> std::cmp::Ordering {
-    for (col, (x, y)) in table.clustering().zip(a.iter().zip(b)) {
-        let ord = compare_serialized(&col.ty, x, y);
-        let ord = if col.order == types::schema::ClusteringOrder::Desc { ord.reverse() } else { ord };
-        if ord.is_ne() {
-            return ord;
-        }
-    }
-    std::cmp::Ordering::Equal
-}
-
 /// The rows a CAS must read: each conditioned clustering row, in
 /// clustering order (the static row is read with them).
 pub fn read_ranges(
@@ -514,7 +508,7 @@ pub fn read_ranges(
     checks: &[Check],
 ) -> Vec<(types::mutation::ClusteringBound, types::mutation::ClusteringBound)> {
     let mut rows: Vec<&Vec<Bytes>> = checks.iter().filter_map(|c| c.clustering.as_ref()).collect();
-    rows.sort_by(|a, b| common_cmp(table, a, b));
+    rows.sort_by(|a, b| compare_clustering(table, false, a, b));
     rows.dedup();
     rows.into_iter()
         .map(|ck| {

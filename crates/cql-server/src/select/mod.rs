@@ -241,11 +241,11 @@ fn sort_rows(table: &TableDef, reversed: bool, rows: &mut [RowData]) {
 
 /// Compares clusterings in the query's order (a missing value, as in a
 /// static-only row, first).
-fn compare_clustering(table: &TableDef, reversed: bool, a: &[Vec<u8>], b: &[Vec<u8>]) -> CmpOrdering {
+pub(crate) fn compare_clustering<V: AsRef<[u8]>>(table: &TableDef, reversed: bool, a: &[V], b: &[V]) -> CmpOrdering {
     for c in table.clustering() {
         let pos = c.position as usize;
         let o = match (a.get(pos), b.get(pos)) {
-            (Some(x), Some(y)) => types::compare::compare_serialized(&c.ty, x, y),
+            (Some(x), Some(y)) => types::compare::compare_serialized(&c.ty, x.as_ref(), y.as_ref()),
             (x, y) => x.is_some().cmp(&y.is_some()),
         };
         let o = if c.order == ClusteringOrder::Desc { o.reverse() } else { o };

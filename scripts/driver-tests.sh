@@ -5,7 +5,7 @@
 # Cassandra 5.0.9 (scripts/cassandra, installed on first use), the differential
 # mode: both must pass the same tests. With --cluster, against a 3-node Shoal
 # cluster on 127.0.0.1..3 (`shoal cluster up`): the tests of connection,
-# protocol v5, types (gocql), prepared statements, batches, paging, LWT and counters.
+# protocol v5, types, prepared statements, batches, paging, LWT and counters.
 #
 #   scripts/driver-tests.sh [--cassandra | --cluster] [--only java|go]
 #
@@ -91,9 +91,7 @@ if [ -z "$only" ] || [ "$only" = java ]; then
     echo "== Java driver 4 (tests/java, profile $profile)"
     args=(-q -B test)
     [ "$profile" = default ] || args+=(-P "$profile")
-    # TypesTest is left out here for now: its CREATE TYPE/TABLE then PREPARE once reached a node
-    # that did not know the table yet (schema agreement on a cluster; gocql's types tests run).
-    [ "$target" = cluster ] && args+=(-Dtest='ConnectionTest,ProtocolV5Test,PreparedStatementTest,BatchTest,PagingTest,LwtCountersTest')
+    [ "$target" = cluster ] && args+=(-Dtest='ConnectionTest,ProtocolV5Test,TypesTest,PreparedStatementTest,BatchTest,PagingTest,LwtCountersTest')
     ( cd "$ROOT/tests/java" && mvn "${args[@]}" )
   done
 fi

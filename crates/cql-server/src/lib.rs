@@ -32,6 +32,7 @@ pub mod permissions;
 pub mod prepare;
 pub mod processor;
 pub mod schema;
+pub mod schema_merge;
 pub mod select;
 pub mod server;
 pub mod system;

@@ -13,6 +13,9 @@
 //!   their replication may be altered; their tables are always the built-in
 //!   ones (`normalize`), so every node agrees on them (and on their fixed,
 //!   name-based table ids) without a schema exchange.
+//! - Nodes exchange whole schemas and merge them object by object, last
+//!   write wins per keyspace, table and type (`schema_merge`), so DDL made
+//!   at the same time on two nodes keeps both changes.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -21,6 +24,7 @@ use types::schema::KeyspaceDef;
 use uuid::Uuid;
 
 use crate::error::QueryError;
+use crate::schema_merge::{self, Side, Stamps};
 use crate::system;
 
 /// A consistent view of all keyspaces.
@@ -62,9 +66,11 @@ impl Schema {
 pub struct SchemaService {
     current: RwLock<Arc<Schema>>,
     /// Microseconds of the last change (local DDL or one adopted from a
-    /// peer); persisted. Between nodes the newer schema wins (ties: the
-    /// larger version), so replicas of the schema converge.
+    /// peer); persisted. A DDL's stamps are later than it.
     timestamp: std::sync::atomic::AtomicI64,
+    /// When each schema object last changed (dropped ones too); persisted
+    /// (`schema_stamps`). Changed under the DDL lock only.
+    stamps: Mutex<Stamps>,
     /// Serializes DDL so each change applies to the latest schema.
     ddl: Mutex<()>,
     storage: Arc<storage::Storage>,
@@ -86,9 +92,16 @@ impl SchemaService {
         // Secondary index builds (new indexes, or ones a restart interrupted) run in the background.
         storage.start_index_builder();
         let timestamp = storage.local_get("schema_timestamp").and_then(|t| t.parse().ok()).unwrap_or(0);
+        let stored_stamps = storage
+            .local_get("schema_stamps")
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .map(schema_merge::from_list)
+            .unwrap_or_default();
+        let stamps = schema_merge::settle(&stored_stamps, &schema.stored_keyspaces(), timestamp);
         SchemaService {
             current: RwLock::new(Arc::new(schema)),
             timestamp: timestamp.into(),
+            stamps: Mutex::new(stamps),
             ddl: Mutex::new(()),
             storage,
         }
@@ -106,7 +119,23 @@ impl SchemaService {
             .map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))
     }
 
-    /// The user schema and its timestamp, for a peer.
+    fn stamps(&self) -> std::sync::MutexGuard<'_, Stamps> {
+        self.stamps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stores the stamps, the keyspaces and the timestamp, then makes the
+    /// keyspaces visible. Called under the DDL lock.
+    fn install(&self, keyspaces: Vec<KeyspaceDef>, stamps: Stamps, timestamp: i64) -> Result<(), QueryError> {
+        let persist = |e: String| QueryError::Server(format!("cannot persist schema: {e}"));
+        let list = serde_json::to_string(&schema_merge::to_list(&stamps)).map_err(|e| persist(e.to_string()))?;
+        self.storage.set_schema(&keyspaces).map_err(|e| persist(e.to_string()))?;
+        self.storage.local_set("schema_stamps", &list).map_err(|e| persist(e.to_string()))?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(build(keyspaces));
+        *self.stamps() = stamps;
+        self.set_timestamp(timestamp)
+    }
+
+    /// The user schema, its stamps and its timestamp, for a peer.
     ///
     /// Taken under the DDL lock: a DDL swaps the snapshot and then the
     /// timestamp, and an export between the two would pair the old keyspaces
@@ -116,33 +145,46 @@ impl SchemaService {
     pub fn export(&self) -> Vec<u8> {
         let _guard = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
         let snapshot = self.snapshot();
-        let doc = serde_json::json!({ "timestamp": self.timestamp(), "keyspaces": snapshot.stored_keyspaces() });
+        let stamps = schema_merge::to_list(&self.stamps());
+        let doc = serde_json::json!({
+            "timestamp": self.timestamp(),
+            "keyspaces": snapshot.stored_keyspaces(),
+            "stamps": stamps,
+        });
         serde_json::to_vec(&doc).unwrap_or_default()
     }
 
-    /// Adopts a peer's exported schema when it is newer than ours (ties:
-    /// the larger version wins). True when ours changed.
+    /// Merges a peer's exported schema into ours, object by object (see
+    /// `schema_merge`). True when ours changed.
     pub fn merge_export(&self, payload: &[u8]) -> Result<bool, QueryError> {
         #[derive(serde::Deserialize)]
         struct Export {
             timestamp: i64,
             keyspaces: Vec<KeyspaceDef>,
+            /// Absent from a peer that predates stamps: its objects count as
+            /// written at its timestamp.
+            #[serde(default)]
+            stamps: Vec<(schema_merge::Kind, String, String, schema_merge::Stamp)>,
         }
         let theirs: Export =
             serde_json::from_slice(payload).map_err(|e| QueryError::Protocol(format!("bad schema from peer: {e}")))?;
+        let their_stamps = schema_merge::from_list(theirs.stamps);
+        let their_keyspaces = normalize(theirs.keyspaces);
         let _guard = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.snapshot();
-        let theirs = Export { keyspaces: normalize(theirs.keyspaces), ..theirs };
-        let their_version = digest(&theirs.keyspaces);
-        if their_version == current.version || (theirs.timestamp, their_version) < (self.timestamp(), current.version) {
+        let ours = current.stored_keyspaces();
+        let our_stamps = self.stamps().clone();
+        let (merged, stamps) = schema_merge::merge(
+            Side { keyspaces: &ours, stamps: &our_stamps, timestamp: self.timestamp() },
+            Side { keyspaces: &their_keyspaces, stamps: &their_stamps, timestamp: theirs.timestamp },
+        );
+        let merged = normalize(merged);
+        if merged == ours && stamps == our_stamps {
             return Ok(false);
         }
-        self.storage
-            .set_schema(&theirs.keyspaces)
-            .map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))?;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(build(theirs.keyspaces));
-        self.set_timestamp(theirs.timestamp)?;
-        Ok(true)
+        let changed = merged != ours;
+        self.install(merged, stamps, self.timestamp().max(theirs.timestamp))?;
+        Ok(changed)
     }
 
     pub fn snapshot(&self) -> Arc<Schema> {
@@ -162,13 +204,14 @@ impl SchemaService {
             current.stored_keyspaces().into_iter().map(|k| (k.name.clone(), k)).collect();
         let out = change(&mut stored)?;
         let list = normalize(stored.into_values().collect());
-        self.storage.set_schema(&list).map_err(|e| QueryError::Server(format!("cannot persist schema: {e}")))?;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(build(list));
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_micros() as i64)
             .unwrap_or(0);
-        self.set_timestamp(now.max(self.timestamp() + 1))?;
+        let ts = now.max(self.timestamp() + 1);
+        let before = current.stored_keyspaces();
+        let stamps = schema_merge::restamp(&self.stamps(), self.timestamp(), &before, &list, ts);
+        self.install(list, stamps, ts)?;
         Ok(out)
     }
 }
@@ -295,5 +338,29 @@ mod tests {
         assert!(!b.merge_export(&old).unwrap(), "an older schema must not replace a newer one");
         assert!(b.snapshot().keyspace("new").is_some());
         assert!(!b.merge_export(&a.export()).unwrap(), "the same schema again changes nothing");
+    }
+
+    #[test]
+    fn keyspaces_created_on_two_nodes_at_once_both_survive_the_exchange_and_a_restart() {
+        let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (service(a_dir.path()), service(b_dir.path()));
+        add_keyspace(&a, "from_a");
+        add_keyspace(&b, "from_b");
+        let a_export = a.export();
+        assert!(a.merge_export(&b.export()).unwrap());
+        assert!(b.merge_export(&a_export).unwrap());
+        for s in [&a, &b] {
+            assert!(s.snapshot().keyspace("from_a").is_some() && s.snapshot().keyspace("from_b").is_some());
+        }
+        assert_eq!(a.snapshot().version, b.snapshot().version);
+        assert!(!a.merge_export(&b.export()).unwrap(), "converged: nothing left to merge");
+        // A drop on b reaches a, and survives a's restart (the stamps are stored).
+        b.update(|user| Ok(user.remove("from_a"))).unwrap();
+        assert!(a.merge_export(&b.export()).unwrap());
+        drop(a);
+        let a = service(a_dir.path());
+        assert!(a.snapshot().keyspace("from_a").is_none());
+        assert!(!a.merge_export(&a_export).unwrap(), "an export from before the drop must not bring it back");
+        assert!(a.snapshot().keyspace("from_a").is_none());
     }
 }

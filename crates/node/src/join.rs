@@ -348,27 +348,23 @@ impl Joined {
                 }
             });
         }
-        // Gossip the schema version and load; push schema after local DDL.
+        // Gossip the schema version (at once after local DDL, whose push the
+        // data plane makes and waits for) and the load.
         let gossip = Arc::clone(&self.gossip);
-        let view = Arc::clone(&self.view);
-        let transport = self.transport.clone();
         let hints = Arc::clone(&self.hints);
         tokio::spawn(async move {
             let mut last_version = None;
             let mut last_load = Instant::now() - Duration::from_secs(60);
             let mut last_sync = Instant::now();
             loop {
-                let pushed = tokio::select! {
-                    m = schema_changed.recv() => m.is_some(),
-                    _ = tokio::time::sleep(Duration::from_millis(200)) => false,
-                };
+                tokio::select! {
+                    _ = schema_changed.recv() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
                 let version = schema.version();
                 if last_version != Some(version) {
                     gossip.set("schema", version.to_string()).await;
                     last_version = Some(version);
-                }
-                if pushed {
-                    verbs::push_schema(&view, &transport, &*schema).await;
                 }
                 if last_load.elapsed() > Duration::from_secs(5) {
                     let load = Arc::clone(&load);

@@ -113,8 +113,11 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         };
         let schema = Arc::new(SchemaService::new(Arc::clone(&storage), keyspaces));
         let (schema_tx, schema_rx) = tokio::sync::mpsc::unbounded_channel();
-        let data_plane =
-            Arc::new(plane::ClusterPlane { coordinator: Arc::clone(&joined.coordinator), schema_changed: schema_tx });
+        let data_plane = Arc::new(plane::ClusterPlane {
+            coordinator: Arc::clone(&joined.coordinator),
+            schema: Arc::clone(&schema),
+            schema_changed: schema_tx,
+        });
         let processor = Arc::new(
             Processor::new(Arc::clone(&schema), Arc::clone(&storage), node, data_plane)
                 .with_batch_limits(config.batch_limits)

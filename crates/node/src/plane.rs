@@ -39,7 +39,9 @@ use uuid::Uuid;
 
 pub struct ClusterPlane {
     pub coordinator: Arc<Coordinator<TcpTransport>>,
-    /// Told after local DDL (the node pushes the schema to peers and gossips its version).
+    /// The schema this node serves: pushed to the live peers after local DDL.
+    pub schema: Arc<SchemaService>,
+    /// Told after local DDL: the node gossips its new schema version at once.
     pub schema_changed: tokio::sync::mpsc::UnboundedSender<()>,
 }
 
@@ -166,8 +168,20 @@ impl DataPlane for ClusterPlane {
             .collect()
     }
 
+    /// Gossips the new version and pushes the schema to every live peer,
+    /// returning once each has applied it (or its 5 s push timed out): the
+    /// DDL's answer reaches the client only then, so a statement it sends
+    /// next to any live node finds the change (a driver that skips schema
+    /// agreement, or counts a node it has not connected to yet as down, saw
+    /// "unconfigured table" before). A peer that missed it pulls it later.
     fn schema_changed(&self) {
         let _ = self.schema_changed.send(());
+        let coordinator = &self.coordinator;
+        run(cluster::verbs::push_schema(
+            &coordinator.view,
+            &coordinator.transport,
+            &SchemaAdapter(Arc::clone(&self.schema)),
+        ));
     }
 }
 

@@ -1,7 +1,8 @@
 """bench/scaling: Shoal's total server CPU per client write as the cluster grows (issue 24).
 
-    bench/scaling [--nodes 1,2,3,4,6,8] [--rate 20000] [--seconds 20] [--warmup 100000]
-                  [--threads 128] [--runs 1] [--out DIR] [--report bench/SCALING.md]
+    bench/scaling [--nodes 1,2,3,4,6,8] [--rate-per-node 10000 | --rate 40000] [--seconds 20]
+                  [--warmup 100000] [--threads 128] [--runs 1] [--worker-threads W | --cores-per-node C]
+                  [--out DIR] [--report bench/SCALING.md]
 
 For each cluster size N: `shoal cluster up -n N` (127.0.0.1..N, num_tokens 16, commit log periodic),
 RF = min(3, N), a discarded warm-up of --warmup writes at QUORUM, then --runs measured runs of
@@ -9,11 +10,16 @@ RF = min(3, N), a discarded warm-up of --warmup writes at QUORUM, then --runs me
     shoal stress write duration=Ss cl=QUORUM -schema 'replication(factor=RF)' -rate fixed=R/s threads=T
                  -mode simplenative -node 127.0.0.1,...,127.0.0.N --server-pid P1,...,PN
 
-at the same fixed client rate for every N, so each size does the same client work: the figure is the
+at a fixed client rate R: by default --rate-per-node times N, so each node carries the same load at
+every size, as in the classic scaling runs (the cluster's throughput grows with its nodes); --rate
+fixes one total for every size instead (then the load per node falls as N grows). The figure is the
 sum of every node's CPU (utime+stime over the measured phase) divided by the client writes, and per
 replica write (divided by RF as well). Coordination costs what it costs at every size, so from 3 nodes
 on (RF=3 reached) the figure should stay flat; the goal is within +-15% of the 3-node figure up to 8.
-The client runs on the same machine: a run whose client falls short of the fixed rate says so.
+All nodes share this machine: --cores-per-node C gives each node C request threads (`worker_threads`),
+as if each ran on its own machine of C cores; --worker-threads W the same W at every size (default:
+the server's own, one per core of this machine). The client runs here too: a run whose client falls
+short of the fixed rate says so.
 
 Output: a table per N (client writes/s, p50/p99, server CPU-us per client write and per replica write,
 against the 3-node figure), SCALING.md with the command and machine beside them (--report), a chart
@@ -39,7 +45,14 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(prog="bench/scaling", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", default="1,2,3,4,6,8", help="cluster sizes to run (default 1,2,3,4,6,8)")
-    ap.add_argument("--rate", type=int, default=20000, help="fixed client writes/s at every size (default 20000)")
+    rate = ap.add_mutually_exclusive_group()
+    rate.add_argument("--rate-per-node", type=int, default=10000,
+                      help="fixed client writes/s per node: the rate is this times N (default 10000)")
+    rate.add_argument("--rate", type=int, help="one fixed total of client writes/s at every size instead")
+    threads = ap.add_mutually_exclusive_group()
+    threads.add_argument("--worker-threads", type=int, help="each node's worker_threads at every size")
+    threads.add_argument("--cores-per-node", type=int,
+                         help="each node's worker_threads is this (as if on its own machine of that many cores)")
     ap.add_argument("--seconds", type=int, default=20, help="length of each measured run (default 20)")
     ap.add_argument("--warmup", type=int, default=100000, help="discarded warm-up writes per cluster (default 100000)")
     ap.add_argument("--threads", type=int, default=128, help="requests in flight (default 128)")
@@ -60,12 +73,20 @@ def rf_for(n):
     return min(3, n)
 
 
+def rate_for(a, n):
+    return a.rate if a.rate else a.rate_per_node * n
+
+
+def worker_threads(a):
+    return a.worker_threads or a.cores_per_node or 0
+
+
 def stress_args(a, n, warmup):
     rf = rf_for(n)
     common = ["cl=QUORUM", "-schema", f"replication(factor={rf})"]
     if warmup:
         return ["write", f"n={a.warmup}", "truncate=once"] + common + ["-rate", f"threads={a.threads}"]
-    return ["write", f"duration={a.seconds}s"] + common + ["-rate", f"fixed={a.rate}/s", f"threads={a.threads}"]
+    return ["write", f"duration={a.seconds}s"] + common + ["-rate", f"fixed={rate_for(a, n)}/s", f"threads={a.threads}"]
 
 
 def run_stress(cluster, args, out, name):
@@ -95,12 +116,13 @@ def measure_size(a, n, out):
         med = lambda key: statistics.median(s[key] for s in runs)  # noqa: E731
         lat = lambda key: statistics.median(s["latency"][key] for s in runs)  # noqa: E731
         cpu = statistics.median(s["server_cpu_us_per_op"] for s in runs)
-        return dict(nodes=n, rf=rf_for(n), ops_s=med("op_rate"), p50_ms=lat("p50_ms"), p99_ms=lat("p99_ms"),
+        return dict(nodes=n, rf=rf_for(n), rate=rate_for(a, n), ops_s=med("op_rate"), p50_ms=lat("p50_ms"), p99_ms=lat("p99_ms"),
                     server_cpu_us_per_write=cpu, server_cpu_us_per_replica_write=cpu / rf_for(n),
                     client_cpu_us_per_op=statistics.median(s.get("client_cpu_us_per_op") or 0 for s in runs),
                     runs=[dict(ops_s=s["op_rate"], server_cpu_us_per_op=s["server_cpu_us_per_op"],
                                p99_ms=s["latency"]["p99_ms"]) for s in runs])
-    return serve(ShoalCluster(out, n=n), work)
+    extra = f"worker_threads: {worker_threads(a)}\n" if worker_threads(a) else ""
+    return serve(ShoalCluster(out, n=n, extra_yaml=extra), work)
 
 
 def verdict(rows):
@@ -113,14 +135,14 @@ def verdict(rows):
     return base, met
 
 
-def table(rows, rate):
-    header = ["nodes", "RF", "client writes/s", "p50 ms", "p99 ms", "server CPU-us per client write",
+def table(rows):
+    header = ["nodes", "RF", "fixed rate", "client writes/s", "p50 ms", "p99 ms", "server CPU-us per client write",
               "per replica write", "vs 3 nodes"]
     out = []
     for r in rows:
-        short = " (short of the rate)" if r["ops_s"] < 0.97 * rate else ""
+        short = " (short of the rate)" if r["ops_s"] < 0.97 * r["rate"] else ""
         vs = f"{r['vs_3_nodes']:.2f}x" if r.get("vs_3_nodes") else "-"
-        out.append([str(r["nodes"]), str(r["rf"]), f"{r['ops_s']:,.0f}{short}", f"{r['p50_ms']:.2f}",
+        out.append([str(r["nodes"]), str(r["rf"]), f"{r['rate']:,}", f"{r['ops_s']:,.0f}{short}", f"{r['p50_ms']:.2f}",
                     f"{r['p99_ms']:.2f}", f"{r['server_cpu_us_per_write']:.1f}",
                     f"{r['server_cpu_us_per_replica_write']:.1f}", vs])
     return md_table(header, out)
@@ -147,14 +169,18 @@ def report(a, rows, base, met, out, argv):
         "",
         f"- Machine: {m}",
         f"- Shoal: `{shown(SHOAL_BIN)}`; every node and the client on this one machine, nodes on 127.0.0.1..N.",
-        f"- Workload: a fixed {a.rate:,} client writes/s for {a.seconds} s at QUORUM, RF = min(3, N), after a "
-        f"discarded warm-up of {a.warmup:,} writes per cluster; median of {a.runs} run(s).",
+        ("- Workload: a fixed " + (f"{a.rate:,} client writes/s at every size" if a.rate else
+                                    f"{a.rate_per_node:,} client writes/s per node (the rate is N times that)")
+         + f" for {a.seconds} s at QUORUM, RF = min(3, N), after a discarded warm-up of {a.warmup:,} writes per "
+         f"cluster; median of {a.runs} run(s)."),
+        "- Request threads per node (`worker_threads`): " + (f"{worker_threads(a)}" if worker_threads(a) else
+                                                              "the server's default, one per core of the machine") + ".",
         "- Server CPU: utime+stime of every node over the measured phase (`--server-pid`), divided by the client "
         "writes (and by RF for the per-replica figure).",
         f"- Goal: from 3 to 8 nodes within +-{GOAL:.0%} of the 3-node figure: "
         + ("**met**." if met else "**not met**." if base else "no 3-node run."),
         "",
-        table(rows, a.rate),
+        table(rows),
         "",
     ]
     return "\n".join(lines)
@@ -176,7 +202,7 @@ def main(argv=None):
         if not rows:
             return 1
     base, met = verdict(rows)
-    print(table(rows, a.rate))
+    print(table(rows))
     with open(os.path.join(out, "scaling.json"), "w") as f:
         json.dump(dict(args=vars(a), rows=rows, goal_met=met), f, indent=1, default=str)
     if a.report:

@@ -159,8 +159,8 @@ class CassandraNode:
 class ShoalCluster:
     system, label = "shoal", "Shoal"
 
-    def __init__(self, out, n=3):
-        self.dir = None
+    def __init__(self, out, n=3, extra_yaml=""):
+        self.dir, self.extra_yaml = None, extra_yaml
         self.out, self.n, self.started, self.port = out, n, False, free_port()
         self.nodes, self.pids = [f"127.0.0.{i}" for i in range(1, n + 1)], []
 
@@ -169,7 +169,7 @@ class ShoalCluster:
         cfg = os.path.join(self.dir, "shoal.yaml")
         with open(cfg, "w") as f:
             f.write(SHOAL_YAML.format(storage_port=free_port(), commitlog=PERIODIC)
-                    .replace("cluster_name: bench", "cluster_name: bench3"))
+                    .replace("cluster_name: bench", "cluster_name: bench3") + self.extra_yaml)
         self.started = True
         out = sh([SHOAL_BIN, "cluster", "up", "-n", str(self.n), "--dir", self.dir, "--num-tokens", "16",
                   "--cluster-name", "bench3", "--native-port", str(self.port), "--admin-port", str(free_port()),

@@ -4,11 +4,11 @@ import contextlib
 import io
 import unittest
 
-from .scaling import parse_args, rf_for, table, verdict
+from .scaling import parse_args, rate_for, rf_for, table, verdict
 
 
 def row(n, cpu, ops=20000):
-    return dict(nodes=n, rf=rf_for(n), ops_s=ops, p50_ms=0.5, p99_ms=2.0, server_cpu_us_per_write=cpu,
+    return dict(nodes=n, rf=rf_for(n), rate=20000, ops_s=ops, p50_ms=0.5, p99_ms=2.0, server_cpu_us_per_write=cpu,
                 server_cpu_us_per_replica_write=cpu / rf_for(n))
 
 
@@ -25,10 +25,14 @@ class ScalingTest(unittest.TestCase):
     def test_no_3_node_run_means_no_verdict(self):
         rows = [row(1, 5.0), row(2, 12.0)]
         self.assertEqual(verdict(rows), (None, False))
-        self.assertIn("| 1 | 1 | 20,000 |", table(rows, 20000))
+        self.assertIn("| 1 | 1 | 20,000 | 20,000 |", table(rows))
 
     def test_a_run_short_of_the_rate_is_marked(self):
-        self.assertIn("15,000 (short of the rate)", table([row(3, 30.0, ops=15000)], 20000))
+        self.assertIn("15,000 (short of the rate)", table([row(3, 30.0, ops=15000)]))
+
+    def test_the_rate_grows_with_the_nodes_unless_one_total_is_given(self):
+        self.assertEqual(rate_for(parse_args(["--rate-per-node", "5000"]), 8), 40000)
+        self.assertEqual(rate_for(parse_args(["--rate", "30000"]), 8), 30000)
 
     def test_sizes_are_parsed_and_checked(self):
         self.assertEqual(parse_args(["--nodes", "1,3,8"]).sizes, [1, 3, 8])

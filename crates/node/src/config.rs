@@ -51,6 +51,8 @@ pub struct ConfigFile {
     pub commitlog_sync_group_window_in_ms: Option<u64>,
     pub concurrent_writes: Option<u32>,
     pub concurrent_reads: Option<u32>,
+    /// Request threads (the async runtime's workers); ScyllaDB's `--smp`.
+    pub worker_threads: Option<u32>,
     pub endpoint_snitch: Option<String>,
     pub seed_provider: Option<Vec<SeedProvider>>,
     pub dc: Option<String>,
@@ -421,6 +423,8 @@ pub struct NodeConfig {
     pub commitlog_sync: CommitlogSync,
     pub concurrent_writes: u32,
     pub concurrent_reads: u32,
+    /// Request threads; 0 = one per core.
+    pub worker_threads: usize,
     pub endpoint_snitch: String,
     pub seeds: Vec<String>,
     pub dc: String,
@@ -656,6 +660,7 @@ impl ConfigFile {
             commitlog_sync,
             concurrent_writes,
             concurrent_reads,
+            worker_threads: self.worker_threads.unwrap_or(0) as usize,
             endpoint_snitch: snitch_short,
             seeds,
             dc: o.dc.or(self.dc).unwrap_or_else(|| "datacenter1".to_string()),

@@ -82,7 +82,11 @@ fn open_storage(config: &NodeConfig) -> anyhow::Result<(Arc<Storage>, Vec<types:
 
 /// Runs a node in the foreground until SIGTERM or SIGINT.
 pub fn run(config: NodeConfig) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("shoal").build()?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.worker_threads > 0 {
+        builder.worker_threads(config.worker_threads);
+    }
+    let runtime = builder.enable_all().thread_name("shoal").build()?;
     let (storage, keyspaces, host_id) = open_storage(&config)?;
     if storage.local_get(lifecycle::DECOMMISSIONED).is_some_and(|v| !v.is_empty()) {
         anyhow::bail!(

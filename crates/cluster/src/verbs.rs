@@ -114,8 +114,10 @@ pub async fn serve<T: Transport + Clone>(
 }
 
 /// Applies mutation requests as one write batch and answers each after the
-/// batch's commit (an undecodable or refused request fails alone).
-fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
+/// batch's commit (an undecodable or refused request fails alone). Also the
+/// transport's inline handler for `MutationReq` where writes do not wait
+/// for an fsync (`inline_mutations`).
+pub fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
     let mut batch = WriteBatch::new();
     let applied: Vec<_> = requests
         .into_iter()

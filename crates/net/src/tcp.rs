@@ -22,6 +22,15 @@
 //! loopback even the receiving side's kernel work runs in the sending
 //! thread). A node with no handler closes bulk connections at once.
 //!
+//! Inline requests: a node may serve one verb's requests in the inbound
+//! connection's own task (`serve_inline`) instead of the inbound queue: the
+//! frames of that verb decoded from one read go to its handler together,
+//! which answers them before the task reads again, so their responses go
+//! out with the connection's next write, without waking another task. The
+//! handler must not wait (it runs on a runtime worker); the node registers
+//! one only where that holds (replica mutations when writes do not wait
+//! for an fsync).
+//!
 //! Encryption (`TcpConfig::tls`, cassandra.yaml's `server_encryption_options`
 //! with `internode_encryption: all`): every connection, both ways, is TLS;
 //! the accepting side requires the peer's certificate when configured so
@@ -75,6 +84,19 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// connection as a blocking socket and the peer's listen address, and must
 /// not block the caller (a runtime worker): it starts a thread of its own.
 pub type BulkHandler = Arc<dyn Fn(std::net::TcpStream, SocketAddr) + Send + Sync>;
+
+/// What serves one verb's requests inline (`TcpTransport::serve_inline`):
+/// the requests of that verb decoded from one read of one connection,
+/// which it answers (or fails) before returning, without waiting.
+pub type InlineHandler = Arc<dyn Fn(Vec<Inbound>) + Send + Sync>;
+
+/// The handlers a node registers after `bind`, read by every inbound
+/// connection: bulk connections' and the inline verb's.
+#[derive(Default)]
+struct Handlers {
+    bulk: OnceLock<BulkHandler>,
+    inline: OnceLock<(Verb, InlineHandler)>,
+}
 
 /// The byte a bulk connection's handler writes before anything else, so the
 /// opener knows the connection is served (and never sends a byte too early).
@@ -185,7 +207,7 @@ struct Inner {
     next_request_id: AtomicU64,
     shutdown: watch::Sender<bool>,
     runtime: tokio::runtime::Handle,
-    bulk: Arc<OnceLock<BulkHandler>>,
+    handlers: Arc<Handlers>,
     bulk_idle: Arc<BulkPool>,
     /// With TLS: the peers whose certificate this node checked (an outbound
     /// handshake succeeded), and when each other one was last tried.
@@ -218,8 +240,8 @@ impl TcpTransport {
         let (inbound_tx, inbound_rx) = mpsc::channel(config.inbound_queue_max);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let config = Arc::new(config);
-        let bulk = Arc::new(OnceLock::new());
-        tokio::spawn(accept_loop(listener, inbound_tx, Arc::clone(&config), shutdown_rx, Arc::clone(&bulk)));
+        let handlers = Arc::new(Handlers::default());
+        tokio::spawn(accept_loop(listener, inbound_tx, Arc::clone(&config), shutdown_rx, Arc::clone(&handlers)));
         let inner = Inner {
             local_addr,
             config,
@@ -227,7 +249,7 @@ impl TcpTransport {
             next_request_id: AtomicU64::new(1),
             shutdown,
             runtime: tokio::runtime::Handle::current(),
-            bulk,
+            handlers,
             bulk_idle: Arc::default(),
             verified: Arc::default(),
             tried: Mutex::new(HashMap::new()),
@@ -245,7 +267,14 @@ impl TcpTransport {
     /// Serves the bulk connections peers open to this node with `handler`
     /// (the first handler set stays).
     pub fn serve_bulk(&self, handler: BulkHandler) {
-        let _ = self.inner.bulk.set(handler);
+        let _ = self.inner.handlers.bulk.set(handler);
+    }
+
+    /// Serves `verb`'s requests inline with `handler` (see the module's
+    /// "Inline requests"; the first handler set stays). The others still
+    /// go to the inbound queue.
+    pub fn serve_inline(&self, verb: Verb, handler: InlineHandler) {
+        let _ = self.inner.handlers.inline.set((verb, handler));
     }
 
     /// Whether `peer` proved it holds a certificate of the cluster (a TLS
@@ -864,7 +893,7 @@ async fn accept_loop(
     inbound: mpsc::Sender<Inbound>,
     config: Arc<TcpConfig>,
     mut shutdown: watch::Receiver<bool>,
-    bulk: Arc<OnceLock<BulkHandler>>,
+    handlers: Arc<Handlers>,
 ) {
     let permits = Arc::new(Semaphore::new(config.inbound_connections_max));
     loop {
@@ -872,7 +901,7 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => match Arc::clone(&permits).try_acquire_owned() {
                     Ok(permit) => {
-                        tokio::spawn(serve_inbound(stream, remote, inbound.clone(), Arc::clone(&config), shutdown.clone(), permit, Arc::clone(&bulk)));
+                        tokio::spawn(serve_inbound(stream, remote, inbound.clone(), Arc::clone(&config), shutdown.clone(), permit, Arc::clone(&handlers)));
                     }
                     Err(_) => tracing::warn!(%remote, limit = config.inbound_connections_max, "too many inbound internode connections; closing"),
                 },
@@ -894,9 +923,9 @@ async fn serve_inbound(
     config: Arc<TcpConfig>,
     mut shutdown: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
-    bulk: Arc<OnceLock<BulkHandler>>,
+    handlers: Arc<Handlers>,
 ) {
-    let end = serve_inbound_inner(stream, remote, inbound, &config, &mut shutdown, &bulk).await;
+    let end = serve_inbound_inner(stream, remote, inbound, &config, &mut shutdown, &handlers).await;
     if end.is_peer_fault() {
         tracing::warn!(%remote, reason = %end, "closing inbound internode connection");
     } else {
@@ -910,15 +939,16 @@ async fn serve_inbound_inner(
     inbound: mpsc::Sender<Inbound>,
     config: &TcpConfig,
     shutdown: &mut watch::Receiver<bool>,
-    bulk: &OnceLock<BulkHandler>,
+    handlers: &Handlers,
 ) -> ConnectionEnd {
+    let inline = handlers.inline.get();
     if let Err(e) = stream.set_nodelay(true) {
         return ConnectionEnd::Io(e);
     }
     let Some(tls) = &config.tls else {
         let (reader, writer) = stream.into_split();
-        return serve_frames(reader, writer, remote, inbound, config, shutdown, |reader, writer, from| {
-            hand_off_bulk(reader, writer, remote, from, bulk)
+        return serve_frames(reader, writer, remote, inbound, inline, config, shutdown, |reader, writer, from| {
+            hand_off_bulk(reader, writer, remote, from, &handlers.bulk)
         })
         .await;
     };
@@ -932,7 +962,7 @@ async fn serve_inbound_inner(
         Err(_) => return ConnectionEnd::Tls("no TLS handshake in time".into()),
     };
     let (reader, writer) = tokio::io::split(stream);
-    serve_frames(reader, writer, remote, inbound, config, shutdown, |_, _, _| {
+    serve_frames(reader, writer, remote, inbound, inline, config, shutdown, |_, _, _| {
         ConnectionEnd::Protocol("a bulk connection over internode encryption (none are offered)")
     })
     .await
@@ -964,11 +994,13 @@ fn hand_off_bulk(
 
 /// Reads an inbound connection's handshake, then serves its requests (or,
 /// for a bulk handshake, gives the connection to `bulk`).
+#[allow(clippy::too_many_arguments)]
 async fn serve_frames<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     mut reader: R,
     writer: W,
     remote: SocketAddr,
     inbound: mpsc::Sender<Inbound>,
+    inline: Option<&(Verb, InlineHandler)>,
     config: &TcpConfig,
     shutdown: &mut watch::Receiver<bool>,
     bulk: impl FnOnce(R, W, SocketAddr) -> ConnectionEnd,
@@ -1006,7 +1038,7 @@ async fn serve_frames<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
     tracing::debug!(%remote, %from, "inbound internode connection open");
     let (outbox, mut rx) = outbox(config.queue_frames_max, config.queue_bytes_max);
-    let requests = read_requests(reader, decoder, buf, from, &inbound, outbox, config.payload_bytes_max);
+    let requests = read_requests(reader, decoder, buf, from, &inbound, inline, outbox, config.payload_bytes_max);
     tokio::select! {
         end = write_frames(writer, Vec::new(), &mut rx, config.write_batch_bytes_max) => end,
         end = requests => end,
@@ -1015,17 +1047,21 @@ async fn serve_frames<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 }
 
 /// Reads requests and one-way messages on an inbound connection and hands
-/// them to the node.
+/// them to the node: the inline verb's to its handler after each read, the
+/// others to the inbound queue.
+#[allow(clippy::too_many_arguments)]
 async fn read_requests(
     mut reader: impl AsyncRead + Unpin,
     mut decoder: FrameDecoder,
     mut buf: BytesMut,
     from: SocketAddr,
     inbound: &mpsc::Sender<Inbound>,
+    inline: Option<&(Verb, InlineHandler)>,
     outbox: Outbox,
     payload_bytes_max: u32,
 ) -> ConnectionEnd {
     let reply = |request_id| TcpReply { outbox: outbox.clone(), request_id, payload_bytes_max };
+    let mut inline_batch = Vec::new();
     loop {
         loop {
             let frame = match decoder.decode(&mut buf) {
@@ -1056,6 +1092,10 @@ async fn read_requests(
                 Responder { kind: ResponderKind::Tcp(reply(frame.request_id)) }
             };
             let message = Inbound { from, verb: frame.verb, payload: frame.payload, responder };
+            if inline.is_some_and(|(verb, _)| *verb == message.verb) {
+                inline_batch.push(message);
+                continue;
+            }
             match inbound.try_send(message) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(message)) => {
@@ -1066,6 +1106,9 @@ async fn read_requests(
                     message.responder.fail(FailureCode::Unsupported, "this node does not serve internode requests");
                 }
             }
+        }
+        if let (Some((_, handler)), false) = (inline, inline_batch.is_empty()) {
+            handler(std::mem::take(&mut inline_batch));
         }
         if let Err(end) = fill(&mut reader, &decoder, &mut buf).await {
             return end;

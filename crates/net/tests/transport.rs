@@ -622,3 +622,35 @@ async fn tcp_tls_admits_only_holders_of_the_clusters_certificate() {
     let received = hb.await.unwrap();
     assert!(received.is_empty(), "b accepted messages from outside the cluster: {received:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_verb_is_served_in_the_connection_task_in_batches_and_the_others_still_queue() {
+    let (a, _ha) = tcp_node(config()).await;
+    let (b, hb) = tcp_node(config()).await;
+    let batches = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&batches);
+    b.serve_inline(
+        Verb::MutationReq,
+        std::sync::Arc::new(move |requests: Vec<Inbound>| {
+            seen.lock().unwrap().push(requests.len());
+            for r in requests {
+                // Answered with a payload the queued handler never sends, so the test knows who answered.
+                r.responder.respond(Verb::MutationRsp, Bytes::from_static(b"inline"));
+            }
+        }),
+    );
+    let sends: Vec<_> = (0..200)
+        .map(|_| a.send_request(b.local_addr(), Verb::MutationReq, Bytes::from_static(b"m"), SHORT))
+        .collect();
+    for s in sends {
+        assert_eq!(s.await.unwrap(), (Verb::MutationRsp, Bytes::from_static(b"inline")));
+    }
+    let sizes = batches.lock().unwrap().clone();
+    assert_eq!(sizes.iter().sum::<usize>(), 200);
+    assert!(sizes.len() < 200, "requests decoded from one read go to the handler together: {sizes:?}");
+    // Other verbs still reach the inbound queue's handler.
+    let echo = a.send_request(b.local_addr(), Verb::Echo, Bytes::from_static(b"e"), SHORT).await.unwrap();
+    assert_eq!(echo, (Verb::EchoRsp, Bytes::from_static(b"e")));
+    b.shutdown();
+    let _ = tokio::time::timeout(SHORT, hb).await;
+}

@@ -213,6 +213,16 @@ pub async fn join(
     // Streamed file data travels on bulk connections, served by bulk threads.
     let source = Arc::clone(&streams);
     transport.serve_bulk(Arc::new(move |conn, from| Arc::clone(&source).serve_bulk(conn, from)));
+    // Replica mutations are applied in the connection's own task (one wake-up
+    // less each way, and a read's mutations share one commit), unless a write
+    // waits for an fsync (batch/group commit log), which must not hold a worker.
+    if !storage.writes_block() {
+        let storage = Arc::clone(storage);
+        transport.serve_inline(
+            net::Verb::MutationReq,
+            Arc::new(move |requests| cluster::verbs::apply_mutations(&storage, requests)),
+        );
+    }
     Ok(Joined {
         view,
         coordinator,

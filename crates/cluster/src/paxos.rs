@@ -328,7 +328,7 @@ fn load(storage: &Storage, key: &PaxosKey) -> Result<PaxosState, String> {
 }
 
 fn save(storage: &Storage, key: &PaxosKey, state: &PaxosState) -> Result<(), String> {
-    storage.paxos_put(&key.record_key(), &state.encode()).map_err(|e| e.to_string())
+    storage.paxos_put(&key.record_key(), &key.table, &state.encode()).map_err(|e| e.to_string())
 }
 
 /// Promises `ballot` if it is newer than every ballot promised, then reads.

@@ -639,9 +639,8 @@ async fn an_inline_verb_is_served_in_the_connection_task_in_batches_and_the_othe
             }
         }),
     );
-    let sends: Vec<_> = (0..200)
-        .map(|_| a.send_request(b.local_addr(), Verb::MutationReq, Bytes::from_static(b"m"), SHORT))
-        .collect();
+    let sends: Vec<_> =
+        (0..200).map(|_| a.send_request(b.local_addr(), Verb::MutationReq, Bytes::from_static(b"m"), SHORT)).collect();
     for s in sends {
         assert_eq!(s.await.unwrap(), (Verb::MutationRsp, Bytes::from_static(b"inline")));
     }

@@ -159,7 +159,7 @@ impl Storage {
         let mut tables = HashMap::new();
         let mut descriptors = vec![
             ColumnFamilyDescriptor::new("default", Options::default()),
-            ColumnFamilyDescriptor::new(crate::paxos::PAXOS_CF, Options::default()),
+            ColumnFamilyDescriptor::new(crate::paxos::PAXOS_CF, paxos_options()),
         ];
         for (ks, table) in crate::index::expand(&manifest.keyspaces) {
             let table = &table;
@@ -852,6 +852,16 @@ pub(crate) fn read_lock<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 pub(crate) fn write_lock<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The paxos column family's options: expired records are dropped by its
+/// compactions, and its files are compacted at least daily so that happens
+/// even where little is written.
+fn paxos_options() -> Options {
+    let mut opts = Options::default();
+    opts.set_compaction_filter("paxos-expiry", crate::paxos::compaction_filter);
+    opts.set_periodic_compaction_seconds(24 * 3600);
+    opts
 }
 
 #[cfg(test)]

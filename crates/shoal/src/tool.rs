@@ -93,6 +93,13 @@ enum ToolCommand {
     },
     /// Streaming sessions: running and recently finished, with bytes and files done.
     Netstats,
+    /// Background work owed and running: pending tasks (compactions due, memtables waiting to be
+    /// flushed), RocksDB's running compactions and flushes, and per table what it owes.
+    Compactionstats {
+        /// Sizes as KiB, MiB, GiB (nodetool's -H).
+        #[arg(short = 'H', long = "human-readable")]
+        human_readable: bool,
+    },
     /// Repair: replicas compare per-partition hashes of this node's ranges; partitions that
     /// differ are reconciled and written back. All user keyspaces, a keyspace, or some tables.
     Repair {
@@ -316,6 +323,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Info { .. } => ("GET", vec!["/v1/info".to_string()], QUICK_TIMEOUT),
         ToolCommand::Listpendinghints => ("GET", vec!["/v1/hints".to_string()], QUICK_TIMEOUT),
         ToolCommand::Netstats => ("GET", vec!["/v1/netstats".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Compactionstats { .. } => ("GET", vec!["/v1/compactionstats".to_string()], QUICK_TIMEOUT),
         ToolCommand::RepairAdmin { .. } => ("GET", vec!["/v1/repair_admin".to_string()], QUICK_TIMEOUT),
         ToolCommand::Repair { keyspace, tables, primary_range, preview, full, validate } => {
             let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
@@ -378,6 +386,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Info { tokens } => format_info(answer, *tokens),
         ToolCommand::Listpendinghints => format_hints(answer),
         ToolCommand::Netstats => format_netstats(answer),
+        ToolCommand::Compactionstats { human_readable } => format_compactionstats(answer, *human_readable),
         ToolCommand::Rebuild { .. } | ToolCommand::Bootstrap { .. } => format_rebuild(answer),
         ToolCommand::Repair { .. } => format_repair(answer),
         ToolCommand::RepairAdmin { .. } => format_repair_admin(answer),
@@ -394,6 +403,52 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
 }
 
 // ---------------------------------------------------------------- formatting
+
+/// `compactionstats` as nodetool's: `pending tasks: N`, each table's share
+/// (`- ks.table: N`), then what runs and, per table owing work, what it owes
+/// (RocksDB counts running compactions for the whole node, not per table).
+fn format_compactionstats(v: &Json, human: bool) -> String {
+    let size = |b: u64| if human { human_bytes(b) } else { b.to_string() };
+    let int = |t: &Json, k: &str| t.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let yes = |t: &Json, k: &str| t.get(k).and_then(Json::as_bool).unwrap_or(false);
+    let mut out = format!("pending tasks: {}\n", int(v, "pending_tasks"));
+    let tables = v.get("tables").and_then(Json::as_array).cloned().unwrap_or_default();
+    let mut rows = vec![vec![
+        "keyspace".to_string(),
+        "table".to_string(),
+        "compaction pending".to_string(),
+        "pending compaction bytes".to_string(),
+        "memtables to flush".to_string(),
+        "memtable bytes to flush".to_string(),
+    ]];
+    for t in &tables {
+        let pending = u64::from(yes(t, "compaction_pending"))
+            + u64::from(yes(t, "mem_table_flush_pending"))
+            + int(t, "frozen_memtables");
+        if pending > 0 {
+            out.push_str(&format!("- {}.{}: {pending}\n", text(&t["keyspace"]), text(&t["table"])));
+        }
+        if pending > 0 || int(t, "pending_compaction_bytes") > 0 {
+            rows.push(vec![
+                text(&t["keyspace"]),
+                text(&t["table"]),
+                if yes(t, "compaction_pending") { "yes" } else { "no" }.to_string(),
+                size(int(t, "pending_compaction_bytes")),
+                int(t, "frozen_memtables").to_string(),
+                size(int(t, "frozen_bytes")),
+            ]);
+        }
+    }
+    out.push('\n');
+    out.push_str(&format!("running compactions: {}\n", int(v, "running_compactions")));
+    out.push_str(&format!("running flushes: {}\n", int(v, "running_flushes")));
+    out.push_str(&format!("major compaction: {}\n", if yes(v, "major_compaction") { "running" } else { "none" }));
+    if rows.len() > 1 {
+        out.push('\n');
+        out.push_str(&table(&rows));
+    }
+    out
+}
 
 fn strings(v: &Json) -> Vec<String> {
     v.as_array().map(|a| a.iter().map(text).collect()).unwrap_or_default()
@@ -749,6 +804,34 @@ mod tests {
         assert_eq!(human_bytes(111_053), "108.45 KiB");
         assert_eq!(human_bytes(1_258_291), "1.2 MiB");
         assert_eq!(human_bytes(3 << 30), "3 GiB");
+    }
+
+    #[test]
+    fn compactionstats_reads_like_nodetool() {
+        let v = serde_json::json!({
+            "pending_tasks": 3, "running_compactions": 1, "running_flushes": 0, "major_compaction": false, "idle": false,
+            "tables": [
+                {"keyspace": "ks", "table": "a", "compaction_pending": true, "pending_compaction_bytes": 2_097_152,
+                 "mem_table_flush_pending": false, "frozen_memtables": 2, "frozen_bytes": 1024},
+                {"keyspace": "ks", "table": "b", "compaction_pending": false, "pending_compaction_bytes": 0,
+                 "mem_table_flush_pending": false, "frozen_memtables": 0, "frozen_bytes": 0}
+            ]
+        });
+        let out = format_compactionstats(&v, true);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "pending tasks: 3");
+        assert_eq!(lines[1], "- ks.a: 3");
+        assert_eq!(lines[2], "");
+        assert_eq!(lines[3], "running compactions: 1");
+        assert_eq!(lines[4], "running flushes: 0");
+        assert_eq!(lines[5], "major compaction: none");
+        assert!(lines[7].starts_with("keyspace  table  compaction pending"), "{out}");
+        assert_eq!(lines[8].split_whitespace().collect::<Vec<_>>(), ["ks", "a", "yes", "2", "MiB", "2", "1", "KiB"]);
+        assert_eq!(lines.len(), 9, "an idle table has no row: {out}");
+        let raw = format_compactionstats(&v, false);
+        assert!(raw.contains("2097152"), "{raw}");
+        let idle = format_compactionstats(&serde_json::json!({"pending_tasks": 0, "tables": []}), false);
+        assert_eq!(idle, "pending tasks: 0\n\nrunning compactions: 0\nrunning flushes: 0\nmajor compaction: none\n");
     }
 
     #[test]

@@ -42,7 +42,8 @@ Settled cost and read-back (issue 24; on unless --no-settle, --no-verify):
           and records the keys checked, missing and wrong; a mixed run with a missing row stops the benchmark.
   --long: write phases of at least 10x Shoal's memtable budget in bytes (memtable_space, 1 GiB): n from the
           standard1 row's bytes (10-byte key + 5 x 34-byte columns), 59,700,000 rows, so flushes and
-          compactions reach their steady state (slow: about 5 min per Shoal run, 30 per Cassandra run here).
+          compactions reach their steady state (slow: about 5 min per Shoal run, 30 per Cassandra run here,
+          plus each run's verify); the mixed runs stay at 2,000,000 operations (--mixed-n) over that load.
 
 Cassandra's configuration (--cassandra-config, the rf1 and rf3 scenarios; LWT, counters and --auth/--tls
 always run the template): `template` (scripts/cassandra/cassandra.yaml.template, 2 GB heap; the default),
@@ -207,6 +208,8 @@ def run():
         if a.n is not None:
             ap.error("--long sets n itself: not with --n")
         a.n = settle.long_write_n()
+        if a.mixed_n is None:
+            a.mixed_n = 2_000_000  # the mixed runs read and update the long load; their own length stays the default
     if a.smoke:
         defaults = dict(n=20_000, runs=1, fixed_s=0, warmup=5_000, mixed_n=10_000, max_s=0, max_threads="",
                         lwt_n=2_000, counter_n=10_000)

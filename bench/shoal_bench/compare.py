@@ -80,6 +80,10 @@ class Bench:
             raise Fail(f"{server.label} {workload}: stopped by an error: {s['stopped_by']}")
         if not keep:
             log(f"  (discarded) {s['op_rate']:,.0f} op/s")
+            if workload.startswith("warmup-") and getattr(self.args, "settle", False):
+                # The warm-up's flushes and compactions are not the first measured run's.
+                result = self.settle_server(server)
+                log(f"  settled after {result['seconds']:.0f} s" + (" (timed out)" if result["timed_out"] else ""))
             return None
         wall = max(w1 - w0, 1e-9)
         lat = s["latency"]
@@ -113,8 +117,7 @@ class Bench:
         if not getattr(self.args, "settle", False):
             return
         c0 = server_cpu_s(server)
-        result = settle.settle(server.flush, server.compaction_status, lambda: server_cpu_s(server),
-                               self.args.settle_timeout)
+        result = self.settle_server(server)
         tail = server_cpu_s(server) - c0
         row.update(settle_s=result["seconds"], settle_timed_out=result["timed_out"], settle_tail_cpu_s=tail,
                    settled_cpu_us=settle.settled_cpu_us(window_cpu_s, tail, row["ops"]))
@@ -123,6 +126,10 @@ class Bench:
                               f"after {self.args.settle_timeout} s (last status {result['last']}); its settled figure "
                               "counts the CPU until then.")
             log(f"  warning: not settled after {self.args.settle_timeout} s: {result['last']}")
+
+    def settle_server(self, server):
+        return settle.settle(server.flush, server.compaction_status, lambda: server_cpu_s(server),
+                             self.args.settle_timeout)
 
     def verify_after(self, server, scenario, workload, run, row, verify_args, mode):
         """--verify: `shoal stress verify` of the keys the scenario's writes made; the row gets the keys checked,

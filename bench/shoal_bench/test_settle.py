@@ -262,5 +262,53 @@ class TablesTest(unittest.TestCase):
         self.assertFalse([k for k, _ in compare.targets(b) if "settled" in k or k.startswith("Verify")])
 
 
+class SettleAfterTest(unittest.TestCase):
+    def test_the_row_gets_the_settled_figure_and_a_timeout_a_note(self):
+        class Idle:
+            label, pids, flushed = "Shoal", [os.getpid()], 0  # this test process: idle while settle sleeps
+
+            def flush(self):
+                self.flushed += 1
+
+            def compaction_status(self):
+                return (0, 0)
+
+        a = argparse.Namespace(settle=True, settle_timeout=30)
+        b = compare.Bench(a, "/tmp")
+        server = Idle()
+        r = dict(scenario="rf1", workload="write", run=1, ops=1_000_000)
+        b.settle_after(server, r, 2.0)
+        self.assertEqual(server.flushed, 1)
+        self.assertFalse(r["settle_timed_out"])
+        self.assertGreaterEqual(r["settle_s"], settle.IDLE_WINDOW_S)
+        self.assertGreaterEqual(r["settled_cpu_us"], 2.0)
+        self.assertLess(r["settled_cpu_us"], 2.5)  # 2 s of window CPU + this process's few ms of tail
+        self.assertEqual(b.notes, [])
+
+        class Busy(Idle):
+            def compaction_status(self):
+                return (1, 1)
+        b.args.settle_timeout = 1
+        r = dict(scenario="rf1", workload="write", run=2, ops=1000)
+        b.settle_after(Busy(), r, 0.0)
+        self.assertTrue(r["settle_timed_out"])
+        self.assertIn("not settled after 1 s", b.notes[0])
+        b.args.settle = False
+        r = dict(scenario="rf1", workload="write", run=3, ops=1000)
+        b.settle_after(Busy(), r, 0.0)
+        self.assertNotIn("settled_cpu_us", r)
+
+
+class LongOptionTest(unittest.TestCase):
+    def test_long_refuses_n_with_exit_2(self):
+        from unittest import mock
+        for argv in (["--long", "--n", "1000"], ["--settle-timeout", "0"]):
+            with mock.patch.object(sys, "argv", ["bench/compare"] + argv), \
+                    mock.patch("sys.stderr", new_callable=lambda: open(os.devnull, "w")):
+                with self.assertRaises(SystemExit) as e:
+                    cli.run()
+                self.assertEqual(e.exception.code, 2, argv)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -6,9 +6,10 @@ client stopped counts too; then `shoal stress verify` reads back what the phase 
   its processes' utime+stime grow by less than `IDLE_SHARE` of a core over `IDLE_WINDOW_S` seconds (and the
   status is still idle); bounded by a timeout (the result says when it ran out). Its clock, sleep, CPU reader
   and status reader are parameters, so the logic is tested without a server.
-- Status readers: Cassandra's `nodetool compactionstats` text (`pending_from_nodetool`: 5.0's key/value table,
-  `pending tasks  N`, or 4.x's `pending tasks: N`, and the active compactions table under its `id  compaction
-  type` header) and Shoal's `shoal tool compactionstats --json` (`pending_from_shoal`).
+- Status readers: Cassandra's `nodetool compactionstats` text (`pending_from_nodetool`: 5.0's one aligned table,
+  `pending tasks  N`, or 4.x's `pending tasks: N`, and the active compactions: the rows under its `id  compaction
+  type  keyspace  table ...` header up to `active compaction remaining time`) and Shoal's `shoal tool
+  compactionstats --json` (`pending_from_shoal`).
 - `verify_counts`: missing and wrong rows from a `shoal stress verify --json` report's summary.
 - `settled_cpu_us`: the settled CPU per operation: the server's CPU inside the stress window plus the tail
   (from the end of the window until settled), divided by the window's operations.
@@ -36,7 +37,7 @@ def pending_from_nodetool(text):
     for i, line in enumerate(lines):
         if re.match(r"^\s*id\s+compaction type\s+keyspace\s+table\b", line):
             for row in lines[i + 1:]:
-                if not row.strip() or row.lstrip().startswith("Active compaction remaining time"):
+                if not row.strip() or row.strip().lower().startswith("active compaction remaining time"):
                     break
                 active += 1
             break

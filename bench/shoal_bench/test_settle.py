@@ -96,18 +96,24 @@ class SettleTest(unittest.TestCase):
         self.assertGreaterEqual(r["seconds"], 8)
 
 
+# Cassandra 5.0.9's layout (nodetool's CompactionStats: one TableBuilder, so every row shares the columns).
 NODETOOL_50 = """\
-concurrent compactors            2
-pending tasks                    3
-- keyspace1.standard1: 3
-compactions completed            42
-data compacted                   4253266
-compaction throughput (MiB/s)    64.0
-
-id                                   compaction type keyspace  table     completed total    unit  progress
-8a7e0a10-cb3d-11ef-9b0a-3b0f6b5b7c1d Compaction      keyspace1 standard1 1048576   4194304  bytes 25.00%
-9b7e0a10-cb3d-11ef-9b0a-3b0f6b5b7c1d Compaction      keyspace1 standard1 0         4194304  bytes 0.00%
-Active compaction remaining time :   0h00m00s
+concurrent compactors                 2
+pending tasks                         3
+keyspace1                             standard1        3
+compactions completed                 42
+data compacted                        4253266
+compressed data compacted             1368992
+compactions aborted                   0
+compactions reduced                   0
+sstables dropped from compaction      0
+15 minute rate                        9.24/minute
+mean rate                             114.17/hour
+compaction throughput (MiB/s)         64.0
+id                                    compaction type  keyspace   table      completed  total    unit   progress
+8a7e0a10-cb3d-11ef-9b0a-3b0f6b5b7c1d  Compaction       keyspace1  standard1  1048576    4194304  bytes  25.00%
+9b7e0a10-cb3d-11ef-9b0a-3b0f6b5b7c1d  Compaction       keyspace1  standard1  0          4194304  bytes  0.00%
+active compaction remaining time      0h00m00s
 """
 
 NODETOOL_40_IDLE = "pending tasks: 0\n\n"

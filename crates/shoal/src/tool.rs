@@ -404,48 +404,51 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
 
 // ---------------------------------------------------------------- formatting
 
-/// `compactionstats` as nodetool's: `pending tasks: N`, each table's share
-/// (`- ks.table: N`), then what runs and, per table owing work, what it owes
-/// (RocksDB counts running compactions for the whole node, not per table).
+/// `compactionstats` as Cassandra 5.0's nodetool prints it: one table of
+/// `pending tasks  N`, a `KEYSPACE  TABLE  N` row per table with pending
+/// tasks, then what runs (RocksDB counts running compactions and flushes for
+/// the whole node, not per table); then, per table owing work, what it owes.
 fn format_compactionstats(v: &Json, human: bool) -> String {
     let size = |b: u64| if human { human_bytes(b) } else { b.to_string() };
     let int = |t: &Json, k: &str| t.get(k).and_then(Json::as_u64).unwrap_or(0);
     let yes = |t: &Json, k: &str| t.get(k).and_then(Json::as_bool).unwrap_or(false);
-    let mut out = format!("pending tasks: {}\n", int(v, "pending_tasks"));
+    let row = |cells: &[&str]| cells.iter().map(|c| c.to_string()).collect::<Vec<String>>();
     let tables = v.get("tables").and_then(Json::as_array).cloned().unwrap_or_default();
-    let mut rows = vec![vec![
-        "keyspace".to_string(),
-        "table".to_string(),
-        "compaction pending".to_string(),
-        "pending compaction bytes".to_string(),
-        "memtables to flush".to_string(),
-        "memtable bytes to flush".to_string(),
-    ]];
+    let mut stats = vec![row(&["pending tasks", &int(v, "pending_tasks").to_string()])];
+    let mut owed = vec![row(&[
+        "keyspace",
+        "table",
+        "compaction pending",
+        "pending compaction bytes",
+        "memtables to flush",
+        "memtable bytes to flush",
+    ])];
     for t in &tables {
         let pending = u64::from(yes(t, "compaction_pending"))
             + u64::from(yes(t, "mem_table_flush_pending"))
             + int(t, "frozen_memtables");
+        let (keyspace, name) = (text(&t["keyspace"]), text(&t["table"]));
         if pending > 0 {
-            out.push_str(&format!("- {}.{}: {pending}\n", text(&t["keyspace"]), text(&t["table"])));
+            stats.push(row(&[&keyspace, &name, &pending.to_string()]));
         }
         if pending > 0 || int(t, "pending_compaction_bytes") > 0 {
-            rows.push(vec![
-                text(&t["keyspace"]),
-                text(&t["table"]),
-                if yes(t, "compaction_pending") { "yes" } else { "no" }.to_string(),
-                size(int(t, "pending_compaction_bytes")),
-                int(t, "frozen_memtables").to_string(),
-                size(int(t, "frozen_bytes")),
-            ]);
+            owed.push(row(&[
+                &keyspace,
+                &name,
+                if yes(t, "compaction_pending") { "yes" } else { "no" },
+                &size(int(t, "pending_compaction_bytes")),
+                &int(t, "frozen_memtables").to_string(),
+                &size(int(t, "frozen_bytes")),
+            ]));
         }
     }
-    out.push('\n');
-    out.push_str(&format!("running compactions: {}\n", int(v, "running_compactions")));
-    out.push_str(&format!("running flushes: {}\n", int(v, "running_flushes")));
-    out.push_str(&format!("major compaction: {}\n", if yes(v, "major_compaction") { "running" } else { "none" }));
-    if rows.len() > 1 {
+    stats.push(row(&["running compactions", &int(v, "running_compactions").to_string()]));
+    stats.push(row(&["running flushes", &int(v, "running_flushes").to_string()]));
+    stats.push(row(&["major compaction", if yes(v, "major_compaction") { "running" } else { "none" }]));
+    let mut out = table(&stats);
+    if owed.len() > 1 {
         out.push('\n');
-        out.push_str(&table(&rows));
+        out.push_str(&table(&owed));
     }
     out
 }
@@ -818,20 +821,25 @@ mod tests {
             ]
         });
         let out = format_compactionstats(&v, true);
-        let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines[0], "pending tasks: 3");
-        assert_eq!(lines[1], "- ks.a: 3");
-        assert_eq!(lines[2], "");
-        assert_eq!(lines[3], "running compactions: 1");
-        assert_eq!(lines[4], "running flushes: 0");
-        assert_eq!(lines[5], "major compaction: none");
-        assert!(lines[7].starts_with("keyspace  table  compaction pending"), "{out}");
-        assert_eq!(lines[8].split_whitespace().collect::<Vec<_>>(), ["ks", "a", "yes", "2", "MiB", "2", "1", "KiB"]);
-        assert_eq!(lines.len(), 9, "an idle table has no row: {out}");
+        let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split("  ").filter(|c| !c.is_empty()).collect()).collect();
+        let cells = |i: usize| lines.get(i).cloned().unwrap_or_default().iter().map(|c| c.trim()).collect::<Vec<_>>();
+        assert_eq!(cells(0), ["pending tasks", "3"], "{out}");
+        assert_eq!(cells(1), ["ks", "a", "3"], "{out}");
+        assert_eq!(cells(2), ["running compactions", "1"], "{out}");
+        assert_eq!(cells(3), ["running flushes", "0"], "{out}");
+        assert_eq!(cells(4), ["major compaction", "none"], "{out}");
+        assert_eq!(cells(5), Vec::<&str>::new(), "{out}");
+        assert_eq!(cells(6)[..3], ["keyspace", "table", "compaction pending"], "{out}");
+        assert_eq!(cells(7), ["ks", "a", "yes", "2 MiB", "2", "1 KiB"], "{out}");
+        assert_eq!(lines.len(), 8, "an idle table has no row: {out}");
+        assert!(out.starts_with("pending tasks        3\n"), "nodetool's aligned columns: {out}");
         let raw = format_compactionstats(&v, false);
         assert!(raw.contains("2097152"), "{raw}");
         let idle = format_compactionstats(&serde_json::json!({"pending_tasks": 0, "tables": []}), false);
-        assert_eq!(idle, "pending tasks: 0\n\nrunning compactions: 0\nrunning flushes: 0\nmajor compaction: none\n");
+        assert_eq!(
+            idle,
+            "pending tasks        0\nrunning compactions  0\nrunning flushes      0\nmajor compaction     none\n"
+        );
     }
 
     #[test]

@@ -107,11 +107,13 @@ def env_heap_mb(mem_total_kib=None):
     return max(half, quarter)
 
 
-def heap_of(config, override=None):
-    """start.sh's CASSANDRA_HEAP for a configuration: the override, else 2G (template) or env_heap_mb (latest)."""
+def heap_of(config, override=None, env=None):
+    """start.sh's CASSANDRA_HEAP for a configuration: the override, else for the template the environment's
+    CASSANDRA_HEAP or start.sh's 2G, for latest env_heap_mb (what cassandra-env.sh would pick)."""
     if override:
         return override
-    return "2G" if config == "template" else f"{env_heap_mb()}M"
+    env = os.environ if env is None else env
+    return env.get("CASSANDRA_HEAP") or "2G" if config == "template" else f"{env_heap_mb()}M"
 
 
 def cassandra_ref(config, cass_ref, directory, scripts):

@@ -205,7 +205,9 @@ class CassandraConfigTest(unittest.TestCase):
         self.assertEqual(cassconf.env_heap_mb(2 * gib), 1024)          # half, capped at 1 GB
         self.assertEqual(cassconf.env_heap_mb(1 * gib), 512)
         self.assertEqual(cassconf.env_heap_mb(64 * gib), 8192)         # a quarter, capped at 8 GB
-        self.assertEqual(cassconf.heap_of("template"), "2G")
+        self.assertEqual(cassconf.heap_of("template", env={}), "2G")
+        self.assertEqual(cassconf.heap_of("template", env={"CASSANDRA_HEAP": "3G"}), "3G")
+        self.assertTrue(cassconf.heap_of("latest", env={"CASSANDRA_HEAP": "3G"}).endswith("M"))
         self.assertEqual(cassconf.heap_of("latest", "4G"), "4G")
         self.assertTrue(cassconf.heap_of("latest").endswith("M"))
         self.assertEqual(cli.cassandra_configs("both"), ["template", "latest"])

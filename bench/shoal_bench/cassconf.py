@@ -7,12 +7,15 @@
   conf/cassandra.yaml where they touch this benchmark (`LATEST`): trie memtables allocated off heap, BTI
   sstables, the unified compaction strategy as the default, storage_compatibility_mode NONE (5.0's formats
   and commit log), no key cache (BTI needs none), trickle fsync, 8 concurrent compactors, 4 KiB column index,
-  Paxos v2, UUID sstable ids; and the heap Cassandra's own cassandra-env.sh would pick on this machine
+  UUID sstable ids, SAI as the default secondary index (5.0's file leaves Paxos at v1; later versions' files
+  set paxos_variant v2, which is not taken here); and the heap Cassandra's own cassandra-env.sh would pick on
+  this machine
   (`env_heap_mb`, its calculate_heap_sizes: max(min(1/2 RAM, 1 GB), min(1/4 RAM, 8 GB))).
 
 The install (Maven Central jars, scripts/cassandra/install.sh) has no conf/ directory, so `LATEST` is kept
-here, written from the 5.0.9 file; every key it sets is one Cassandra 5.0.9 accepts (an unknown key stops
-Cassandra at startup, so a run shows it at once). `merge_yaml` replaces each top-level key of the template that
+here, written from the cassandra-5.0 line's conf/cassandra_latest.yaml (read, not copied: the settings only);
+every key it sets is one Cassandra 5.0.9 accepts (an unknown key stops Cassandra at startup, so a run shows it
+at once; its log's "Node configuration" line shows them applied). `merge_yaml` replaces each top-level key of the template that
 `LATEST` sets (with its indented block) and appends the others."""
 
 import os
@@ -51,7 +54,8 @@ trickle_fsync: true
 trickle_fsync_interval: 10240KiB
 commitlog_disk_access_mode: auto
 uuid_sstable_identifiers_enabled: true
-paxos_variant: v2
+default_secondary_index: sai
+default_secondary_index_enabled: true
 """
 
 

@@ -6,6 +6,9 @@
   proc         /proc readers: machine ticks, CPU and memory probes, peak RSS, thread CPU, the Sampler
   servers      Shoal and Cassandra nodes and clusters; the registry of running servers and stop_all
   compare      the comparison: Bench, its runs, tables, issue-5 targets, the max-rate phase, RESULTS.md
+  settle       issue 24: settling a server after a write phase (flush, compactions done, CPU idle), the
+               compaction status parsers, verify counts, the settled CPU per op, the --long run's n
+  cassconf     issue 24: Cassandra's template and cassandra_latest.yaml configurations, cassandra-env.sh's heap
   steadiness   --steadiness: one long write run per system, the rate per minute, STEADINESS.md
   durability   --durability: commitlog_sync modes vs client threads and the disk's fsync rate, DURABILITY.md
   plots        chart specs (JSON) drawn to SVG by `shoal stress plot`

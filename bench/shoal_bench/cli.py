@@ -1,9 +1,10 @@
 """bench/compare: Shoal side by side with Apache Cassandra, the benchmark of record (issue 5).
 
-    bench/compare [--quick | --smoke] [--runs 3] [--n 2000000] [--threads 128]
+    bench/compare [--quick | --smoke] [--runs 3] [--n 2000000 | --long] [--threads 128]
                   [--rf1-only | --rf3 | --rf3-only | --scenarios rf1,rf3,lwt,counter]
                   [--lwt-n N] [--counter-n N] [--shoal-only] [--client simplenative|driver] [--out DIR]
-                  [--auth] [--tls]
+                  [--auth] [--tls] [--cassandra-config template|latest|both] [--cassandra-heap 4G]
+                  [--no-settle] [--settle-timeout 900] [--no-verify]
     bench/compare --steadiness [--minutes 30] [--with-cassandra] [--threads 128]
     bench/compare --durability [--durability-duration 10s] [--durability-threads 1,2,4,...,256]
 
@@ -27,6 +28,30 @@ CPU-us per operation (/proc/PID/stat); peak RSS is the server's VmHWM (reset bef
 Before the measured runs each server gets the same discarded warm-up (Cassandra needs its JIT warm).
 --rf3 adds the same at RF=3, CL=QUORUM on local 3-node clusters (`shoal cluster up -n 3`,
 bench/cassandra-cluster.sh).
+
+Settled cost and read-back (issue 24; on unless --no-settle, --no-verify):
+
+  settle: after each kept run of a workload that writes (write, mixed, fixed, max@, counter_write, lwt) the
+          server is flushed (`shoal tool flush`; `nodetool flush`) and polled (`shoal tool compactionstats
+          --json`; `nodetool compactionstats`) until no task is pending or running, then until its processes'
+          CPU grows by less than 2% of a core over 2 s (at most --settle-timeout seconds). "settled CPU-us/op"
+          = the server's CPU inside the run's window plus the CPU from the window's end until settled, divided
+          by the window's operations; beside the in-window "server CPU-us/op" in the tables and runs.json.
+          Every phase starts on a settled server, so no debt leaks into the next one.
+  verify: after each write and mixed run, `shoal stress verify n=N` reads back the keys the write runs made
+          and records the keys checked, missing and wrong; a mixed run with a missing row stops the benchmark.
+  --long: write phases of at least 10x Shoal's memtable budget in bytes (memtable_space, 1 GiB): n from the
+          standard1 row's bytes (10-byte key + 5 x 34-byte columns), 59,700,000 rows, so flushes and
+          compactions reach their steady state (slow: about 5 min per Shoal run, 30 per Cassandra run here,
+          plus each run's verify); the mixed runs stay at 2,000,000 operations (--mixed-n) over that load.
+
+Cassandra's configuration (--cassandra-config, the rf1 and rf3 scenarios; LWT, counters and --auth/--tls
+always run the template): `template` (scripts/cassandra/cassandra.yaml.template, 2 GB heap; the default),
+`latest` (the template with Cassandra 5.0.9's cassandra_latest.yaml settings: trie memtables off heap, BTI
+sstables, UCS compaction, ...; see cassconf.py; and the heap cassandra-env.sh would pick on this machine,
+max(min(RAM/2, 1 GB), min(RAM/4, 8 GB)); at RF=3 the cluster script's 1 GB per node) or `both` (template, then
+latest; each ratio is Shoal against the faster of the two for that workload, and the table names it; the
+fixed rate is 50% of the template's median write rate). --cassandra-heap sets the heap of both.
 
 LWT and counters (issue 23; in every run unless --rf1-only, --rf3-only or --scenarios leaves them out),
 each on a fresh single node per system (RF=1), after a discarded warm-up, --runs times:
@@ -91,7 +116,9 @@ import sys
 import tempfile
 import time
 
-from .compare import (EXTRA_HEADING, Bench, extra_section, extra_table, level_args, update_section, max_levels, results_plots, run_system, security_cost_lines, security_table,
+from . import settle
+from .cassconf import CONFIGS
+from .compare import (EXTRA_HEADING, Bench, write_runs_json, extra_section, extra_table, level_args, update_section, max_levels, results_plots, run_system, security_cost_lines, security_table,
                       summary_table, targets, variant_name, versions, write_results)
 from .durability import durability
 from .security import Security
@@ -128,6 +155,19 @@ def run():
     ap.add_argument("--counter-n", type=int, help="operations per counter_write/counter_read run (default n)")
     ap.add_argument("--shoal-only", action="store_true", help="do not run Cassandra")
     ap.add_argument("--out", help="directory for RESULTS.md, SVGs, JSON and logs (default: see above)")
+    ap.add_argument("--long", action="store_true", help="write phases of at least 10x the memtable budget in bytes "
+                    f"(n={settle.long_write_n():,}; issue 24's steady-state compaction)")
+    ap.add_argument("--no-settle", dest="settle", action="store_false", help="do not flush and wait for compactions "
+                    "and an idle server after each writing run (no settled CPU-us/op)")
+    ap.add_argument("--settle-timeout", type=int, default=900, help="longest wait for a server to settle, seconds "
+                    "(default 900)")
+    ap.add_argument("--no-verify", dest="verify", action="store_false", help="do not read back the written rows "
+                    "with `shoal stress verify` after each write and mixed run")
+    ap.add_argument("--cassandra-config", choices=["template", "latest", "both"], default="template",
+                    help="Cassandra's configuration for rf1/rf3: the template (default), cassandra_latest.yaml's "
+                    "settings with cassandra-env.sh's heap, or both (ratios against the faster)")
+    ap.add_argument("--cassandra-heap", help="Cassandra's heap (start.sh's CASSANDRA_HEAP, e.g. 4G) for every "
+                    "configuration, instead of 2G (template) and cassandra-env.sh's choice (latest)")
     ap.add_argument("--auth", action="store_true", help="also RF=1 with PasswordAuthenticator + CassandraAuthorizer "
                     "on both servers (the client logs in as cassandra/cassandra)")
     ap.add_argument("--tls", action="store_true", help="also RF=1 with a TLS-only native port on both servers "
@@ -164,6 +204,12 @@ def run():
             raise ValueError
     except ValueError:
         ap.error("--durability-threads: a comma-separated list of positive numbers")
+    if a.long:
+        if a.n is not None:
+            ap.error("--long sets n itself: not with --n")
+        a.n = settle.long_write_n()
+        if a.mixed_n is None:
+            a.mixed_n = 2_000_000  # the mixed runs read and update the long load; their own length stays the default
     if a.smoke:
         defaults = dict(n=20_000, runs=1, fixed_s=0, warmup=5_000, mixed_n=10_000, max_s=0, max_threads="",
                         lwt_n=2_000, counter_n=10_000)
@@ -174,6 +220,8 @@ def run():
     for k, v in defaults.items():
         if getattr(a, k) is None:
             setattr(a, k, v)
+    if a.settle_timeout < 1:
+        ap.error("--settle-timeout must be positive")
     if a.n < 1 or a.runs < 1 or a.threads < 1:
         ap.error("--n, --runs and --threads must be positive")
     try:
@@ -248,22 +296,30 @@ def run():
         bench.notes.append("Cassandra was not run (--shoal-only or not installed): no ratios; the fixed rate is "
                            "50% of Shoal's own median write rate.")
     names = a.scenario_names
-    scen = [("rf1", [], a.n, CassandraNode, ShoalNode)] if "rf1" in names else []
+    configs = cassandra_configs(a.cassandra_config)
+    heap = a.cassandra_heap
+    node = lambda o: [CassandraNode(o, config=c, heap=heap) for c in configs]
+    cluster = lambda o: [CassandraCluster(o, config=c, heap=heap) for c in configs]
+    template = lambda o: [CassandraNode(o, heap=heap)]
+    scen = [("rf1", [], a.n, node, ShoalNode)] if "rf1" in names else []
     if security:
-        scen.append((variant_name(security), [], a.n, lambda o: CassandraNode(o, security=security),
+        scen.append((variant_name(security), [], a.n, lambda o: [CassandraNode(o, security=security, heap=heap)],
                      lambda o: ShoalNode(o, security=security)))
     if "rf3" in names:
-        scen.append(("rf3", ["cl=QUORUM", "-schema", "replication(factor=3)"], a.rf3_n, CassandraCluster, ShoalCluster))
+        scen.append(("rf3", ["cl=QUORUM", "-schema", "replication(factor=3)"], a.rf3_n, cluster, ShoalCluster))
     for name, n in (("lwt", a.lwt_n), ("counter", a.counter_n)):
         if name in names:
-            scen.append((name, [], n, CassandraNode, ShoalNode))
+            scen.append((name, [], n, template, ShoalNode))
     for name, cl_args, n, cass_cls, shoal_cls in scen:
-        fixed_of = "cassandra" if with_cassandra else "shoal"
+        # The fixed rate: 50% of the first Cassandra configuration's median write rate (the template's with both).
+        fixed_of = ("cassandra" if configs[0] == "template" or name not in ("rf1", "rf3") else
+                    f"cassandra-{configs[0]}") if with_cassandra else "shoal"
         if security and name == variant_name(security) and "rf1" in bench.fixed_rate:
             bench.fixed_rate[name] = bench.fixed_rate["rf1"]  # the plain runs' rate: the same load, secured
         try:
             if with_cassandra:
-                run_system(bench, cass_cls(out), name, cl_args, n, fixed_of)
+                for cass in cass_cls(out):
+                    run_system(bench, cass, name, cl_args, n, fixed_of)
             run_system(bench, shoal_cls(out), name, cl_args, n, fixed_of)
         except Fail as e:
             if name != "rf3" or a.rf3_only:
@@ -271,6 +327,7 @@ def run():
             bench.notes.append(f"The RF=3 scenario failed and is incomplete: {str(e).splitlines()[0]}")
             log(f"RF=3 failed: {e}")
     bench.wall = time.time() - t0
+    write_runs_json(bench, os.path.join(out, "runs.json"))
     if a.fixed_s > 0:
         for sc_name, (rate, of) in bench.fixed_rate.items():
             if security and sc_name == variant_name(security):
@@ -308,6 +365,11 @@ def run():
 
 
 SCENARIO_NAMES = ("rf1", "rf3", "lwt", "counter")
+
+
+def cassandra_configs(choice):
+    """The Cassandra configurations (cassconf.CONFIGS) of --cassandra-config, in the order they run."""
+    return list(CONFIGS) if choice == "both" else [choice]
 
 
 def scenario_names(a):

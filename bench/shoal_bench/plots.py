@@ -19,7 +19,7 @@ import os
 
 from .util import SHOAL_BIN, Fail, log, sh, shown
 
-COLORS = {"cassandra": "#d62728", "shoal": "#1f77b4",
+COLORS = {"cassandra": "#d62728", "cassandra-latest": "#ff7f0e", "shoal": "#1f77b4",
           "batch": "#d62728", "group": "#1f77b4", "periodic": "#2ca02c", "fsync": "#5a5a5a"}
 
 

@@ -2,6 +2,11 @@
 Cassandra node (scripts/cassandra/start.sh in a private CASS_HOME) or cluster (bench/cassandra-cluster.sh).
 Each start() records what it started before waiting, so stop() always cleans up.
 
+Each server can also `flush()` and report its background work (`compaction_status()`: pending tasks and
+running compactions, summed over nodes; Shoal through `shoal tool compactionstats --json`, Cassandra
+through `nodetool compactionstats`), which `settle.settle` polls after a write phase. A Cassandra node or
+cluster runs one of the configurations of `cassconf` (template or latest).
+
 `RUNNING` is the one registry of servers started and not yet stopped: `serve` adds and removes
 them, and `stop_all` (the exit and signal path in cli) stops whatever is left."""
 
@@ -12,9 +17,38 @@ import subprocess
 import sys
 import tempfile
 
-from .proc import alive
+from . import cassconf
+from .proc import alive, proc_cpu_s
+from .security import CASSANDRA_SCRIPTS
+from .settle import pending_from_nodetool, pending_from_shoal
 from .util import (BENCH_HOME, CASS_INSTALL, CASS_REF, HERE, SHOAL_BIN, Fail, free_port, log, port_open,
                    read_text, sh, wait_port)
+
+
+def server_cpu_s(server):
+    """utime+stime of all the server's processes, in seconds."""
+    return sum(c or 0 for c in map(proc_cpu_s, server.pids))
+
+
+def shoal_tool(host, admin_port, *args, timeout=600):
+    return sh([SHOAL_BIN, "tool", "-h", host, "-p", str(admin_port)] + list(args), timeout=timeout)
+
+
+def sum_status(statuses):
+    """(pending, running) summed over nodes."""
+    statuses = list(statuses)
+    return sum(p for p, _ in statuses), sum(r for _, r in statuses)
+
+
+def nodetool(jmx_port, conf_dir, *args, timeout=120):
+    """nodetool against 127.0.0.1:jmx_port (the install's jars, as bench/cassandra-cluster.sh runs it)."""
+    opts = [ln.strip() for ln in read_text(os.path.join(CASS_REF, "jvm17.options")).splitlines()
+            if ln.startswith("--add") or ln.startswith("-Djdk")]
+    cmd = (["java"] + opts + ["-Xmx256m", f"-Dlogback.configurationFile={conf_dir}/logback.xml",
+                              f"-Dcassandra.logdir={BENCH_HOME}/nodetool-logs",
+                              "-cp", f"{conf_dir}:{CASS_INSTALL}/lib/*", "org.apache.cassandra.tools.NodeTool",
+                              "-h", "127.0.0.1", "-p", str(jmx_port)] + list(args))
+    return sh(cmd, timeout=timeout)
 
 SHOAL_YAML = """# bench/compare: Shoal with Cassandra's settings where they matter (start.sh's template)
 cluster_name: bench
@@ -52,8 +86,9 @@ class ShoalNode:
             f.write(SHOAL_YAML.format(storage_port=free_port(), commitlog=self.commitlog))
             if self.security:
                 f.write(self.security.shoal_yaml())
+        self.admin_port = free_port()
         self.cmd = [SHOAL_BIN, "server", "--config", cfg, "--data-dir", os.path.join(self.dir, "data"),
-                    "--native-port", str(self.port), "--admin-port", str(free_port())]
+                    "--native-port", str(self.port), "--admin-port", str(self.admin_port)]
         logf = open(os.path.join(self.out, "shoal-server.log"), "a")
         self.proc = subprocess.Popen(self.cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
@@ -64,6 +99,12 @@ class ShoalNode:
             waited = self.security.wait_login("127.0.0.1", self.port, 60, alive=lambda: self.proc.poll() is None)
             log(f"shoal server: {self.security.label} login works (after {waited:.1f}s)")
         log(f"shoal server up: pid {self.proc.pid}, 127.0.0.1:{self.port}, data {self.dir}")
+
+    def flush(self):
+        shoal_tool("127.0.0.1", self.admin_port, "flush")
+
+    def compaction_status(self):
+        return pending_from_shoal(shoal_tool("127.0.0.1", self.admin_port, "compactionstats", "--json", timeout=60))
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -104,14 +145,18 @@ class CassandraNode:
     pid file are ours; the jars are the install's): WIPE=1 never touches anyone else's data."""
     system, label = "cassandra", "Cassandra"
 
-    def __init__(self, out, wipe_after=False, security=None):
+    def __init__(self, out, wipe_after=False, security=None, config="template", heap=None):
         self.home = os.path.join(BENCH_HOME, "cassandra")
+        self.config = config  # cassconf.CONFIGS: the template's settings or cassandra_latest.yaml's
+        if config != "template":
+            self.system, self.label = f"cassandra-{config}", f"Cassandra ({config})"
+        self.heap = cassconf.heap_of(config, heap)
         # start.sh's ports (CQL, storage, JMX), from the same environment variables it reads.
         self.ports = [int(os.environ.get(k, d)) for k, d in (("CASS_PORT", 9042), ("CASS_STORAGE_PORT", 7000),
                                                                ("CASS_JMX_PORT", 7199))]
         self.out, self.started, self.port = out, False, self.ports[0]
         self.nodes, self.pids = ["127.0.0.1"], []
-        self.env = dict(os.environ, CASS_HOME=self.home, WIPE="1")
+        self.env = dict(os.environ, CASS_HOME=self.home, WIPE="1", CASSANDRA_HEAP=self.heap)
         self.data_root = os.path.join(self.home, "data")
         self.wipe_after = wipe_after  # delete the data once stopped (the long steadiness run's GBs)
         self.security = security  # --auth/--tls (security.Security), or None
@@ -135,6 +180,9 @@ class CassandraNode:
                            "running? CASS_PORT, CASS_STORAGE_PORT and CASS_JMX_PORT choose others)")
         if self.security:
             self.ref = self.security.cassandra_ref(CASS_REF, os.path.join(self.out, f"cassandra-ref-{self.security.name}"))
+        elif self.config != "template":
+            self.ref = cassconf.cassandra_ref(self.config, CASS_REF, os.path.join(self.out, f"cassandra-ref-{self.config}"),
+                                              CASSANDRA_SCRIPTS)
         self.started = True
         out = sh([os.path.join(self.ref, "start.sh")], timeout=300, env=self.env)
         self.pids = [int(read_text(pidfile).strip())]
@@ -144,7 +192,13 @@ class CassandraNode:
             waited = self.security.wait_login("127.0.0.1", self.port, 180, alive=lambda: alive(pid))
             log(f"cassandra: {self.security.label} login works {waited:.1f}s after the port opened "
                 f"(config {self.home}/conf/cassandra.yaml from {self.ref})")
-        log(f"cassandra up: {out.strip().splitlines()[-1]}, data {self.home}/data")
+        log(f"cassandra up ({self.config} config, heap {self.heap}): {out.strip().splitlines()[-1]}, data {self.home}/data")
+
+    def flush(self):
+        nodetool(self.ports[2], os.path.join(self.home, "conf"), "flush", timeout=600)
+
+    def compaction_status(self):
+        return pending_from_nodetool(nodetool(self.ports[2], os.path.join(self.home, "conf"), "compactionstats"))
 
     def stop(self):
         if self.started:
@@ -171,12 +225,21 @@ class ShoalCluster:
             f.write(SHOAL_YAML.format(storage_port=free_port(), commitlog=PERIODIC)
                     .replace("cluster_name: bench", "cluster_name: bench3") + self.extra_yaml)
         self.started = True
+        self.admin_port = free_port()
         out = sh([SHOAL_BIN, "cluster", "up", "-n", str(self.n), "--dir", self.dir, "--num-tokens", "16",
-                  "--cluster-name", "bench3", "--native-port", str(self.port), "--admin-port", str(free_port()),
+                  "--cluster-name", "bench3", "--native-port", str(self.port), "--admin-port", str(self.admin_port),
                   "--timeout", "180", "--", "--config", cfg], timeout=600)
         st = json.loads(sh([SHOAL_BIN, "cluster", "status", "--json", "--dir", self.dir], timeout=60))
         self.pids = [n["pid"] for n in st["nodes"]]
         log(f"shoal cluster up: pids {self.pids}, CQL port {self.port}\n{out.strip()}")
+
+    def flush(self):
+        for node in self.nodes:
+            shoal_tool(node, self.admin_port, "flush")
+
+    def compaction_status(self):
+        return sum_status(pending_from_shoal(shoal_tool(node, self.admin_port, "compactionstats", "--json", timeout=60))
+                          for node in self.nodes)
 
     def stop(self):
         if self.started:
@@ -190,11 +253,19 @@ class ShoalCluster:
 class CassandraCluster:
     system, label = "cassandra", "Cassandra"
 
-    def __init__(self, out, n=3):
+    def __init__(self, out, n=3, config="template", heap=None):
         self.out, self.n, self.started, self.port = out, n, False, 9042
         self.script = os.path.join(HERE, "cassandra-cluster.sh")
-        self.env = dict(os.environ, CLUSTER_DIR=os.path.join(BENCH_HOME, "cassandra-cluster"), CASS_REF=CASS_REF,
+        self.config = config
+        if config != "template":
+            self.system, self.label = f"cassandra-{config}", f"Cassandra ({config})"
+        # Three JVMs share the machine: the script's own 1 GB heap each unless --cassandra-heap.
+        self.env = dict(os.environ, CLUSTER_DIR=os.path.join(BENCH_HOME, "cassandra-cluster"),
+                        CASS_REF=cassconf.cassandra_ref(config, CASS_REF, os.path.join(out, f"cassandra-ref-{config}"),
+                                                        CASSANDRA_SCRIPTS) if config != "template" else CASS_REF,
                         CASS_HOME=CASS_INSTALL)
+        if heap:
+            self.env["CASSANDRA_HEAP"] = heap
         self.nodes, self.pids = [f"127.0.0.{i}" for i in range(1, n + 1)], []
 
     def start(self):
@@ -203,7 +274,15 @@ class CassandraCluster:
         self.pids = [int(p) for p in sh([self.script, "pids"], timeout=30, env=self.env).strip().split(",") if p]
         if len(self.pids) != self.n:
             raise Fail(f"cassandra cluster: {len(self.pids)} of {self.n} nodes running")
-        log(f"cassandra cluster up: pids {self.pids}\n{out.strip()}")
+        log(f"cassandra cluster up ({self.config} config): pids {self.pids}\n{out.strip()}")
+
+    def flush(self):
+        for i in range(1, self.n + 1):
+            sh([self.script, "nodetool", str(i), "flush"], timeout=600, env=self.env)
+
+    def compaction_status(self):
+        return sum_status(pending_from_nodetool(sh([self.script, "nodetool", str(i), "compactionstats"], timeout=180,
+                                                   env=self.env)) for i in range(1, self.n + 1))
 
     def stop(self):
         if self.started:

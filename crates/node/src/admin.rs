@@ -5,7 +5,7 @@
 //! Endpoints (all answer JSON; errors are `{"error": "..."}`):
 //! `GET /v1/status[?keyspace=]`, `GET /v1/ring[?keyspace=]`,
 //! `GET /v1/describecluster`, `GET /v1/getendpoints?keyspace=&table=&key=`,
-//! `GET /v1/hints`, `GET /v1/info`, `POST /v1/flush[?keyspace=&table=]`,
+//! `GET /v1/hints`, `GET /v1/info`, `GET /v1/compactionstats`, `POST /v1/flush[?keyspace=&table=]`,
 //! `POST /v1/compact[?keyspace=&table=]`, `POST /v1/rebuild[?keyspace=&source_dc=]`
 //! (answers when the streams are done), `POST /v1/repair[?keyspace=&table=...&pr=true&preview=true&full=true&validate=true]`
 //! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `POST /v1/removenode?host_id=` (or `?action=status|force`),
@@ -346,6 +346,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/hints"
         | "/v1/info"
         | "/v1/netstats"
+        | "/v1/compactionstats"
         | "/v1/repair_admin" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
@@ -360,6 +361,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/hints" => Ok(hints(state)),
         "/v1/info" => Ok(info(state)),
         "/v1/netstats" => Ok(netstats(state)),
+        "/v1/compactionstats" => Ok(compactionstats(state)),
         "/v1/repair_admin" => Ok(state.lifecycle.repair_history()),
         "/v1/rebuild" => rebuild(request, state).await,
         "/v1/repair" => repair(request, state).await,
@@ -834,6 +836,36 @@ async fn maintenance(request: &Request, state: &AdminState, compact: bool) -> An
         Ok(Err(e)) => Err(Response::error(500, format!("{operation} failed: {e}"))),
         Err(e) => Err(Response::error(500, format!("{operation} failed: {e}"))),
     }
+}
+
+/// `nodetool compactionstats`: the background work owed and running
+/// (`storage::Storage::compaction_stats`): pending tasks, RocksDB's running
+/// compactions and flushes, and per table what it owes.
+fn compactionstats(state: &AdminState) -> Json {
+    let stats = state.storage.compaction_stats();
+    let tables: Vec<Json> = stats
+        .tables
+        .iter()
+        .map(|t| {
+            json!({
+                "keyspace": t.keyspace,
+                "table": t.table,
+                "compaction_pending": t.compaction_pending,
+                "pending_compaction_bytes": t.pending_compaction_bytes,
+                "mem_table_flush_pending": t.mem_table_flush_pending,
+                "frozen_memtables": t.frozen_memtables,
+                "frozen_bytes": t.frozen_bytes,
+            })
+        })
+        .collect();
+    json!({
+        "pending_tasks": stats.pending_tasks(),
+        "running_compactions": stats.running_compactions,
+        "running_flushes": stats.running_flushes,
+        "major_compaction": stats.major_compaction,
+        "idle": stats.idle(),
+        "tables": tables,
+    })
 }
 
 /// `nodetool netstats`: every stream session, running and recently finished.

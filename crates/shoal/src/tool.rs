@@ -93,6 +93,13 @@ enum ToolCommand {
     },
     /// Streaming sessions: running and recently finished, with bytes and files done.
     Netstats,
+    /// Background work owed and running: pending tasks (compactions due, memtables waiting to be
+    /// flushed), RocksDB's running compactions and flushes, and per table what it owes.
+    Compactionstats {
+        /// Sizes as KiB, MiB, GiB (nodetool's -H).
+        #[arg(short = 'H', long = "human-readable")]
+        human_readable: bool,
+    },
     /// Repair: replicas compare per-partition hashes of this node's ranges; partitions that
     /// differ are reconciled and written back. All user keyspaces, a keyspace, or some tables.
     Repair {
@@ -316,6 +323,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Info { .. } => ("GET", vec!["/v1/info".to_string()], QUICK_TIMEOUT),
         ToolCommand::Listpendinghints => ("GET", vec!["/v1/hints".to_string()], QUICK_TIMEOUT),
         ToolCommand::Netstats => ("GET", vec!["/v1/netstats".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Compactionstats { .. } => ("GET", vec!["/v1/compactionstats".to_string()], QUICK_TIMEOUT),
         ToolCommand::RepairAdmin { .. } => ("GET", vec!["/v1/repair_admin".to_string()], QUICK_TIMEOUT),
         ToolCommand::Repair { keyspace, tables, primary_range, preview, full, validate } => {
             let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
@@ -378,6 +386,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Info { tokens } => format_info(answer, *tokens),
         ToolCommand::Listpendinghints => format_hints(answer),
         ToolCommand::Netstats => format_netstats(answer),
+        ToolCommand::Compactionstats { human_readable } => format_compactionstats(answer, *human_readable),
         ToolCommand::Rebuild { .. } | ToolCommand::Bootstrap { .. } => format_rebuild(answer),
         ToolCommand::Repair { .. } => format_repair(answer),
         ToolCommand::RepairAdmin { .. } => format_repair_admin(answer),
@@ -394,6 +403,55 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
 }
 
 // ---------------------------------------------------------------- formatting
+
+/// `compactionstats` as Cassandra 5.0's nodetool prints it: one table of
+/// `pending tasks  N`, a `KEYSPACE  TABLE  N` row per table with pending
+/// tasks, then what runs (RocksDB counts running compactions and flushes for
+/// the whole node, not per table); then, per table owing work, what it owes.
+fn format_compactionstats(v: &Json, human: bool) -> String {
+    let size = |b: u64| if human { human_bytes(b) } else { b.to_string() };
+    let int = |t: &Json, k: &str| t.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let yes = |t: &Json, k: &str| t.get(k).and_then(Json::as_bool).unwrap_or(false);
+    let row = |cells: &[&str]| cells.iter().map(|c| c.to_string()).collect::<Vec<String>>();
+    let tables = v.get("tables").and_then(Json::as_array).cloned().unwrap_or_default();
+    let mut stats = vec![row(&["pending tasks", &int(v, "pending_tasks").to_string()])];
+    let mut owed = vec![row(&[
+        "keyspace",
+        "table",
+        "compaction pending",
+        "pending compaction bytes",
+        "memtables to flush",
+        "memtable bytes to flush",
+    ])];
+    for t in &tables {
+        let pending = u64::from(yes(t, "compaction_pending"))
+            + u64::from(yes(t, "mem_table_flush_pending"))
+            + int(t, "frozen_memtables");
+        let (keyspace, name) = (text(&t["keyspace"]), text(&t["table"]));
+        if pending > 0 {
+            stats.push(row(&[&keyspace, &name, &pending.to_string()]));
+        }
+        if pending > 0 || int(t, "pending_compaction_bytes") > 0 {
+            owed.push(row(&[
+                &keyspace,
+                &name,
+                if yes(t, "compaction_pending") { "yes" } else { "no" },
+                &size(int(t, "pending_compaction_bytes")),
+                &int(t, "frozen_memtables").to_string(),
+                &size(int(t, "frozen_bytes")),
+            ]));
+        }
+    }
+    stats.push(row(&["running compactions", &int(v, "running_compactions").to_string()]));
+    stats.push(row(&["running flushes", &int(v, "running_flushes").to_string()]));
+    stats.push(row(&["major compaction", if yes(v, "major_compaction") { "running" } else { "none" }]));
+    let mut out = table(&stats);
+    if owed.len() > 1 {
+        out.push('\n');
+        out.push_str(&table(&owed));
+    }
+    out
+}
 
 fn strings(v: &Json) -> Vec<String> {
     v.as_array().map(|a| a.iter().map(text).collect()).unwrap_or_default()
@@ -749,6 +807,39 @@ mod tests {
         assert_eq!(human_bytes(111_053), "108.45 KiB");
         assert_eq!(human_bytes(1_258_291), "1.2 MiB");
         assert_eq!(human_bytes(3 << 30), "3 GiB");
+    }
+
+    #[test]
+    fn compactionstats_reads_like_nodetool() {
+        let v = serde_json::json!({
+            "pending_tasks": 3, "running_compactions": 1, "running_flushes": 0, "major_compaction": false, "idle": false,
+            "tables": [
+                {"keyspace": "ks", "table": "a", "compaction_pending": true, "pending_compaction_bytes": 2_097_152,
+                 "mem_table_flush_pending": false, "frozen_memtables": 2, "frozen_bytes": 1024},
+                {"keyspace": "ks", "table": "b", "compaction_pending": false, "pending_compaction_bytes": 0,
+                 "mem_table_flush_pending": false, "frozen_memtables": 0, "frozen_bytes": 0}
+            ]
+        });
+        let out = format_compactionstats(&v, true);
+        let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split("  ").filter(|c| !c.is_empty()).collect()).collect();
+        let cells = |i: usize| lines.get(i).cloned().unwrap_or_default().iter().map(|c| c.trim()).collect::<Vec<_>>();
+        assert_eq!(cells(0), ["pending tasks", "3"], "{out}");
+        assert_eq!(cells(1), ["ks", "a", "3"], "{out}");
+        assert_eq!(cells(2), ["running compactions", "1"], "{out}");
+        assert_eq!(cells(3), ["running flushes", "0"], "{out}");
+        assert_eq!(cells(4), ["major compaction", "none"], "{out}");
+        assert_eq!(cells(5), Vec::<&str>::new(), "{out}");
+        assert_eq!(cells(6)[..3], ["keyspace", "table", "compaction pending"], "{out}");
+        assert_eq!(cells(7), ["ks", "a", "yes", "2 MiB", "2", "1 KiB"], "{out}");
+        assert_eq!(lines.len(), 8, "an idle table has no row: {out}");
+        assert!(out.starts_with("pending tasks        3\n"), "nodetool's aligned columns: {out}");
+        let raw = format_compactionstats(&v, false);
+        assert!(raw.contains("2097152"), "{raw}");
+        let idle = format_compactionstats(&serde_json::json!({"pending_tasks": 0, "tables": []}), false);
+        assert_eq!(
+            idle,
+            "pending tasks        0\nrunning compactions  0\nrunning flushes      0\nmajor compaction     none\n"
+        );
     }
 
     #[test]

@@ -64,6 +64,55 @@ pub struct StorageConfig {
     pub tombstone_horizon: i64,
 }
 
+/// One table's background work owed (`Storage::compaction_stats`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableCompactionStats {
+    pub id: Uuid,
+    pub keyspace: String,
+    pub table: String,
+    /// RocksDB's `rocksdb.compaction-pending`: a compaction is due.
+    pub compaction_pending: bool,
+    /// RocksDB's `rocksdb.estimate-pending-compaction-bytes`.
+    pub pending_compaction_bytes: u64,
+    /// RocksDB's `rocksdb.mem-table-flush-pending` (its own memtables: only
+    /// what RocksDB writes itself, as during ingestion).
+    pub mem_table_flush_pending: bool,
+    /// Shoal's memtables frozen and not yet written (flushes owed).
+    pub frozen_memtables: u64,
+    pub frozen_bytes: u64,
+}
+
+/// The node's background work owed and running (`Storage::compaction_stats`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactionStats {
+    /// RocksDB's `rocksdb.num-running-compactions` (the whole database).
+    pub running_compactions: u64,
+    /// RocksDB's `rocksdb.num-running-flushes` (the whole database).
+    pub running_flushes: u64,
+    /// A major compaction (`Storage::compact`) runs now.
+    pub major_compaction: bool,
+    pub tables: Vec<TableCompactionStats>,
+}
+
+impl CompactionStats {
+    /// nodetool's "pending tasks": per table, a compaction due, a RocksDB
+    /// flush due, and each frozen memtable not yet written.
+    pub fn pending_tasks(&self) -> u64 {
+        self.tables
+            .iter()
+            .map(|t| u64::from(t.compaction_pending) + u64::from(t.mem_table_flush_pending) + t.frozen_memtables)
+            .sum()
+    }
+
+    /// Nothing owed and nothing running: the node has settled.
+    pub fn idle(&self) -> bool {
+        self.pending_tasks() == 0
+            && self.running_compactions == 0
+            && self.running_flushes == 0
+            && !self.major_compaction
+    }
+}
+
 pub(crate) struct TableStore {
     pub def: TableDef,
     pub layout: Layout,
@@ -751,6 +800,49 @@ impl Storage {
     /// tablestats' "Memtable data size".
     pub fn memtable_bytes(&self, table: &Uuid) -> u64 {
         self.table(table).map_or(0, |store| read_lock(&store.mem).bytes() as u64)
+    }
+
+    /// The background work this node owes or is doing now (`nodetool
+    /// compactionstats`): RocksDB's running compactions and flushes (counted
+    /// over the whole database: RocksDB does not say which column family
+    /// runs them), whether a major compaction (`compact`) runs, and per
+    /// table RocksDB's `rocksdb.compaction-pending`,
+    /// `rocksdb.estimate-pending-compaction-bytes` and
+    /// `rocksdb.mem-table-flush-pending` with Shoal's own frozen memtables
+    /// waiting for the flusher (Shoal's memtables are not RocksDB's, so
+    /// those are its flushes owed). Tables sorted by keyspace and name.
+    pub fn compaction_stats(&self) -> CompactionStats {
+        let db_int = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        let mut tables: Vec<TableCompactionStats> = read_lock(&self.tables)
+            .values()
+            .map(|store| {
+                let (frozen_memtables, frozen_bytes) = {
+                    let mem = read_lock(&store.mem);
+                    (mem.frozen.len() as u64, mem.frozen.iter().map(|m| m.bytes() as u64).sum())
+                };
+                let cf = self.cf(store).ok();
+                let cf_int = |name: &str| {
+                    cf.as_ref().and_then(|cf| self.db.property_int_value_cf(cf, name).ok().flatten()).unwrap_or(0)
+                };
+                TableCompactionStats {
+                    id: store.def.id,
+                    keyspace: store.def.keyspace.clone(),
+                    table: store.def.name.clone(),
+                    compaction_pending: cf_int("rocksdb.compaction-pending") > 0,
+                    pending_compaction_bytes: cf_int("rocksdb.estimate-pending-compaction-bytes"),
+                    mem_table_flush_pending: cf_int("rocksdb.mem-table-flush-pending") > 0,
+                    frozen_memtables,
+                    frozen_bytes,
+                }
+            })
+            .collect();
+        tables.sort_by(|a, b| (&a.keyspace, &a.table).cmp(&(&b.keyspace, &b.table)));
+        CompactionStats {
+            running_compactions: db_int("rocksdb.num-running-compactions"),
+            running_flushes: db_int("rocksdb.num-running-flushes"),
+            major_compaction: self.compacting.try_lock().is_err(),
+            tables,
+        }
     }
 
     /// Stops the sync and flush threads, syncs the log and flushes

@@ -200,3 +200,41 @@ fn a_small_table_is_merged_whole_and_a_large_one_in_tiers() {
     assert_eq!(storage.merged_whole(&t), Some(true));
     assert_eq!(storage.merged_whole(&big), Some(false));
 }
+
+#[test]
+fn compaction_stats_list_each_table_and_settle_to_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let (storage, _) = open(&config(dir.path(), periodic()));
+    let t = Uuid::new_v4();
+    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+    let stats = storage.compaction_stats();
+    let table = stats.tables.iter().find(|s| s.id == t).expect("the table is listed");
+    assert_eq!((table.keyspace.as_str(), table.table.as_str()), ("ks", "kv"));
+    for round in 0..6 {
+        flush_rows(&storage, t, round * 500, round * 500 + 500);
+    }
+    // Flushed: no memtable is left frozen; whatever compaction the runs
+    // started ends, and the node is idle.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut stats = storage.compaction_stats();
+    while !stats.idle() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        stats = storage.compaction_stats();
+    }
+    assert!(stats.idle(), "{stats:?}");
+    assert_eq!(stats.pending_tasks(), 0);
+    assert!(stats.tables.iter().all(|s| s.frozen_memtables == 0 && s.frozen_bytes == 0));
+
+    // pending_tasks counts each kind of work owed; any of it is not idle.
+    let mut owed = stats.clone();
+    if let Some(s) = owed.tables.first_mut() {
+        s.compaction_pending = true;
+        s.frozen_memtables = 2;
+    }
+    assert_eq!(owed.pending_tasks(), 3);
+    assert!(!owed.idle());
+    let mut running = stats.clone();
+    running.running_compactions = 1;
+    assert_eq!(running.pending_tasks(), 0);
+    assert!(!running.idle());
+}

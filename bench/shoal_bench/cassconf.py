@@ -120,19 +120,26 @@ def heap_of(config, override=None, env=None):
     return env.get("CASSANDRA_HEAP") or "2G" if config == "template" else f"{env_heap_mb()}M"
 
 
-def cassandra_ref(config, cass_ref, directory, scripts):
-    """For `latest`: a copy of the scripts in `directory` with the merged template (start.sh reads its template
-    beside itself); for `template`: cass_ref itself."""
-    if config == "template":
-        return cass_ref
+def scripts_with_template(cass_ref, directory, scripts, edit, why):
+    """A copy of cass_ref's `scripts` in `directory` beside its template edited by `edit` (start.sh reads its
+    template beside itself); `why` names the option that needs it in the error for a missing script."""
     os.makedirs(directory, exist_ok=True)
     for name in scripts:
         src = os.path.join(cass_ref, name)
         if not os.path.isfile(src):
-            raise Fail(f"no {src}: --cassandra-config latest starts Cassandra through a copy of {cass_ref}'s scripts")
+            raise Fail(f"no {src}: {why} start Cassandra through a copy of {cass_ref}'s scripts")
         shutil.copy2(src, os.path.join(directory, name))
     with open(os.path.join(cass_ref, "cassandra.yaml.template")) as f:
         template = f.read()
     with open(os.path.join(directory, "cassandra.yaml.template"), "w") as f:
-        f.write(merge_yaml(template, LATEST))
+        f.write(edit(template))
     return directory
+
+
+def cassandra_ref(config, cass_ref, directory, scripts):
+    """For `latest`: a copy of the scripts in `directory` with the merged template; for `template`: cass_ref
+    itself."""
+    if config == "template":
+        return cass_ref
+    return scripts_with_template(cass_ref, directory, scripts, lambda t: merge_yaml(t, LATEST),
+                                 "--cassandra-config latest")

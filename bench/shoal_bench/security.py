@@ -22,6 +22,7 @@ import ssl
 import struct
 import time
 
+from . import cassconf
 from .util import Fail, sh
 
 USER, PASSWORD = "cassandra", "cassandra"  # both systems' default superuser
@@ -87,17 +88,7 @@ class Security:
 
     def cassandra_ref(self, cass_ref, directory):
         """A copy of the Cassandra scripts in `directory` whose template carries these settings."""
-        os.makedirs(directory, exist_ok=True)
-        for name in CASSANDRA_SCRIPTS:
-            src = os.path.join(cass_ref, name)
-            if not os.path.isfile(src):
-                raise Fail(f"no {src}: --auth/--tls start Cassandra through a copy of {cass_ref}'s scripts")
-            shutil.copy2(src, os.path.join(directory, name))
-        with open(os.path.join(cass_ref, "cassandra.yaml.template")) as f:
-            template = f.read()
-        with open(os.path.join(directory, "cassandra.yaml.template"), "w") as f:
-            f.write(self.cassandra_yaml(template))
-        return directory
+        return cassconf.scripts_with_template(cass_ref, directory, CASSANDRA_SCRIPTS, self.cassandra_yaml, "--auth/--tls")
 
     def mode_words(self):
         return [f"user={USER}", f"password={PASSWORD}"] if self.auth else []

@@ -780,44 +780,110 @@ impl<T: Transport + Clone> Coordinator<T> {
         if Self::local_only(&view, ks) {
             return self.storage.scan_keys(&scan).map_err(storage_err);
         }
+        let local = |sub: &ScanRange, _| self.storage.scan_keys(sub).map_err(storage_err);
+        let ask = KeyAsk { verb: Verb::ScanReq, encode: wire::encode_scan, refusal: |_, _, _| None };
+        self.gather_keys(&view, ks, cl, scan, local, ask).await
+    }
+}
+
+/// A key query split by ring range (`Coordinator::gather_keys`): a token
+/// range scan or a secondary index lookup.
+trait RangeQuery: Clone {
+    fn limit(&self) -> usize;
+    fn bounds(&self) -> (i64, i64);
+    /// The same query over `[lo, hi]` for at most `limit` keys; `first`:
+    /// the range the query starts in, which keeps its `after_key`.
+    fn narrowed(&self, lo: i64, hi: i64, first: bool, limit: usize) -> Self;
+}
+
+macro_rules! range_query {
+    ($t:ty) => {
+        impl RangeQuery for $t {
+            fn limit(&self) -> usize {
+                self.partition_limit
+            }
+            fn bounds(&self) -> (i64, i64) {
+                (self.start_token, self.end_token)
+            }
+            fn narrowed(&self, lo: i64, hi: i64, first: bool, limit: usize) -> Self {
+                let mut sub = self.clone();
+                sub.start_token = lo;
+                sub.end_token = hi;
+                if !first {
+                    sub.after_key = None;
+                }
+                sub.partition_limit = limit;
+                sub
+            }
+        }
+    };
+}
+range_query!(ScanRange);
+range_query!(IndexScan);
+
+/// How a key query asks a remote replica: its verb, its payload, and which
+/// failures answer the whole query (the others count as no answer).
+struct KeyAsk<Q, R: Fn(std::net::SocketAddr, &net::NetError, usize) -> Option<CoordError>> {
+    verb: Verb,
+    encode: fn(&Q) -> Bytes,
+    /// (the replica, its error, the range's block_for) to the query's error.
+    refusal: R,
+}
+
+impl<T: Transport + Clone> Coordinator<T> {
+    /// Gathers a key query's answer range by range of the ring: each range's
+    /// replicas at `cl` (this node through `local`, with the range's
+    /// block_for), merged in token order; a replica that filled its limit
+    /// cuts the merge at its last key so no key beyond it is missed.
+    async fn gather_keys<Q: RangeQuery, R: Fn(std::net::SocketAddr, &net::NetError, usize) -> Option<CoordError>>(
+        &self,
+        view: &ClusterView,
+        ks: &KeyspaceDef,
+        cl: Consistency,
+        query: Q,
+        local: impl Fn(&Q, usize) -> Result<Vec<(i64, Vec<u8>)>, CoordError>,
+        ask: KeyAsk<Q, R>,
+    ) -> Result<Vec<(i64, Vec<u8>)>, CoordError> {
+        let (start, end) = query.bounds();
         let mut out: Vec<(i64, Vec<u8>)> = Vec::new();
-        for (lo, hi) in split_by_ring(&view, scan.start_token, scan.end_token) {
-            if out.len() >= scan.partition_limit {
+        for (lo, hi) in split_by_ring(view, start, end) {
+            if out.len() >= query.limit() {
                 break;
             }
-            let plan = ReadPlan::new(&view, ks, hi, cl)?;
-            let mut sub = scan.clone();
-            sub.start_token = lo;
-            sub.end_token = hi;
-            sub.after_key = if lo == scan.start_token { scan.after_key.clone() } else { None };
-            sub.partition_limit = scan.partition_limit - out.len();
+            let plan = ReadPlan::new(view, ks, hi, cl)?;
+            let block_for = plan.requirement.block_for;
+            let sub = query.narrowed(lo, hi, lo == start, query.limit() - out.len());
             let mut answers: Vec<(bool, wire::Keys)> = Vec::new();
             let mut asks = Vec::new();
             for (r, _) in &plan.contacts {
                 if *r == view.local {
-                    let keys = self.storage.scan_keys(&sub).map_err(storage_err)?;
-                    answers.push((keys.len() >= sub.partition_limit, keys));
-                } else if let Some(addr) = Self::address(&view, *r) {
-                    asks.push(self.transport.send_request(
-                        addr,
-                        Verb::ScanReq,
-                        wire::encode_scan(&sub),
-                        self.config.read_timeout,
-                    ));
+                    let keys = local(&sub, block_for)?;
+                    answers.push((keys.len() >= sub.limit(), keys));
+                } else if let Some(addr) = Self::address(view, *r) {
+                    let send =
+                        self.transport.send_request(addr, ask.verb, (ask.encode)(&sub), self.config.read_timeout);
+                    asks.push((addr, send));
                 }
             }
-            for a in asks {
-                if let Ok((_, payload)) = a.await {
-                    if let Ok(decoded) = wire::decode_keys(&payload) {
-                        answers.push(decoded);
+            for (addr, a) in asks {
+                match a.await {
+                    Ok((_, payload)) => {
+                        if let Ok(decoded) = wire::decode_keys(&payload) {
+                            answers.push(decoded);
+                        }
+                    }
+                    Err(e) => {
+                        if let Some(refused) = (ask.refusal)(addr, &e, block_for) {
+                            return Err(refused);
+                        }
                     }
                 }
             }
-            if answers.len() < plan.requirement.block_for {
+            if answers.len() < block_for {
                 return Err(CoordError::ReadTimeout {
                     consistency: cl,
                     received: answers.len() as i32,
-                    block_for: plan.requirement.block_for as i32,
+                    block_for: block_for as i32,
                     data_present: false,
                 });
             }
@@ -828,14 +894,12 @@ impl<T: Transport + Clone> Coordinator<T> {
             if let Some(cut) = cut {
                 keys.retain(|k| *k <= cut);
             }
-            keys.truncate(sub.partition_limit);
+            keys.truncate(sub.limit());
             out.extend(keys);
         }
         Ok(out)
     }
-}
 
-impl<T: Transport + Clone> Coordinator<T> {
     /// Secondary index lookup: the base partitions holding `scan.value` in
     /// `[scan.start_token, scan.end_token]` (after `scan.after_key`), in token
     /// order, at most `scan.partition_limit`, gathered range by range from
@@ -871,65 +935,14 @@ impl<T: Transport + Clone> Coordinator<T> {
         if Self::local_only(&view, ks) {
             return local_index(&scan, 1);
         }
-        let mut out: Vec<(i64, Vec<u8>)> = Vec::new();
-        for (lo, hi) in split_by_ring(&view, scan.start_token, scan.end_token) {
-            if out.len() >= scan.partition_limit {
-                break;
+        let refusal = |addr, e: &net::NetError, block_for| match e {
+            net::NetError::Remote { message, .. } if message == storage::INDEX_NOT_AVAILABLE => {
+                Some(not_available(addr, block_for))
             }
-            let plan = ReadPlan::new(&view, ks, hi, cl)?;
-            let mut sub = scan.clone();
-            sub.start_token = lo;
-            sub.end_token = hi;
-            sub.after_key = if lo == scan.start_token { scan.after_key.clone() } else { None };
-            sub.partition_limit = scan.partition_limit - out.len();
-            let mut answers: Vec<(bool, wire::Keys)> = Vec::new();
-            let mut asks = Vec::new();
-            for (r, _) in &plan.contacts {
-                if *r == view.local {
-                    let keys = local_index(&sub, plan.requirement.block_for)?;
-                    answers.push((keys.len() >= sub.partition_limit, keys));
-                } else if let Some(addr) = Self::address(&view, *r) {
-                    let ask = self.transport.send_request(
-                        addr,
-                        Verb::IndexScanReq,
-                        wire::encode_index_scan(&sub),
-                        self.config.read_timeout,
-                    );
-                    asks.push((addr, ask));
-                }
-            }
-            for (addr, a) in asks {
-                match a.await {
-                    Ok((_, payload)) => {
-                        if let Ok(decoded) = wire::decode_keys(&payload) {
-                            answers.push(decoded);
-                        }
-                    }
-                    Err(net::NetError::Remote { message, .. }) if message == storage::INDEX_NOT_AVAILABLE => {
-                        return Err(not_available(addr, plan.requirement.block_for));
-                    }
-                    Err(_) => {}
-                }
-            }
-            if answers.len() < plan.requirement.block_for {
-                return Err(CoordError::ReadTimeout {
-                    consistency: cl,
-                    received: answers.len() as i32,
-                    block_for: plan.requirement.block_for as i32,
-                    data_present: false,
-                });
-            }
-            let cut = answers.iter().filter(|(t, k)| *t && !k.is_empty()).filter_map(|(_, k)| k.last().cloned()).min();
-            let mut keys: Vec<(i64, Vec<u8>)> = answers.into_iter().flat_map(|(_, k)| k).collect();
-            keys.sort();
-            keys.dedup();
-            if let Some(cut) = cut {
-                keys.retain(|k| *k <= cut);
-            }
-            keys.truncate(sub.partition_limit);
-            out.extend(keys);
-        }
-        Ok(out)
+            _ => None,
+        };
+        let ask = KeyAsk { verb: Verb::IndexScanReq, encode: wire::encode_index_scan, refusal };
+        self.gather_keys(&view, ks, cl, scan, local_index, ask).await
     }
 }
 

@@ -153,3 +153,46 @@ pub(crate) fn read_rows(partition: Option<&storage::Partition>) -> String {
 pub(crate) fn read_start(storage: &Storage, table: &Uuid) -> String {
     format!("Executing single-partition query on {}", table_name(storage, table))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_a_session_requests_go_as_they_are() {
+        let addr: SocketAddr = "127.0.0.2:7000".parse().expect("address");
+        let payload = Bytes::from_static(b"mutations");
+        let (verb, sent) = outgoing(addr, Verb::MutationReq, payload.clone());
+        assert_eq!((verb, sent), (Verb::MutationReq, payload));
+    }
+
+    #[test]
+    fn inside_a_session_requests_carry_it_and_the_send_is_recorded() {
+        let (tracer, mut records) = trace::Tracer::new("127.0.0.1:7000".parse().expect("address"), 16);
+        let state = tracer.join(Uuid::from_u128(42));
+        let addr: SocketAddr = "127.0.0.2:7000".parse().expect("address");
+        let payload = Bytes::from_static(b"read command");
+        let (verb, sent) = trace::with(state, || outgoing(addr, Verb::DigestReq, payload.clone()));
+        assert_eq!(verb, Verb::TracedReq);
+        let traced = Traced::decode(&sent).expect("a Traced payload");
+        assert_eq!(traced, Traced { session: Uuid::from_u128(42), verb: Verb::DigestReq, payload });
+        match records.try_recv() {
+            Ok(trace::Record::Event(e)) => {
+                assert_eq!(e.session, Uuid::from_u128(42));
+                assert_eq!(e.activity, "Sending READ_REQ message to /127.0.0.2:7000 message size 12 bytes");
+                assert_eq!(e.source, "127.0.0.1".parse::<std::net::IpAddr>().expect("ip"));
+            }
+            other => panic!("expected the send's event, got {other:?}"),
+        }
+        assert!(records.try_recv().is_err(), "one event");
+    }
+
+    #[test]
+    fn every_request_verb_has_a_name() {
+        for verb in Verb::ALL.into_iter().filter(|v| v.response().is_some()) {
+            assert!(verb_name(verb).ends_with("_REQ"), "{verb:?}");
+        }
+        assert_eq!(verb_name(Verb::MutationReq), "MUTATION_REQ");
+        assert_eq!(verb_name(Verb::ReadReq), "READ_REQ");
+    }
+}

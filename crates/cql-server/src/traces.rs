@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use cql_protocol::{BatchStatement, QueryParams, Request};
-use trace::{Record, TraceState, Tracer, TRACE_TTL_SECONDS};
+use trace::{Record, TraceState, Tracer};
 use types::{Consistency, Value};
 
 use crate::auth::AuthTables;
@@ -31,9 +31,9 @@ const FINISH_SESSION: &str = "UPDATE system_traces.sessions USING TTL 86400 SET 
 const INSERT_EVENT: &str = "INSERT INTO system_traces.events (session_id, event_id, activity, source, \
      source_elapsed, source_port, thread) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL 86400";
 
-/// Writes the records `rx` yields until every sender is gone.
+/// Writes the records `rx` yields until every sender is gone. The
+/// statements' TTL is `trace::TRACE_TTL_SECONDS` (checked by the tests).
 pub async fn write_records(processor: Arc<Processor>, mut rx: tokio::sync::mpsc::Receiver<Record>) {
-    debug_assert_eq!(TRACE_TTL_SECONDS, 86_400, "the statements' TTL");
     while let Some(first) = rx.recv().await {
         let mut records = vec![first];
         while records.len() < RECORDS_PER_WRITE {
@@ -156,5 +156,52 @@ fn put_params(out: &mut BTreeMap<String, String>, params: &QueryParams) {
     }
     if let Some(ts) = params.default_timestamp {
         out.insert("user_timestamp".to_string(), ts.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+    use trace::TRACE_TTL_SECONDS;
+    use uuid::Uuid;
+
+    fn bind_markers(text: &str) -> usize {
+        text.matches('?').count()
+    }
+
+    #[test]
+    fn each_record_binds_every_marker_of_a_statement_that_parses() {
+        let ip: IpAddr = "127.0.0.1".parse().expect("ip");
+        let records = [
+            Record::Start(trace::SessionStart {
+                session: Uuid::from_u128(1),
+                client: ip,
+                command: "QUERY",
+                coordinator: ip,
+                coordinator_port: 7000,
+                parameters: BTreeMap::from([("query".to_string(), "SELECT 1".to_string())]),
+                request: "Execute CQL3 query".to_string(),
+                started_at: 1,
+            }),
+            Record::Event(trace::Event {
+                session: Uuid::from_u128(1),
+                event_id: Uuid::from_u128(2),
+                activity: "Parsing".to_string(),
+                source: ip,
+                source_port: 7000,
+                source_elapsed: 3,
+                thread: "shoal".to_string(),
+            }),
+            Record::Finish { session: Uuid::from_u128(1), duration: 9 },
+        ];
+        for record in &records {
+            let (text, values) = statement(record);
+            assert!(cql::parse(text).is_ok(), "{text}");
+            assert_eq!(bind_markers(text), values.len(), "{text}");
+            assert!(text.contains(&format!("USING TTL {TRACE_TTL_SECONDS}")), "{text}");
+        }
+        let (_, finish) = statement(&records[2]);
+        assert_eq!(finish, vec![Value::Int(9), Value::Uuid(Uuid::from_u128(1))]);
     }
 }

@@ -378,15 +378,16 @@ impl<T: Transport + Clone> Coordinator<T> {
                 let fut = self.transport.send_request(addr, verb, payload, self.config.write_timeout);
                 let (tx, refused) = (tx.clone(), Arc::clone(&refused));
                 let id = pending.len();
-                tokio::spawn(async move {
+                tokio::spawn(trace::follow(async move {
                     let r = fut.await;
+                    trace::event(|| crate::traced::answered(addr, Verb::MutationRsp, r.is_ok()));
                     if let Err(net::NetError::Remote { message, .. }) = &r {
                         if *message == storage::StorageError::DiskUsageExceeded.to_string() {
                             refused.store(true, std::sync::atomic::Ordering::Relaxed);
                         }
                     }
                     let _ = tx.send((id, r.is_ok()));
-                });
+                }));
                 pending.insert(id, (target, dc.clone(), chunk_idx));
             }
         }
@@ -598,11 +599,9 @@ impl<T: Transport + Clone> Coordinator<T> {
         };
         let verb = if digest { Verb::DigestReq } else { Verb::ReadReq };
         let (verb, payload) = crate::traced::outgoing(addr, verb, req.encode());
-        let (_, payload) = self
-            .transport
-            .send_request(addr, verb, payload, self.config.read_timeout)
-            .await
-            .map_err(|e| e.to_string())?;
+        let answer = self.transport.send_request(addr, verb, payload, self.config.read_timeout).await;
+        trace::event(|| crate::traced::answered(addr, Verb::ReadRsp, answer.is_ok()));
+        let (_, payload) = answer.map_err(|e| e.to_string())?;
         let body = ReadResponse::decode(&payload).map_err(|e| e.to_string())?.body;
         if digest {
             let d: [u8; 16] = body.as_ref().try_into().map_err(|_| "bad digest".to_string())?;

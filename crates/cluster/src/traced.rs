@@ -57,6 +57,13 @@ pub fn outgoing(addr: SocketAddr, verb: Verb, payload: Bytes) -> (Verb, Bytes) {
     (Verb::TracedReq, Traced { session: state.session_id(), verb, payload }.encode())
 }
 
+/// The event of a replica's answer arriving at the coordinator: its response
+/// verb's name, or `FAILURE_RSP` for a failure or no answer in time.
+pub(crate) fn answered(addr: SocketAddr, verb: Verb, ok: bool) -> String {
+    let name = if ok { verb_name(verb) } else { "FAILURE_RSP" };
+    format!("{name} message received from /{addr}")
+}
+
 /// The names of the tables `mutations` write, each once (for trace events).
 pub(crate) fn table_names(storage: &Storage, mutations: &[Mutation]) -> Vec<String> {
     let mut ids: Vec<Uuid> = mutations.iter().map(|m| m.table).collect();

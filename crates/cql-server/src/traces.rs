@@ -34,7 +34,12 @@ const INSERT_EVENT: &str = "INSERT INTO system_traces.events (session_id, event_
 /// Writes the records `rx` yields until every sender is gone. The
 /// statements' TTL is `trace::TRACE_TTL_SECONDS` (checked by the tests).
 pub async fn write_records(processor: Arc<Processor>, mut rx: tokio::sync::mpsc::Receiver<Record>) {
+    let mut dropped = 0;
     while let Some(first) = rx.recv().await {
+        if let Some(now) = processor.tracer.as_ref().map(|t| t.dropped()).filter(|now| *now > dropped) {
+            tracing::warn!("{} trace records dropped (the trace queue was full); {now} in all", now - dropped);
+            dropped = now;
+        }
         let mut records = vec![first];
         while records.len() < RECORDS_PER_WRITE {
             match rx.try_recv() {

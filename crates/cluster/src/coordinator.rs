@@ -687,6 +687,7 @@ impl<T: Transport + Clone> Coordinator<T> {
             return Ok(data.swap_remove(0).1);
         }
         // Phase 2: digest mismatch. Full data from the digest replicas.
+        trace::event(|| format!("Digest mismatch: full data requested from {} replicas", digests.len()));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut outstanding = 0;
         for (r, _) in &digests {
@@ -750,12 +751,8 @@ impl<T: Transport + Clone> Coordinator<T> {
                 continue;
             }
             let Some(addr) = Self::address(view, *replica) else { continue };
-            repairs.push(self.transport.send_request(
-                addr,
-                Verb::RepairReq,
-                wire::encode_repair(table, &diff),
-                self.config.write_timeout,
-            ));
+            let (verb, payload) = crate::traced::outgoing(addr, Verb::RepairReq, wire::encode_repair(table, &diff));
+            repairs.push(self.transport.send_request(addr, verb, payload, self.config.write_timeout));
         }
         let total = repairs.len();
         let mut acked = 0usize;

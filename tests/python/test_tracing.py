@@ -183,10 +183,16 @@ def test_cluster_trace_spans_replicas(tmp_path):
             s.execute("CREATE TABLE tr.kv (k int PRIMARY KEY, v text)")
             assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
             coordinator = c.address(1)
-            for statement in ("INSERT INTO tr.kv (k, v) VALUES (1, 'one')", "SELECT v FROM tr.kv WHERE k = 1"):
-                result = s.execute(statement, trace=True)
+            insert = s.prepare("INSERT INTO tr.kv (k, v) VALUES (?, ?)")
+            batch = BatchStatement()
+            batch.add(insert, (2, "two"))
+            batch.add("INSERT INTO tr.kv (k, v) VALUES (3, 'three')")
+            for statement, values in (("INSERT INTO tr.kv (k, v) VALUES (1, 'one')", None),
+                                      (insert, (4, "four")), (batch, None),
+                                      ("SELECT v FROM tr.kv WHERE k = 1", None)):
+                result = s.execute(statement, values, trace=True)
                 trace = trace_of(result)
-                check_trace(trace, coordinator, "Execute CQL3 query")
+                check_trace(trace, coordinator, "Execute")
                 assert trace.parameters["consistency_level"] == "QUORUM"
                 # Replicas write their events on their own: wait for them to be readable.
                 deadline = time.time() + TRACE_WAIT_S
@@ -203,6 +209,7 @@ def test_cluster_trace_spans_replicas(tmp_path):
                 assert any("message received" in e.description for e in trace.events if str(e.source) != coordinator)
                 assert any(e.description.startswith("Sending") for e in trace.events if str(e.source) == coordinator)
             assert s.execute("SELECT v FROM tr.kv WHERE k = 1").one().v == "one"
+            assert s.execute("SELECT v FROM tr.kv WHERE k = 2").one().v == "two"
             # The trace is readable from any node (written through the normal write path).
             other, s3 = session_on(c, [c.address(3)], cl=ConsistencyLevel.ONE)
             try:

@@ -72,6 +72,8 @@ pub struct Coordinator<T: Transport> {
     pub(crate) paxos_rng: Mutex<rand::rngs::StdRng>,
     /// The counter leader's partition locks (`counter`).
     pub(crate) counter_locks: crate::counter::CounterLocks,
+    /// Request tracing: the sessions this node's replica side joins (`traced`).
+    tracer: std::sync::OnceLock<Arc<trace::Tracer>>,
 }
 
 /// A storage error keeps its CQL kind across the cluster path, as on one node
@@ -119,7 +121,19 @@ impl<T: Transport + Clone> Coordinator<T> {
             down_since: Mutex::new(HashMap::new()),
             paxos_rng: Mutex::new(rand::rngs::StdRng::seed_from_u64(rand::random())),
             counter_locks: crate::counter::CounterLocks::default(),
+            tracer: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Records the steps of traced requests this node serves as a replica
+    /// into `tracer` (set once; a traced request arriving before is served
+    /// untraced).
+    pub fn set_tracer(&self, tracer: Arc<trace::Tracer>) {
+        let _ = self.tracer.set(tracer);
+    }
+
+    pub fn tracer(&self) -> Option<&Arc<trace::Tracer>> {
+        self.tracer.get()
     }
 
     /// Seeds the pauses of contended Paxos rounds (the simulator's runs replay).
@@ -215,6 +229,10 @@ impl<T: Transport + Clone> Coordinator<T> {
                 return Some(Err(e));
             }
         }
+        if trace::is_tracing() {
+            trace::event(|| "Determining replicas for mutation".to_string());
+            crate::traced::record_local_write(&self.storage, mutations);
+        }
         Some(self.storage.collect(local, mutations).map_err(storage_err))
     }
 
@@ -288,6 +306,7 @@ impl<T: Transport + Clone> Coordinator<T> {
         write_type: WriteType,
         mut local: Option<&mut WriteBatch>,
     ) -> Result<PendingWrite, CoordError> {
+        trace::event(|| "Determining replicas for mutation".to_string());
         let mut counters = Vec::with_capacity(mutations.len());
         let mut targets: BTreeMap<Uuid, (String, Vec<usize>)> = BTreeMap::new();
         let mut down: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
@@ -355,18 +374,20 @@ impl<T: Transport + Clone> Coordinator<T> {
                 let (Some(chunk), Some(chunk_idx)) = (share.get(range.clone()), idx.get(range)) else { continue };
                 let payload = message::encode_mutations(chunk.iter().copied());
                 let chunk_idx = chunk_idx.to_vec();
-                let fut = self.transport.send_request(addr, Verb::MutationReq, payload, self.config.write_timeout);
+                let (verb, payload) = crate::traced::outgoing(addr, Verb::MutationReq, payload);
+                let fut = self.transport.send_request(addr, verb, payload, self.config.write_timeout);
                 let (tx, refused) = (tx.clone(), Arc::clone(&refused));
                 let id = pending.len();
-                tokio::spawn(async move {
+                tokio::spawn(trace::follow(async move {
                     let r = fut.await;
+                    trace::event(|| crate::traced::answered(addr, Verb::MutationRsp, r.is_ok()));
                     if let Err(net::NetError::Remote { message, .. }) = &r {
                         if *message == storage::StorageError::DiskUsageExceeded.to_string() {
                             refused.store(true, std::sync::atomic::Ordering::Relaxed);
                         }
                     }
                     let _ = tx.send((id, r.is_ok()));
-                });
+                }));
                 pending.insert(id, (target, dc.clone(), chunk_idx));
             }
         }
@@ -474,9 +495,11 @@ impl<T: Transport + Clone> Coordinator<T> {
         };
         if idx.len() == mutations.len() {
             // This node replicates every partition written (RF=1 on its range, or a small cluster).
+            crate::traced::record_local_write(&self.storage, mutations);
             self.storage.collect(local, mutations).map_err(storage_err)?;
         } else {
             let batch: Vec<Mutation> = idx.iter().filter_map(|i| mutations.get(*i).cloned()).collect();
+            crate::traced::record_local_write(&self.storage, &batch);
             self.storage.collect(local, &batch).map_err(storage_err)?;
         }
         for i in idx {
@@ -517,11 +540,11 @@ impl<T: Transport + Clone> Coordinator<T> {
                 Requirement::of(&ks.replication, cl, view.local_dc(), false)?
                     .assure_available(std::iter::once(view.local_dc()))?;
             }
-            return self.storage.read_partition(&read).map_err(storage_err);
+            return self.read_here(&read);
         }
         let plan = ReadPlan::new(&view, ks, read.token, cl)?;
         if matches!(plan.contacts.as_slice(), [(only, _)] if *only == view.local) {
-            return self.storage.read_partition(&read).map_err(storage_err);
+            return self.read_here(&read);
         }
         let limit = read.row_limit;
         let mut read = read;
@@ -541,6 +564,19 @@ impl<T: Transport + Clone> Coordinator<T> {
         }
     }
 
+    /// A read answered by this node alone.
+    fn read_here(&self, read: &PartitionRead) -> Result<Option<Partition>, CoordError> {
+        if !trace::is_tracing() {
+            return self.storage.read_partition(read).map_err(storage_err);
+        }
+        trace::event(|| crate::traced::read_start(&self.storage, &read.table));
+        let result = self.storage.read_partition(read).map_err(storage_err);
+        if let Ok(p) = &result {
+            trace::event(|| crate::traced::read_rows(p.as_ref()));
+        }
+        result
+    }
+
     async fn ask(
         &self,
         view: &ClusterView,
@@ -549,7 +585,9 @@ impl<T: Transport + Clone> Coordinator<T> {
         digest: bool,
     ) -> Result<ReadAnswer, String> {
         if replica == view.local {
+            trace::event(|| crate::traced::read_start(&self.storage, &read.table));
             let raw = self.storage.read_raw(read).map_err(|e| e.to_string())?;
+            trace::event(|| crate::traced::read_done(&self.storage, read, &raw));
             return Ok(if digest { ReadAnswer::Digest(raw.digest()) } else { ReadAnswer::Data(raw) });
         }
         let addr = Self::address(view, replica).ok_or("unknown replica")?;
@@ -560,11 +598,10 @@ impl<T: Transport + Clone> Coordinator<T> {
             command: wire::encode_command(read),
         };
         let verb = if digest { Verb::DigestReq } else { Verb::ReadReq };
-        let (_, payload) = self
-            .transport
-            .send_request(addr, verb, req.encode(), self.config.read_timeout)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (verb, payload) = crate::traced::outgoing(addr, verb, req.encode());
+        let answer = self.transport.send_request(addr, verb, payload, self.config.read_timeout).await;
+        trace::event(|| crate::traced::answered(addr, Verb::ReadRsp, answer.is_ok()));
+        let (_, payload) = answer.map_err(|e| e.to_string())?;
         let body = ReadResponse::decode(&payload).map_err(|e| e.to_string())?.body;
         if digest {
             let d: [u8; 16] = body.as_ref().try_into().map_err(|_| "bad digest".to_string())?;
@@ -597,10 +634,11 @@ impl<T: Transport + Clone> Coordinator<T> {
                 let this = Arc::clone(self);
                 let view = Arc::clone(view);
                 let read = read.clone();
-                tokio::spawn(async move {
+                // The ask records its steps in the request's trace session, if any.
+                tokio::spawn(trace::follow(async move {
                     let r = this.ask(&view, replica, &read, digest).await;
                     let _ = tx.send((replica, digest, r));
-                });
+                }));
             };
         let mut outstanding = 0;
         for (i, (r, _)) in plan.contacts.iter().enumerate() {
@@ -649,6 +687,7 @@ impl<T: Transport + Clone> Coordinator<T> {
             return Ok(data.swap_remove(0).1);
         }
         // Phase 2: digest mismatch. Full data from the digest replicas.
+        trace::event(|| format!("Digest mismatch: full data requested from {} replicas", digests.len()));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut outstanding = 0;
         for (r, _) in &digests {
@@ -712,12 +751,8 @@ impl<T: Transport + Clone> Coordinator<T> {
                 continue;
             }
             let Some(addr) = Self::address(view, *replica) else { continue };
-            repairs.push(self.transport.send_request(
-                addr,
-                Verb::RepairReq,
-                wire::encode_repair(table, &diff),
-                self.config.write_timeout,
-            ));
+            let (verb, payload) = crate::traced::outgoing(addr, Verb::RepairReq, wire::encode_repair(table, &diff));
+            repairs.push(self.transport.send_request(addr, verb, payload, self.config.write_timeout));
         }
         let total = repairs.len();
         let mut acked = 0usize;
@@ -860,8 +895,8 @@ impl<T: Transport + Clone> Coordinator<T> {
                     let keys = local(&sub, block_for)?;
                     answers.push((keys.len() >= sub.limit(), keys));
                 } else if let Some(addr) = Self::address(view, *r) {
-                    let send =
-                        self.transport.send_request(addr, ask.verb, (ask.encode)(&sub), self.config.read_timeout);
+                    let (verb, payload) = crate::traced::outgoing(addr, ask.verb, (ask.encode)(&sub));
+                    let send = self.transport.send_request(addr, verb, payload, self.config.read_timeout);
                     asks.push((addr, send));
                 }
             }

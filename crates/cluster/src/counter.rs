@@ -130,8 +130,8 @@ impl<T: Transport + Clone> Coordinator<T> {
             let Some(addr) = Self::address(&view, leader) else { return Err(timeout) };
             let payload = wire::encode_counter_request(cl, &muts);
             // The leader answers within its own write timeout; allow for the trip.
-            let fut =
-                self.transport.send_request(addr, Verb::CounterMutationReq, payload, self.config.write_timeout * 2);
+            let (verb, payload) = crate::traced::outgoing(addr, Verb::CounterMutationReq, payload);
+            let fut = self.transport.send_request(addr, verb, payload, self.config.write_timeout * 2);
             let handle = tokio::spawn(fut);
             waits.push(Box::pin(async move {
                 match handle.await {

@@ -30,6 +30,7 @@ pub mod plan;
 pub mod repair;
 pub mod repaired;
 pub mod stream;
+pub mod traced;
 pub mod verbs;
 pub mod view;
 pub mod wire;

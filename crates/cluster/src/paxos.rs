@@ -594,6 +594,7 @@ impl<T: Transport + Clone> Coordinator<T> {
                 let _ = tx.send((target, dc, Err("unknown replica".into())));
                 continue;
             };
+            let (verb, payload) = crate::traced::outgoing(addr, verb, payload);
             let fut = self.transport.send_request(addr, verb, payload, self.config.write_timeout);
             tokio::spawn(async move {
                 let r = fut.await.map(|(_, body)| body).map_err(|e| e.to_string());

@@ -57,7 +57,9 @@ pub async fn serve<T: Transport + Clone>(
         let mut mutations = Vec::new();
         let mut next = Some(first);
         while let Some(msg) = next.take() {
-            if msg.verb == Verb::MutationReq {
+            if msg.verb == Verb::TracedReq {
+                crate::traced::serve(&coordinator, &schema, msg);
+            } else if msg.verb == Verb::MutationReq {
                 mutations.push(msg);
             } else if matches!(msg.verb, Verb::StreamReq | Verb::StreamChunkReq | Verb::StreamDoneReq) {
                 tokio::spawn(serve_stream(Arc::clone(&streams), msg));
@@ -124,6 +126,7 @@ pub fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
         .map(|msg| {
             let outcome = match message::decode_mutations(&msg.payload) {
                 Ok(mutations) => {
+                    crate::traced::record_local_write(storage, &mutations);
                     storage.collect(&mut batch, &mutations).map_err(|e| (FailureCode::Storage, e.to_string()))
                 }
                 Err(e) => Err((FailureCode::MalformedPayload, e.to_string())),
@@ -144,7 +147,7 @@ pub fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
 }
 
 /// A lightweight transaction's prepare, propose or commit (`paxos`).
-fn serve_paxos(storage: &Storage, msg: Inbound) {
+pub(crate) fn serve_paxos(storage: &Storage, msg: Inbound) {
     let Inbound { from, verb, payload, responder } = msg;
     let Some(rsp) = verb.response() else { return };
     match crate::paxos::serve(storage, verb, &payload) {
@@ -169,7 +172,7 @@ async fn serve_stream(streams: Arc<StreamSource>, msg: Inbound) {
     }
 }
 
-fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
+pub(crate) fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
     let Inbound { from, verb, payload, responder } = msg;
     let fail = |responder: net::Responder, code: FailureCode, e: &dyn std::fmt::Display| {
         tracing::debug!(%from, ?verb, "internode request failed: {e}");
@@ -182,9 +185,13 @@ fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
             let read = ReadRequest::decode(&payload).map_err(|e| e.to_string()).and_then(|r| {
                 wire::decode_command(r.table, r.token, r.partition_key.to_vec(), &r.command).map_err(|e| e.to_string())
             });
+            if let Ok(read) = &read {
+                trace::event(|| crate::traced::read_start(storage, &read.table));
+            }
             match read {
                 Ok(read) => match storage.read_raw(&read) {
                     Ok(raw) => {
+                        trace::event(|| crate::traced::read_done(storage, &read, &raw));
                         let body = if verb == Verb::DigestReq {
                             Bytes::copy_from_slice(&raw.digest())
                         } else {

@@ -37,6 +37,7 @@ pub mod select;
 pub mod server;
 pub mod system;
 pub mod tls;
+pub mod traces;
 
 pub use processor::{BatchLimits, Processor};
 pub use server::{serve, ServerConfig, Stages};

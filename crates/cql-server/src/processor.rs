@@ -56,6 +56,9 @@ pub struct Processor {
     pub auth: Arc<Auth>,
     /// The audit log, when `audit_logging_options` enables it.
     pub audit: Option<Arc<crate::audit::AuditLog>>,
+    /// Request tracing (`TRACING ON`, the trace probability); None: requests
+    /// are never traced (tests without a writer).
+    pub tracer: Option<Arc<trace::Tracer>>,
 }
 
 /// The size checks of a batch, with cassandra.yaml's names and defaults.
@@ -104,6 +107,7 @@ impl Processor {
             batch_limits: BatchLimits::default(),
             auth,
             audit: None,
+            tracer: None,
         }
     }
 
@@ -116,6 +120,13 @@ impl Processor {
     /// Logs every login and request to `audit`.
     pub fn with_audit(mut self, audit: Option<Arc<crate::audit::AuditLog>>) -> Processor {
         self.audit = audit;
+        self
+    }
+
+    /// Traces requests into `tracer` (whose records the node's trace writer,
+    /// `traces::write_records`, drains).
+    pub fn with_tracer(mut self, tracer: Arc<trace::Tracer>) -> Processor {
+        self.tracer = Some(tracer);
         self
     }
 
@@ -139,7 +150,9 @@ impl Processor {
         group: &mut WriteGroup,
         warnings: &mut Vec<String>,
     ) -> Result<ResultBody, QueryError> {
+        trace::event(|| format!("Parsing {text}"));
         let statement = cql::parse(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
+        trace::event(|| "Preparing statement".to_string());
         let values = self.positional(&statement, session.as_deref(), &params.values)?;
         self.run(&statement, session, login, &values, params, group, warnings)
     }

@@ -244,7 +244,20 @@ impl Conn {
         let mut out = BytesMut::with_capacity(64 * responses.len());
         let wire = self.wire();
         for r in responses {
-            encode_response_in(&mut out, wire.version, r.stream, wire.compression, None, &r.warnings, &r.response);
+            // A traced request ends here: answered once its writes were acknowledged.
+            let tracing_id = r.trace.as_ref().map(|t| {
+                t.finish();
+                t.session_id()
+            });
+            encode_response_in(
+                &mut out,
+                wire.version,
+                r.stream,
+                wire.compression,
+                tracing_id,
+                &r.warnings,
+                &r.response,
+            );
         }
         wire.framed(out)
     }
@@ -829,11 +842,14 @@ struct Reply {
     stream: i16,
     response: Response,
     warnings: Vec<String>,
+    /// The request's trace session (`TRACING ON`, or drawn by the trace
+    /// probability): ended when the answer is written, which carries its id.
+    trace: Option<Arc<trace::TraceState>>,
 }
 
 impl Reply {
     fn new(stream: i16, response: Response) -> Reply {
-        Reply { stream, response, warnings: Vec::new() }
+        Reply { stream, response, warnings: Vec::new(), trace: None }
     }
 }
 
@@ -852,9 +868,19 @@ fn run_requests(conn: &Conn, requests: Vec<(FrameHeader, Request)>, group: &mut 
         .into_iter()
         .map(|(header, request)| {
             let (before, waits_from) = (group.mutations(), group.deferred());
-            let (response, warnings) = run_one(conn, &request, group);
+            // The one test tracing costs an untraced request: the frame's flag, or a drawn probability.
+            let trace = match &conn.processor.tracer {
+                Some(tracer) if header.is_tracing() || tracer.sample() => {
+                    crate::traces::begin(tracer, &conn.processor, conn.peer.ip(), &request)
+                }
+                _ => None,
+            };
+            let (response, warnings) = match &trace {
+                None => run_one(conn, &request, group),
+                Some(state) => trace::with(Arc::clone(state), || run_one(conn, &request, group)),
+            };
             Answer {
-                reply: Reply { stream: header.stream, response, warnings },
+                reply: Reply { stream: header.stream, response, warnings, trace },
                 grouped: group.mutations() > before,
                 waits: waits_from..group.deferred(),
             }
@@ -869,7 +895,7 @@ fn answer(answers: Vec<Answer>, committed: Result<(), QueryError>) -> Vec<Reply>
     answers
         .into_iter()
         .map(|a| match (&failed, a.grouped) {
-            (Some(body), true) => Reply::new(a.reply.stream, Response::Error(body.clone())),
+            (Some(body), true) => Reply { response: Response::Error(body.clone()), warnings: Vec::new(), ..a.reply },
             _ => a.reply,
         })
         .collect()

@@ -363,10 +363,10 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
         },
     ];
     // Present in every Cassandra cluster and stored like user keyspaces
-    // (`schema::normalize`): `system_auth` holds the roles and permissions
-    // (Cassandra's tables, by the same names); the others are empty (no
-    // tracing or distributed system tables yet) but listed so tools see the
-    // usual set.
+    // (`schema::normalize`): `system_auth` holds the roles and permissions,
+    // `system_traces` the trace sessions and their events (Cassandra's
+    // tables, by the same names); `system_distributed` is empty (no
+    // distributed system tables yet) but listed so tools see the usual set.
     for (name, rf) in [("system_auth", 1), ("system_distributed", 3), ("system_traces", 2)] {
         let mut tables = BTreeMap::new();
         if name == "system_auth" {
@@ -411,6 +411,13 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
                 tables.insert(table.to_string(), def);
             }
         }
+        if name == "system_traces" {
+            for (table, comment, pk, ck, rest) in trace_tables() {
+                let mut def = table_def(name, table, &pk, &ck, &rest);
+                def.options.comment = comment.to_string();
+                tables.insert(table.to_string(), def);
+            }
+        }
         out.push(KeyspaceDef {
             name: name.into(),
             replication: Replication::Simple { replication_factor: rf },
@@ -420,6 +427,52 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
         });
     }
     out
+}
+
+/// A system table: name, comment, partition key, clustering and other columns.
+type SystemTable = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, CqlType)>,
+    Vec<(&'static str, CqlType)>,
+    Vec<(&'static str, CqlType)>,
+);
+
+/// `system_traces`' tables as Cassandra 5.0.9 defines them (`TraceKeyspace`):
+/// rows written by the trace writer (`traces.rs`) with a TTL of one day,
+/// `gc_grace_seconds` 0.
+fn trace_tables() -> [SystemTable; 2] {
+    [
+        (
+            "sessions",
+            "tracing sessions",
+            vec![("session_id", CqlType::Uuid)],
+            vec![],
+            vec![
+                ("client", CqlType::Inet),
+                ("command", text()),
+                ("coordinator", CqlType::Inet),
+                ("coordinator_port", CqlType::Int),
+                ("duration", CqlType::Int),
+                ("parameters", CqlType::Map { key: Box::new(text()), value: Box::new(text()), frozen: false }),
+                ("request", text()),
+                ("started_at", CqlType::Timestamp),
+            ],
+        ),
+        (
+            "events",
+            "tracing events",
+            vec![("session_id", CqlType::Uuid)],
+            vec![("event_id", CqlType::TimeUuid)],
+            vec![
+                ("activity", text()),
+                ("source", CqlType::Inet),
+                ("source_elapsed", CqlType::Int),
+                ("source_port", CqlType::Int),
+                ("thread", text()),
+            ],
+        ),
+    ]
 }
 
 /// A generated row: one optional serialized value per column of the table,

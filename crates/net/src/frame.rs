@@ -121,13 +121,19 @@ pub enum Verb {
     /// range, from the replica's local index (`cluster::wire::encode_index_scan`).
     IndexScanReq = 0x68,
     IndexScanRsp = 0x69,
+    /// A request that belongs to a trace session (`TRACING ON`): the
+    /// session id, then the inner request's verb and payload
+    /// (`message::Traced`). The replica serves the inner request, recording
+    /// its steps in the session, and answers with the inner request's
+    /// response verb. A node older than tracing answers `Failure(UnknownVerb)`.
+    TracedReq = 0x6A,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 48] = [
+    pub const ALL: [Verb; 49] = [
         Verb::Handshake,
         Verb::BulkHandshake,
         Verb::Echo,
@@ -176,6 +182,7 @@ impl Verb {
         Verb::CounterMutationRsp,
         Verb::IndexScanReq,
         Verb::IndexScanRsp,
+        Verb::TracedReq,
     ];
 
     pub fn code(self) -> u8 {
@@ -189,6 +196,12 @@ impl Verb {
     /// The first frame of a connection: `Handshake` or `BulkHandshake`.
     pub fn is_handshake(self) -> bool {
         matches!(self, Verb::Handshake | Verb::BulkHandshake)
+    }
+
+    /// True for verbs a request (expecting a response) may carry: those
+    /// with a response verb, and `TracedReq`.
+    pub fn is_request(self) -> bool {
+        self == Verb::TracedReq || self.response().is_some()
     }
 
     /// True for verbs that travel in response frames (`IS_RESPONSE` set).
@@ -222,7 +235,8 @@ impl Verb {
     }
 
     /// The normal response verb of a request verb (`None` for responses and
-    /// for `Handshake`, which is never answered).
+    /// for `Handshake`, which is never answered; `TracedReq` is answered with
+    /// its inner request's, see [`Verb::is_request`]).
     pub fn response(self) -> Option<Verb> {
         match self {
             Verb::Echo => Some(Verb::EchoRsp),

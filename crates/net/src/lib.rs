@@ -48,6 +48,6 @@ pub mod transport;
 
 pub use frame::{Flags, Frame, FrameDecoder, FrameError, Verb};
 pub use mem::{MemConfig, MemFaults, MemNetwork, MemStats, MemTransport};
-pub use message::{DecodeError, Failure, FailureCode, MutationAck, ReadRequest, ReadResponse};
+pub use message::{DecodeError, Failure, FailureCode, MutationAck, ReadRequest, ReadResponse, Traced};
 pub use tcp::{BulkConnector, BulkHandler, InlineHandler, InternodeTls, TcpConfig, TcpTransport, BULK_READY};
 pub use transport::{Inbound, NetError, Responder, Response, Transport};

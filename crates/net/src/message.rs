@@ -35,6 +35,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use types::mutation::{CellWrite, ClusteringBound, DeletionTime, Liveness, Mutation, RangeTombstone, RowWrite};
 use uuid::Uuid;
 
+use crate::frame::Verb;
+
 /// Mutations one `MutationReq` may carry. Why: a request is one partition's
 /// writes per table (an unlogged batch to one replica at most), so this is
 /// generous; it bounds the work one frame can ask for.
@@ -187,6 +189,39 @@ impl ReadRequest {
         let command = r.blob("read command")?;
         r.finish()?;
         Ok(ReadRequest { table, token, partition_key, command })
+    }
+}
+
+/// A request in a trace session (`Verb::TracedReq`): the session id, then
+/// the inner request's verb code and its payload, as they would travel alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Traced {
+    pub session: Uuid,
+    /// A request verb with a response verb of its own (never `TracedReq`).
+    pub verb: Verb,
+    pub payload: Bytes,
+}
+
+impl Traced {
+    pub fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::with_capacity(16 + 1 + self.payload.len());
+        buf.put_slice(self.session.as_bytes());
+        buf.put_u8(self.verb.code());
+        buf.put_slice(&self.payload);
+        buf.freeze()
+    }
+
+    pub fn decode(payload: &Bytes) -> Result<Traced, DecodeError> {
+        let mut r = Reader::new(payload);
+        let session = r.uuid("trace session")?;
+        let code = r.u8("traced verb")?;
+        let verb = Verb::from_code(code)
+            .filter(|v| v.response().is_some())
+            .ok_or_else(|| DecodeError::Invalid { what: "traced verb", detail: format!("{code:#04x}") })?;
+        let rest = r.remaining();
+        let payload = r.take(rest, "traced payload")?;
+        r.finish()?;
+        Ok(Traced { session, verb, payload })
     }
 }
 
@@ -646,6 +681,35 @@ mod tests {
             m.rows.push(row);
         }
         m
+    }
+
+    #[test]
+    fn traced_requests_round_trip_and_refuse_bad_inner_verbs() {
+        let inner = ReadRequest {
+            table: Uuid::from_u128(7),
+            token: -3,
+            partition_key: Bytes::from_static(b"k"),
+            command: Bytes::from_static(b"cmd"),
+        };
+        let traced = Traced { session: Uuid::from_u128(0xABCD), verb: Verb::ReadReq, payload: inner.encode() };
+        let bytes = traced.encode();
+        assert_eq!(bytes.len(), 16 + 1 + inner.encode().len());
+        let back = Traced::decode(&bytes).unwrap();
+        assert_eq!(back, traced);
+        assert_eq!(ReadRequest::decode(&back.payload).unwrap(), inner);
+        // An empty inner payload is fine (Echo, SchemaPull).
+        let empty = Traced { session: Uuid::nil(), verb: Verb::Echo, payload: Bytes::new() };
+        assert_eq!(Traced::decode(&empty.encode()).unwrap(), empty);
+        // Responses, the handshake, TracedReq itself and unknown codes are refused.
+        for code in [Verb::ReadRsp.code(), Verb::Handshake.code(), Verb::TracedReq.code(), 0xEE] {
+            let mut raw = BytesMut::new();
+            raw.put_slice(Uuid::nil().as_bytes());
+            raw.put_u8(code);
+            assert!(matches!(Traced::decode(&raw.freeze()), Err(DecodeError::Invalid { .. })), "{code:#x}");
+        }
+        for cut in 0..17 {
+            assert!(matches!(Traced::decode(&bytes.slice(..cut)), Err(DecodeError::Truncated { .. })), "{cut}");
+        }
     }
 
     #[test]

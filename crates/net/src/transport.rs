@@ -113,9 +113,10 @@ pub(crate) async fn await_response<G>(
 }
 
 pub(crate) fn check_request_verb(verb: Verb) -> Result<(), NetError> {
-    match verb.response() {
-        Some(_) => Ok(()),
-        None => Err(NetError::NotARequest { verb }),
+    if verb.is_request() {
+        Ok(())
+    } else {
+        Err(NetError::NotARequest { verb })
     }
 }
 

@@ -122,8 +122,16 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             schema: Arc::clone(&schema),
             schema_changed: schema_tx,
         });
+        // Request tracing: sessions started here and joined as a replica share one queue,
+        // drained into system_traces by the trace writer.
+        let (tracer, trace_records) = trace::Tracer::new(
+            SocketAddr::new(config.listen_address, config.storage_port),
+            trace::QUEUE_CAPACITY,
+        );
+        joined.coordinator.set_tracer(Arc::clone(&tracer));
         let processor = Arc::new(
             Processor::new(Arc::clone(&schema), Arc::clone(&storage), node, data_plane)
+                .with_tracer(tracer)
                 .with_batch_limits(config.batch_limits)
                 .with_auth(config.auth)
                 .with_audit(
@@ -138,6 +146,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         // are replicated: until enough replicas of system_auth answer, try again.
         // The first try before CQL is served, so a node alone logs in its default superuser at once.
         auth_setup(Arc::clone(&processor), Arc::clone(&storage)).await;
+        tokio::spawn(cql_server::traces::write_records(Arc::clone(&processor), trace_records));
         let (load_schema, load_storage) = (Arc::clone(&schema), Arc::clone(&storage));
         let load = Arc::new(move || admin::local_load(&load_schema.snapshot(), &load_storage));
         joined.spawn_tasks(

@@ -369,9 +369,9 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
         let mut keys: Vec<Vec<Bytes>> = vec![Vec::new()];
         for (i, vals) in pk_values.into_iter().enumerate() {
             let mut vals = vals.unwrap_or_default();
+            // Cassandra answers an IN on the partition key in the key type's order, without repeats.
             let ty = &table.partition_key().nth(i).map(|c| c.ty.clone()).unwrap_or(CqlType::Blob);
-            dedup_keep_order(&mut vals);
-            let _ = ty;
+            sort_dedup(ty, &mut vals, false);
             let mut next = Vec::with_capacity(keys.len() * vals.len());
             for k in &keys {
                 for v in &vals {
@@ -537,18 +537,6 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
         reversed = direction.unwrap_or(false);
     }
     Ok(ReadPlan { partitions, ranges, clustering_restricted, filters, reversed })
-}
-
-pub(super) fn dedup_keep_order(vals: &mut Vec<Bytes>) {
-    let mut seen = Vec::new();
-    vals.retain(|v| {
-        if seen.contains(v) {
-            false
-        } else {
-            seen.push(v.clone());
-            true
-        }
-    });
 }
 
 pub(super) fn push_ck_filters(
@@ -728,9 +716,11 @@ mod tests {
         let p = plan("SELECT * FROM t WHERE k = 1").unwrap();
         assert_eq!(keys(&p), vec![vec![int(1)]]);
         assert!(p.ranges.is_empty() && p.filters.is_empty() && !p.reversed && !p.clustering_restricted);
-        // IN keeps its order and drops repeats.
+        // IN is answered in the key type's order, without repeats (as Cassandra 5.0 does).
         let p = plan("SELECT * FROM t WHERE k IN (3, 1, 3)").unwrap();
-        assert_eq!(keys(&p), vec![vec![int(3)], vec![int(1)]]);
+        assert_eq!(keys(&p), vec![vec![int(1)], vec![int(3)]]);
+        let p = plan("SELECT * FROM t WHERE k IN (100, -5, 2)").unwrap();
+        assert_eq!(keys(&p), vec![vec![int(-5)], vec![int(2)], vec![int(100)]]);
     }
 
     #[test]

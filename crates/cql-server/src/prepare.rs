@@ -27,11 +27,13 @@ struct Collector<'t> {
     table: &'t TableDef,
     specs: Vec<Option<ColumnSpec>>,
     pk_markers: Vec<Option<u16>>,
+    /// The first refusal met (an operation whose operand types are ambiguous).
+    error: Option<QueryError>,
 }
 
 impl<'t> Collector<'t> {
     fn new(table: &'t TableDef, count: usize) -> Collector<'t> {
-        Collector { table, specs: vec![None; count], pk_markers: vec![None; table.partition_key_len()] }
+        Collector { table, specs: vec![None; count], pk_markers: vec![None; table.partition_key_len()], error: None }
     }
 
     /// Records the markers inside `term` for a receiver named `name` of type `ty`.
@@ -65,6 +67,12 @@ impl<'t> Collector<'t> {
                 for (a, b) in pairs {
                     self.term(a, name, &k);
                     self.term(b, name, &v);
+                }
+            }
+            // `(x)` where no tuple is expected groups an expression.
+            Term::Tuple(items) if items.len() == 1 && !matches!(ty, CqlType::Tuple(_)) => {
+                for i in items {
+                    self.term(i, name, ty);
                 }
             }
             Term::Tuple(items) => {
@@ -104,8 +112,22 @@ impl<'t> Collector<'t> {
                     self.term(a, &format!("arg({fname})"), &arg_ty);
                 }
             }
+            Term::TypeHint { ty: ast::TypeExpr::Native(hint), term } => self.term(term, name, hint),
             Term::Cast { term, .. } | Term::TypeHint { term, .. } | Term::Negate(term) => self.term(term, name, ty),
-            Term::Literal(_) | Term::EmptyMapOrSet | Term::BinaryOp { .. } => {}
+            Term::BinaryOp { op, lhs, rhs } => {
+                // Markers in an operation are its function's arguments (`arg0(system._add)`).
+                match crate::bind::operand_types(*op, lhs, rhs, ty) {
+                    Ok((lt, rt)) => {
+                        let function = crate::functions::arith::function_name(*op);
+                        self.term(lhs, &format!("arg0(system.{function})"), &lt);
+                        self.term(rhs, &format!("arg1(system.{function})"), &rt);
+                    }
+                    Err(e) => {
+                        self.error.get_or_insert(e);
+                    }
+                }
+            }
+            Term::Literal(_) | Term::EmptyMapOrSet => {}
         }
     }
 
@@ -268,6 +290,9 @@ impl<'t> Collector<'t> {
     }
 
     fn finish(self) -> Result<(Vec<ColumnSpec>, Vec<u16>), QueryError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
         let pk = self.pk_indexes();
         let specs = self
             .specs
@@ -411,6 +436,9 @@ pub fn analyze(schema: &Schema, session: Option<&str>, statement: &Statement) ->
                     c.term(t, "[timestamp]", &CqlType::BigInt);
                 }
                 modification(&mut c, st)?;
+                if let Some(e) = c.error {
+                    return Err(e);
+                }
                 for (slot, spec) in variables.iter_mut().zip(c.specs) {
                     if spec.is_some() {
                         *slot = spec;

@@ -161,9 +161,9 @@ fn row(n: i32, f: f64) -> RowData {
 
 /// The cells one SELECT gives for `rows` (one row: aggregate or the first row's).
 fn cells(cql: &str, rows: &[RowData]) -> Vec<Option<Vec<u8>>> {
-    let t = table();
     let p = plan(cql).unwrap();
-    p.sels.iter().map(|s| aggregate_cell(&t, s, rows).map(|c| c.into_owned())).collect()
+    let clock = crate::clock::Clock::new(1);
+    p.sels.iter().map(|s| aggregate_cell(s, rows, &clock).expect("no failure").map(|c| c.into_owned())).collect()
 }
 
 #[test]

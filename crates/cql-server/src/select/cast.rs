@@ -27,7 +27,7 @@ fn textual(ty: &CqlType) -> bool {
 }
 
 /// Whether Cassandra has a cast from `from` to `to` (`from != to`).
-pub(super) fn supported(from: &CqlType, to: &CqlType) -> bool {
+pub(crate) fn supported(from: &CqlType, to: &CqlType) -> bool {
     if numeric(from) && (textual(to) || (numeric(to) && *to != CqlType::Counter)) {
         return true;
     }
@@ -166,7 +166,7 @@ fn as_text(v: &Value) -> String {
 }
 
 /// `value` (of type `from`) cast to `to`; `None` for a null or empty value.
-pub(super) fn cast(from: &CqlType, to: &CqlType, value: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn cast(from: &CqlType, to: &CqlType, value: &[u8]) -> Option<Vec<u8>> {
     use types::literal as lit;
     let v = Value::deserialize(from, value).ok()?;
     let out = match to {

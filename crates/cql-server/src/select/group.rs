@@ -173,7 +173,7 @@ impl Groups<'_, '_> {
             kept.push(cur.rows);
             return Flow::Go;
         }
-        write_aggregate(self.g.table, self.g.selection, &cur.rows, &mut self.out);
+        write_aggregate(self.g.selection, &cur.rows, &mut self.out);
         self.groups_left = self.groups_left.saturating_sub(1);
         if self.groups_left == 0 {
             return Flow::Stop(None);
@@ -224,7 +224,7 @@ impl Grouped<'_> {
         };
         let mut groups = Groups {
             g: self,
-            out: Out::new(self.selection),
+            out: Out::new(self.selection, &reader.proc.clock),
             pk_columns,
             keys,
             page_groups,
@@ -273,7 +273,7 @@ impl Grouped<'_> {
             kept.sort_by(|a, b| compare_clustering(self.table, self.plan.reversed, &first(a), &first(b)));
             kept.truncate(self.limit.map_or(usize::MAX, |l| l as usize));
             for rows in &kept {
-                write_aggregate(self.table, self.selection, rows, &mut groups.out);
+                write_aggregate(self.selection, rows, &mut groups.out);
             }
         }
         let mut metadata = RowsMetadata::new(self.selection.result_specs());
@@ -283,6 +283,6 @@ impl Grouped<'_> {
         if let Some(next) = next_state {
             metadata = metadata.with_paging_state(Some(next.encode()));
         }
-        Ok(ResultBody::Rows(groups.out.finish().finish(metadata)))
+        Ok(ResultBody::Rows(groups.out.finish()?.finish(metadata)))
     }
 }

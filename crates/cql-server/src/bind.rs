@@ -218,9 +218,8 @@ fn literal_type(l: &Literal) -> &'static str {
 
 /// `fromJson(text)` (also `from_json`): the receiver's value read from JSON
 /// text (`types::json::from_json`), serialized; `None` for a null argument
-/// or the JSON `null`. Cassandra reports a failure to read the value as a
-/// function failure (error code 0x1400); Shoal sends the same message as an
-/// invalid request.
+/// or the JSON `null`. A failure to read the value is a function failure
+/// (error code 0x1400), as Cassandra's.
 fn from_json_call(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Option<Bytes>, QueryError> {
     let name = name.to_ascii_lowercase();
     let [arg] = args else {
@@ -243,10 +242,14 @@ fn from_json_call(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>
         }
         Bound::Value(b) => String::from_utf8_lossy(&b).into_owned(),
     };
+    let failure = |message: String| QueryError::FunctionFailure {
+        keyspace: "system".into(),
+        function: name.clone(),
+        arg_types: vec!["text".into()],
+        message,
+    };
     let json = types::json::parse(&text).map_err(|e| {
-        QueryError::Invalid(format!(
-            "execution of 'system.{name}[text]' failed: Could not decode JSON string '{text}': {e}"
-        ))
+        failure(format!("execution of 'system.{name}[text]' failed: Could not decode JSON string '{text}': {e}"))
     })?;
     if json == types::json::Json::Null {
         return Ok(None);
@@ -256,7 +259,7 @@ fn from_json_call(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>
     match value {
         Ok(bytes) => Ok(Some(Bytes::from(bytes))),
         Err(ValueError::InvalidRequest(msg)) => Err(QueryError::Invalid(msg)),
-        Err(e) => Err(QueryError::Invalid(format!("org.apache.cassandra.serializers.MarshalException: {e}"))),
+        Err(e) => Err(failure(format!("org.apache.cassandra.serializers.MarshalException: {e}"))),
     }
 }
 
@@ -518,7 +521,8 @@ fn call_function(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>)
                     _ => Arg::Typed(r.ty),
                 })
                 .collect();
-            let Some(native) = functions::resolve(&lname, &resolve_args)? else {
+            let texts: Vec<String> = args.iter().map(term_text).collect();
+            let Some(native) = functions::resolve(&lname, &resolve_args, &texts)? else {
                 return Err(QueryError::Invalid(format!("Unknown function '{lname}'")));
             };
             let mut values = Vec::with_capacity(args.len());
@@ -573,7 +577,8 @@ pub fn static_type(term: &Term) -> Option<CqlType> {
                     _ => None,
                 })
                 .collect();
-            functions::resolve(&lname, &resolve_args?).ok().flatten().map(|n| n.ty)
+            let texts: Vec<String> = args.iter().map(term_text).collect();
+            functions::resolve(&lname, &resolve_args?, &texts).ok().flatten().map(|n| n.ty)
         }
         _ => None,
     }

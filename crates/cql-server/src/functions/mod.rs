@@ -14,6 +14,7 @@
 
 pub mod arith;
 mod decimal;
+mod mask;
 pub mod time;
 
 use cql::ast::Literal;
@@ -53,6 +54,12 @@ pub enum Kind {
     CurrentTimestamp,
     CurrentDate,
     CurrentTime,
+    MaskNull,
+    MaskDefault,
+    MaskReplace,
+    MaskInner,
+    MaskOuter,
+    MaskHash,
 }
 
 /// A resolved call: the function, its name as written (lower case), the
@@ -124,9 +131,10 @@ fn arg_count(name: &str, required: usize, given: usize) -> Result<(), QueryError
     Ok(())
 }
 
-/// Resolves a call of `name` (lower case, as written); `Ok(None)` when
-/// `name` is none of this module's functions.
-pub fn resolve(name: &str, args: &[Arg<'_>]) -> Result<Option<Native>, QueryError> {
+/// Resolves a call of `name` (lower case, as written) with arguments
+/// written as `texts` (for messages); `Ok(None)` when `name` is none of this
+/// module's functions.
+pub fn resolve(name: &str, args: &[Arg<'_>], texts: &[String]) -> Result<Option<Native>, QueryError> {
     let canonical = crate::bind::legacy_function_name(name);
     let native = |kind: Kind, args: Vec<CqlType>, ty: CqlType| Native { kind, name: name.to_string(), args, ty };
     let current = |kind: Kind, ty: CqlType| -> Result<Option<Native>, QueryError> {
@@ -158,6 +166,9 @@ pub fn resolve(name: &str, args: &[Arg<'_>]) -> Result<Option<Native>, QueryErro
             Ok(Some(native(kind, vec![ty.clone()], ty)))
         }
         "floor" => resolve_floor(name, args).map(Some),
+        "mask_null" | "mask_default" | "mask_replace" | "mask_inner" | "mask_outer" | "mask_hash" => {
+            resolve_mask(name, args, texts).map(Some)
+        }
         "map_keys" | "map_values" => {
             arg_count(name, 1, args.len())?;
             let ty = args.first().and_then(|a| arg_type(a, None));
@@ -234,6 +245,91 @@ pub fn resolve(name: &str, args: &[Arg<'_>]) -> Result<Option<Native>, QueryErro
     }
 }
 
+fn resolve_mask(name: &str, args: &[Arg<'_>], texts: &[String]) -> Result<Native, QueryError> {
+    let text_of = |i: usize| texts.get(i).cloned().unwrap_or_default();
+    let is_null = |a: &Arg<'_>| matches!(a, Arg::Literal(Literal::Null));
+    let native = |kind: Kind, args: Vec<CqlType>, ty: CqlType| Native { kind, name: name.to_string(), args, ty };
+    let signature = match name {
+        "mask_hash" => "any, [text]",
+        "mask_replace" => "any, any",
+        "mask_inner" | "mask_outer" => "[text|varchar|ascii], int, int, [text]",
+        _ => "any",
+    };
+    let count_ok = match name {
+        "mask_null" | "mask_default" => args.len() == 1,
+        "mask_hash" => (1..=2).contains(&args.len()),
+        "mask_replace" => args.len() == 2,
+        _ => (3..=4).contains(&args.len()),
+    };
+    if !count_ok {
+        return Err(QueryError::Invalid(format!(
+            "Invalid number of arguments for function system.{name}({signature})"
+        )));
+    }
+    let first = args.first().copied().ok_or_else(|| QueryError::invalid("missing argument"))?;
+    if name == "mask_inner" || name == "mask_outer" {
+        let ty = match first {
+            Arg::Literal(Literal::String(_)) => CqlType::Ascii,
+            Arg::Literal(Literal::Null) => CqlType::Text,
+            other => arg_type(&other, None).unwrap_or(CqlType::Blob),
+        };
+        if !matches!(ty, CqlType::Text | CqlType::Ascii) {
+            return Err(QueryError::Invalid(format!(
+                "Function system.{name} requires an argument of type [text|varchar|ascii], but found argument {} of type {}",
+                text_of(0),
+                ty.to_cql()
+            )));
+        }
+        let mut types = vec![ty.clone(), CqlType::Int, CqlType::Int, CqlType::Text];
+        types.truncate(args.len());
+        for (i, (a, t)) in args.iter().zip(&types).enumerate().skip(1) {
+            if arg_type(a, Some(t)).as_ref() != Some(t) {
+                return Err(QueryError::Invalid(format!(
+                    "Type error: {} cannot be passed as argument {i} of function system.{name} of type {}",
+                    text_of(i),
+                    t.to_cql()
+                )));
+            }
+        }
+        let kind = if name == "mask_inner" { Kind::MaskInner } else { Kind::MaskOuter };
+        return Ok(native(kind, types, ty));
+    }
+    if is_null(&first) {
+        return Err(QueryError::Invalid(format!(
+            "Cannot infer type of argument NULL in call to function system.{name}({signature}): use type casts to disambiguate"
+        )));
+    }
+    let ty = arg_type(&first, None).unwrap_or(CqlType::Blob);
+    match name {
+        "mask_null" => Ok(native(Kind::MaskNull, vec![ty.clone()], ty)),
+        "mask_default" => Ok(native(Kind::MaskDefault, vec![ty.clone()], ty)),
+        "mask_replace" => {
+            let second = args.get(1).and_then(|a| arg_type(a, Some(&ty)));
+            if second.as_ref() != Some(&ty) {
+                return Err(QueryError::Invalid(format!(
+                    "Type error: {} cannot be passed as argument 1 of function system.{name} of type {}",
+                    text_of(1),
+                    ty.to_cql()
+                )));
+            }
+            Ok(native(Kind::MaskReplace, vec![ty.clone(), ty.clone()], ty))
+        }
+        _ => {
+            let mut types = vec![ty, CqlType::Text];
+            types.truncate(args.len());
+            if let Some(a) = args.get(1) {
+                if arg_type(a, Some(&CqlType::Text)) != Some(CqlType::Text) {
+                    return Err(QueryError::Invalid(format!(
+                        "Type error: {} cannot be passed as argument 1 of function system.{name} of type text",
+                        text_of(1)
+                    )));
+                }
+            }
+            Ok(native(Kind::MaskHash, types, CqlType::Blob))
+        }
+    }
+}
+
 fn resolve_floor(name: &str, args: &[Arg<'_>]) -> Result<Native, QueryError> {
     let first = args.first().and_then(|a| arg_type(a, None));
     let start_ty = match &first {
@@ -275,6 +371,33 @@ pub fn call(f: &Native, args: &[Option<Value>], clock: &Clock) -> Result<Option<
         Kind::CurrentTimestamp => return Ok(Some(Value::Timestamp(clock.now_micros() / 1000))),
         Kind::CurrentDate => return Ok(Some(Value::Date(lit::timestamp_to_date(clock.now_micros() / 1000)))),
         Kind::CurrentTime => return Ok(Some(Value::Time((clock.now_micros() % 86_400_000_000) * 1000))),
+        Kind::MaskNull => return Ok(None),
+        Kind::MaskDefault => return Ok(Some(mask::default_value(&f.ty))),
+        Kind::MaskReplace => return Ok(args.get(1).cloned().flatten()),
+        Kind::MaskInner | Kind::MaskOuter => {
+            let text = match args.first() {
+                Some(Some(Value::Text(t) | Value::Ascii(t))) => t,
+                _ => return Ok(None),
+            };
+            let int = |i: usize| match args.get(i) {
+                Some(Some(Value::Int(n))) => Some(*n),
+                _ => None,
+            };
+            let pad = match args.get(3) {
+                Some(Some(Value::Text(p) | Value::Ascii(p))) => Some(p.as_str()),
+                _ => None,
+            };
+            let masked = mask::mask_text(&f.name, f.kind == Kind::MaskOuter, text, int(1), int(2), pad)?;
+            return Ok(Some(if f.ty == CqlType::Ascii { Value::Ascii(masked) } else { Value::Text(masked) }));
+        }
+        Kind::MaskHash => {
+            let Some(Some(v)) = args.first() else { return Ok(None) };
+            let algorithm = match args.get(1) {
+                Some(Some(Value::Text(a) | Value::Ascii(a))) => Some(a.as_str()),
+                _ => None,
+            };
+            return Ok(Some(Value::Blob(mask::hash(&v.to_bytes(), algorithm)?)));
+        }
         _ => {}
     }
     // Every other function returns null on a null argument.
@@ -335,7 +458,7 @@ pub fn call(f: &Native, args: &[Option<Value>], clock: &Clock) -> Result<Option<
             let out = crate::select::cast_value(from, &f.ty, &first.to_bytes());
             return out.map(|b| Value::deserialize(&f.ty, &b).map_err(|_| bad())).transpose();
         }
-        Kind::CurrentTimeUuid | Kind::CurrentTimestamp | Kind::CurrentDate | Kind::CurrentTime => return Err(bad()),
+        _ => return Err(bad()),
     }))
 }
 

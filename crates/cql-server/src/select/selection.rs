@@ -494,7 +494,8 @@ fn plan_native(
         })
         .collect();
     let known = qualified == fname || qualified == format!("system.{fname}");
-    let resolved = if known { functions::resolve(fname, &resolve_args)? } else { None };
+    let texts: Vec<String> = operands.iter().map(|o| o.text().to_string()).collect();
+    let resolved = if known { functions::resolve(fname, &resolve_args, &texts)? } else { None };
     let Some(function) = resolved else {
         return Err(QueryError::Invalid(format!("Unknown function '{qualified}'")));
     };

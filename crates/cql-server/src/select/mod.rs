@@ -330,9 +330,10 @@ fn row_cell<'r>(sel: &Sel, row: &'r RowData, clock: &crate::clock::Clock) -> Cel
         }
         Sel::Token => Some(Cow::Owned(row.token.to_be_bytes().to_vec())),
         Sel::Const(v) => v.as_deref().map(Cow::Borrowed).map(|c| Cow::Owned(c.into_owned())),
-        Sel::Convert { inner, from, function, ty } => {
-            row_cell(inner, row, clock)?.and_then(|v| convert(from, &v, function, ty)).map(Cow::Owned)
-        }
+        Sel::Convert { inner, from, function, ty } => match row_cell(inner, row, clock)? {
+            Some(v) => convert(from, &v, function, ty)?.map(Cow::Owned),
+            None => None,
+        },
         Sel::ToJson { inner, ty } => {
             let json = types::json::to_json_function(ty, row_cell(inner, row, clock)?.as_deref());
             Some(Cow::Owned(json.into_bytes()))
@@ -354,23 +355,32 @@ fn row_cell<'r>(sel: &Sel, row: &'r RowData, clock: &crate::clock::Clock) -> Cel
     })
 }
 
-fn convert(from: &CqlType, value: &[u8], function: &str, to: &CqlType) -> Option<Vec<u8>> {
+/// A conversion function's result; blobAsX fails on bytes that are no X.
+fn convert(from: &CqlType, value: &[u8], function: &str, to: &CqlType) -> Result<Option<Vec<u8>>, QueryError> {
     use types::literal as lit;
-    if function.ends_with("asblob") || function.starts_with("blobas") {
-        return Some(value.to_vec());
+    if function.starts_with("blobas") && types::codec::validate(to, value).is_err() {
+        return Err(QueryError::Invalid(format!(
+            "In call to function system.{function}, value 0x{} is not a valid binary representation for type {}",
+            crate::error::hex(value),
+            to.to_cql()
+        )));
     }
-    let ms = match Value::deserialize(from, value).ok()? {
-        Value::TimeUuid(u) => lit::timeuuid_unix_ms(&u)?,
-        Value::Timestamp(ms) => ms,
-        Value::Date(d) => lit::date_to_timestamp(d),
-        _ => return None,
+    if function.ends_with("asblob") || function.starts_with("blobas") {
+        return Ok(Some(value.to_vec()));
+    }
+    let ms = match Value::deserialize(from, value).ok() {
+        Some(Value::TimeUuid(u)) => lit::timeuuid_unix_ms(&u),
+        Some(Value::Timestamp(ms)) => Some(ms),
+        Some(Value::Date(d)) => Some(lit::date_to_timestamp(d)),
+        _ => None,
     };
+    let Some(ms) = ms else { return Ok(None) };
     let out = match to {
         CqlType::Timestamp => Value::Timestamp(ms),
         CqlType::Date => Value::Date(lit::timestamp_to_date(ms)),
         _ => Value::BigInt(ms),
     };
-    Some(out.to_bytes())
+    Ok(Some(out.to_bytes()))
 }
 
 fn write_aggregate(selection: &SelectionPlan, rows: &[RowData], w: &mut Out<'_>) {
@@ -425,9 +435,10 @@ fn aggregate_cell<'r>(sel: &Sel, rows: &'r [RowData], clock: &crate::clock::Cloc
         Sel::Cast { inner, from, to } => {
             aggregate_cell(inner, rows, clock)?.and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
         }
-        Sel::Convert { inner, from, function, ty } => {
-            aggregate_cell(inner, rows, clock)?.and_then(|v| convert(from, &v, function, ty)).map(Cow::Owned)
-        }
+        Sel::Convert { inner, from, function, ty } => match aggregate_cell(inner, rows, clock)? {
+            Some(v) => convert(from, &v, function, ty)?.map(Cow::Owned),
+            None => None,
+        },
         Sel::Op { op, left, lt, right, rt } => {
             let l = aggregate_cell(left, rows, clock)?;
             let r = aggregate_cell(right, rows, clock)?;

@@ -269,10 +269,11 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                         .filter(|t| *t != CqlType::Blob)
                         .ok_or_else(|| QueryError::Invalid(format!("Unknown function '{fname}'")))?;
                     let (inner, iname, from) = one_argument(table, &fname, args)?;
-                    // xAsBlob takes an x, blobAsX a blob.
+                    // xAsBlob takes an x, blobAsX a blob or any other value (its
+                    // bytes, checked when read).
                     let (expected, ty) =
                         if other.ends_with("asblob") { (native, CqlType::Blob) } else { (CqlType::Blob, native) };
-                    if from != expected {
+                    if from != expected && expected != CqlType::Blob {
                         return Err(QueryError::Invalid(format!(
                             "Type error: {iname} cannot be passed as argument 0 of function system.{fname} of type {}",
                             expected.to_cql()

@@ -116,7 +116,11 @@ pub fn execute(
     }
 
     if let Some(prefix) = group_prefix {
-        let grouped = Grouped { table, selection: &selection, plan: &plan, prefix, per_partition, limit };
+        let function = match select.group_by.last() {
+            Some(last @ SelectorExpr::FunctionCall { .. }) => Some(group_by_function(table, last)?),
+            _ => None,
+        };
+        let grouped = Grouped { table, selection: &selection, plan: &plan, prefix, function, per_partition, limit };
         let reader = Reader {
             proc,
             schema,

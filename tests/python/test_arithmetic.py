@@ -120,6 +120,10 @@ def test_null_operands_give_null(ar):
 def test_operations_in_json_and_casts(ar):
     r, _ = row(ar, "SELECT toJson(v + 1), toJson(d / 3), CAST(f / 3 AS text)" + WHERE)
     assert tuple(r) == ("11", "0.5", "0.8333333")
+    # Text of floating point and decimal results as Java prints them.
+    r, _ = row(ar, "SELECT CAST(d * 10000000 AS text), CAST(f * 10000000 AS text), CAST(d / 10000 AS text),"
+                   " toJson(d * 10000000), CAST(dc / vi AS text)" + WHERE)
+    assert tuple(r) == ("1.5E7", "2.5E7", "1.5E-4", "1.5E7", "1.01250000911250008293387575469726E-19")
     r, _ = row(ar, "SELECT JSON v + 1, d * 2" + WHERE)
     assert r[0] == '{"v + 1": 11, "d * 2": 3.0}'
 

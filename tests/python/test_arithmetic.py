@@ -232,3 +232,14 @@ def test_bind_markers_in_operations(ar):
         with pytest.raises(InvalidRequest) as e:
             ar.prepare(stmt)
         assert f"with args {args}: use type hint to disambiguate" in str(e.value)
+
+
+def test_bind_markers_in_the_selection(ar):
+    p = ar.prepare("SELECT (int) ? + v FROM t WHERE k = 1 AND c = 1")
+    assert [(c.name, c.type.typename) for c in p.column_metadata] == [("[selection]", "int")]
+    rs = ar.execute(p, [3])
+    assert rs.column_names == ["(int)? + v"]
+    assert tuple(rs.one()) == (13,)
+    with pytest.raises(InvalidRequest) as e:
+        ar.prepare("SELECT v + ? FROM t WHERE k = 1 AND c = 1")
+    assert "Ambiguous '+' operation with args v and ?: use type hint to disambiguate" in str(e.value)

@@ -131,6 +131,27 @@ impl<'t> Collector<'t> {
         }
     }
 
+    /// Records the type-hinted markers of a selector (`(int) ?`), named `[selection]`.
+    fn selection_markers(&mut self, expr: &ast::SelectorExpr) {
+        use ast::SelectorExpr as S;
+        match expr {
+            S::TypeHint { ty: ast::TypeExpr::Native(ty), expr } if matches!(**expr, S::Term(Term::Bind(_))) => {
+                if let S::Term(t) = &**expr {
+                    self.term(t, "[selection]", ty);
+                }
+            }
+            S::BinaryOp { lhs, rhs, .. } => {
+                self.selection_markers(lhs);
+                self.selection_markers(rhs);
+            }
+            S::Negate(inner) | S::Cast { expr: inner, .. } | S::TypeHint { expr: inner, .. } => {
+                self.selection_markers(inner)
+            }
+            S::FunctionCall { args, .. } => args.iter().for_each(|a| self.selection_markers(a)),
+            _ => {}
+        }
+    }
+
     fn relations(&mut self, rels: &[ast::Relation]) -> Result<(), QueryError> {
         for rel in rels {
             match &rel.lhs {
@@ -390,6 +411,11 @@ pub fn analyze(schema: &Schema, session: Option<&str>, statement: &Statement) ->
         Statement::Select(s) => {
             let (_, table) = common::resolve_table(schema, &s.table, session)?;
             let mut c = Collector::new(table, count);
+            if let ast::Selection::Selectors(list) = &s.selection {
+                for selector in list {
+                    c.selection_markers(&selector.expr);
+                }
+            }
             c.relations(&s.where_clause)?;
             if let Some(t) = &s.per_partition_limit {
                 c.term(t, "[per_partition_limit]", &CqlType::Int);

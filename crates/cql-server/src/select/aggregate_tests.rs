@@ -163,7 +163,12 @@ fn row(n: i32, f: f64) -> RowData {
 fn cells(cql: &str, rows: &[RowData]) -> Vec<Option<Vec<u8>>> {
     let p = plan(cql).unwrap();
     let clock = crate::clock::Clock::new(1);
-    p.sels.iter().map(|s| aggregate_cell(s, rows, &clock).expect("no failure").map(|c| c.into_owned())).collect()
+    p.sels
+        .iter()
+        .map(|s| {
+            aggregate_cell(s, rows, &Env { clock: &clock, values: &[] }).expect("no failure").map(|c| c.into_owned())
+        })
+        .collect()
 }
 
 #[test]

@@ -126,6 +126,8 @@ pub(super) struct Grouped<'a> {
     pub(super) function: Option<Sel>,
     pub(super) per_partition: Option<u32>,
     pub(super) limit: Option<u32>,
+    /// The execution's bound values (markers in the selection).
+    pub(super) values: &'a [cql_protocol::BoundValue],
 }
 
 /// The group being built.
@@ -178,7 +180,8 @@ impl Groups<'_, '_> {
         let partition = self.partition_of(&row)?;
         let mut clustering = row.clustering[..self.g.prefix.min(row.clustering.len())].to_vec();
         if let Some(function) = &self.g.function {
-            let bucket = row_cell(function, &row, self.out.clock)?.map(|c| c.into_owned()).unwrap_or_default();
+            let env = Env { clock: self.out.clock, values: self.out.values };
+            let bucket = row_cell(function, &row, &env)?.map(|c| c.into_owned()).unwrap_or_default();
             if let Some(last) = clustering.last_mut() {
                 *last = bucket;
             }
@@ -273,7 +276,7 @@ impl Grouped<'_> {
         };
         let mut groups = Groups {
             g: self,
-            out: Out::new(self.selection, &reader.proc.clock),
+            out: Out::new(self.selection, &reader.proc.clock, self.values),
             pk_columns,
             keys,
             page_groups,

@@ -41,7 +41,7 @@ fn output(cql: &str, rows: &[RowData]) -> (Vec<ColumnSpec>, Vec<Vec<Option<Strin
     let t = table();
     let plan = plan_selection(&t, &select(cql)).unwrap();
     let clock = crate::clock::Clock::new(1);
-    let mut out = Out::new(&plan, &clock);
+    let mut out = Out::new(&plan, &clock, &[]);
     if plan.sels.iter().any(Sel::is_aggregate) {
         write_aggregate(&plan, rows, &mut out);
     } else {

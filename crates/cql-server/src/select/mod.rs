@@ -120,7 +120,16 @@ pub fn execute(
             Some(last @ SelectorExpr::FunctionCall { .. }) => Some(group_by_function(table, last)?),
             _ => None,
         };
-        let grouped = Grouped { table, selection: &selection, plan: &plan, prefix, function, per_partition, limit };
+        let grouped = Grouped {
+            table,
+            selection: &selection,
+            plan: &plan,
+            prefix,
+            function,
+            per_partition,
+            limit,
+            values: ctx.values,
+        };
         let reader = Reader {
             proc,
             schema,
@@ -171,7 +180,7 @@ pub fn execute(
     if page.skip_metadata {
         metadata = metadata.without_column_specs();
     }
-    let mut out = Out::new(&selection, &proc.clock);
+    let mut out = Out::new(&selection, &proc.clock, ctx.values);
     if aggregate {
         write_aggregate(&selection, &rows, &mut out);
     } else {
@@ -198,17 +207,23 @@ enum Sink<'s> {
 struct Out<'s> {
     sink: Sink<'s>,
     clock: &'s crate::clock::Clock,
+    /// The execution's bound values (for markers in the selection).
+    values: &'s [cql_protocol::BoundValue],
     error: Option<QueryError>,
 }
 
 impl<'s> Out<'s> {
-    fn new(selection: &'s SelectionPlan, clock: &'s crate::clock::Clock) -> Out<'s> {
+    fn new(
+        selection: &'s SelectionPlan,
+        clock: &'s crate::clock::Clock,
+        values: &'s [cql_protocol::BoundValue],
+    ) -> Out<'s> {
         let sink = if selection.json {
             Sink::Json { rows: RowsWriter::new(1), specs: &selection.specs, text: String::new(), cells: 0 }
         } else {
             Sink::Cells(RowsWriter::new(selection.sels.len()))
         };
-        Out { sink, clock, error: None }
+        Out { sink, clock, values, error: None }
     }
 
     /// A cell's value, or the error computing it failed with.
@@ -287,13 +302,37 @@ pub(crate) fn compare_clustering<V: AsRef<[u8]>>(table: &TableDef, reversed: boo
 
 fn write_row(selection: &SelectionPlan, row: &RowData, w: &mut Out<'_>) {
     for sel in &selection.sels {
-        let cell = row_cell(sel, row, w.clock);
+        let cell = row_cell(sel, row, &Env { clock: w.clock, values: w.values });
         w.push(cell);
     }
     w.end_row();
 }
 
 type Cell<'r> = Result<Option<Cow<'r, [u8]>>, QueryError>;
+
+/// What selectors read besides the rows: the clock (time functions) and the
+/// bound values (markers in the selection).
+pub(super) struct Env<'e> {
+    pub(super) clock: &'e crate::clock::Clock,
+    pub(super) values: &'e [cql_protocol::BoundValue],
+}
+
+/// A bind marker's value as a `ty` (null and unset read as null).
+fn bound_cell(env: &Env<'_>, index: usize, ty: &CqlType) -> Cell<'static> {
+    match env.values.get(index) {
+        Some(cql_protocol::BoundValue::Set(bytes)) => {
+            types::codec::validate(ty, bytes)
+                .map_err(|e| QueryError::Invalid(format!("Exception while binding column [selection]: {e}")))?;
+            Ok(Some(Cow::Owned(bytes.to_vec())))
+        }
+        Some(_) => Ok(None),
+        None => Err(QueryError::Invalid(format!(
+            "There were {} markers(?) in CQL but {} bound variables",
+            index + 1,
+            env.values.len()
+        ))),
+    }
+}
 
 /// A serialized value of type `ty` (an empty or malformed one reads as null).
 fn value_of(ty: &CqlType, bytes: Option<Cow<'_, [u8]>>) -> Option<Value> {
@@ -311,17 +350,13 @@ fn operation(
     Ok(Some(Cow::Owned(v.to_bytes())))
 }
 
-fn native(
-    function: &crate::functions::Native,
-    args: Vec<Option<Cow<'_, [u8]>>>,
-    clock: &crate::clock::Clock,
-) -> Cell<'static> {
+fn native(function: &crate::functions::Native, args: Vec<Option<Cow<'_, [u8]>>>, env: &Env<'_>) -> Cell<'static> {
     let values: Vec<Option<Value>> = args.into_iter().zip(&function.args).map(|(a, t)| value_of(t, a)).collect();
-    Ok(crate::functions::call(function, &values, clock)?.map(|v| Cow::Owned(v.to_bytes())))
+    Ok(crate::functions::call(function, &values, env.clock)?.map(|v| Cow::Owned(v.to_bytes())))
 }
 
 /// The value of one selector for one row.
-fn row_cell<'r>(sel: &Sel, row: &'r RowData, clock: &crate::clock::Clock) -> Cell<'r> {
+fn row_cell<'r>(sel: &Sel, row: &'r RowData, env: &Env<'_>) -> Cell<'r> {
     Ok(match sel {
         Sel::Column(i) => row.cells[*i].as_ref().map(|c| Cow::Borrowed(c.value.as_slice())),
         Sel::WriteTime(i) => {
@@ -334,26 +369,27 @@ fn row_cell<'r>(sel: &Sel, row: &'r RowData, clock: &crate::clock::Clock) -> Cel
         }
         Sel::Token => Some(Cow::Owned(row.token.to_be_bytes().to_vec())),
         Sel::Const(v) => v.as_deref().map(Cow::Borrowed).map(|c| Cow::Owned(c.into_owned())),
-        Sel::Convert { inner, from, function, ty } => match row_cell(inner, row, clock)? {
+        Sel::Bind { index, ty } => return bound_cell(env, *index, ty),
+        Sel::Convert { inner, from, function, ty } => match row_cell(inner, row, env)? {
             Some(v) => convert(from, &v, function, ty)?.map(Cow::Owned),
             None => None,
         },
         Sel::ToJson { inner, ty } => {
-            let json = types::json::to_json_function(ty, row_cell(inner, row, clock)?.as_deref());
+            let json = types::json::to_json_function(ty, row_cell(inner, row, env)?.as_deref());
             Some(Cow::Owned(json.into_bytes()))
         }
         Sel::Cast { inner, from, to } => {
-            row_cell(inner, row, clock)?.and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
+            row_cell(inner, row, env)?.and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
         }
         Sel::Op { op, left, lt, right, rt } => {
-            return operation(*op, (lt, row_cell(left, row, clock)?), (rt, row_cell(right, row, clock)?))
+            return operation(*op, (lt, row_cell(left, row, env)?), (rt, row_cell(right, row, env)?))
         }
-        Sel::Negate(inner, ty) => value_of(ty, row_cell(inner, row, clock)?)
+        Sel::Negate(inner, ty) => value_of(ty, row_cell(inner, row, env)?)
             .and_then(|v| crate::functions::arith::negate(&v))
             .map(|v| Cow::Owned(v.to_bytes())),
         Sel::Native { function, args } => {
-            let values = args.iter().map(|a| row_cell(a, row, clock)).collect::<Result<Vec<_>, _>>()?;
-            return native(function, values, clock);
+            let values = args.iter().map(|a| row_cell(a, row, env)).collect::<Result<Vec<_>, _>>()?;
+            return native(function, values, env);
         }
         Sel::Count | Sel::CountOf(_) | Sel::Min(..) | Sel::Max(..) | Sel::Numeric(..) => None,
     })
@@ -389,7 +425,7 @@ fn convert(from: &CqlType, value: &[u8], function: &str, to: &CqlType) -> Result
 
 fn write_aggregate(selection: &SelectionPlan, rows: &[RowData], w: &mut Out<'_>) {
     for sel in &selection.sels {
-        let cell = aggregate_cell(sel, rows, w.clock);
+        let cell = aggregate_cell(sel, rows, &Env { clock: w.clock, values: w.values });
         w.push(cell);
     }
     w.end_row();
@@ -397,20 +433,22 @@ fn write_aggregate(selection: &SelectionPlan, rows: &[RowData], w: &mut Out<'_>)
 
 /// The value of one selector over all the rows of an aggregate query (or
 /// of one group): a non-aggregate selector takes the first row's value.
-fn aggregate_cell<'r>(sel: &Sel, rows: &'r [RowData], clock: &crate::clock::Clock) -> Cell<'r> {
-    if let Sel::Const(v) = sel {
-        return Ok(v.clone().map(Cow::Owned));
+fn aggregate_cell<'r>(sel: &Sel, rows: &'r [RowData], env: &Env<'_>) -> Cell<'r> {
+    match sel {
+        Sel::Const(v) => return Ok(v.clone().map(Cow::Owned)),
+        Sel::Bind { index, ty } => return bound_cell(env, *index, ty),
+        _ => {}
     }
     if !sel.is_aggregate() {
         return match rows.first() {
-            Some(r) => row_cell(sel, r, clock),
+            Some(r) => row_cell(sel, r, env),
             None => Ok(None),
         };
     }
     let each = |inner: &Sel| -> Result<Vec<Cow<'r, [u8]>>, QueryError> {
         let mut out = Vec::new();
         for r in rows {
-            if let Some(v) = row_cell(inner, r, clock)? {
+            if let Some(v) = row_cell(inner, r, env)? {
                 out.push(v);
             }
         }
@@ -433,27 +471,27 @@ fn aggregate_cell<'r>(sel: &Sel, rows: &'r [RowData], clock: &crate::clock::Cloc
             aggregate::compute(*kind, ty, values.iter().map(|v| v.as_ref())).map(Cow::Owned)
         }
         Sel::ToJson { inner, ty } => {
-            let json = types::json::to_json_function(ty, aggregate_cell(inner, rows, clock)?.as_deref());
+            let json = types::json::to_json_function(ty, aggregate_cell(inner, rows, env)?.as_deref());
             Some(Cow::Owned(json.into_bytes()))
         }
         Sel::Cast { inner, from, to } => {
-            aggregate_cell(inner, rows, clock)?.and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
+            aggregate_cell(inner, rows, env)?.and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
         }
-        Sel::Convert { inner, from, function, ty } => match aggregate_cell(inner, rows, clock)? {
+        Sel::Convert { inner, from, function, ty } => match aggregate_cell(inner, rows, env)? {
             Some(v) => convert(from, &v, function, ty)?.map(Cow::Owned),
             None => None,
         },
         Sel::Op { op, left, lt, right, rt } => {
-            let l = aggregate_cell(left, rows, clock)?;
-            let r = aggregate_cell(right, rows, clock)?;
+            let l = aggregate_cell(left, rows, env)?;
+            let r = aggregate_cell(right, rows, env)?;
             return operation(*op, (lt, l), (rt, r));
         }
-        Sel::Negate(inner, ty) => value_of(ty, aggregate_cell(inner, rows, clock)?)
+        Sel::Negate(inner, ty) => value_of(ty, aggregate_cell(inner, rows, env)?)
             .and_then(|v| crate::functions::arith::negate(&v))
             .map(|v| Cow::Owned(v.to_bytes())),
         Sel::Native { function, args } => {
-            let values = args.iter().map(|a| aggregate_cell(a, rows, clock)).collect::<Result<Vec<_>, _>>()?;
-            return native(function, values, clock);
+            let values = args.iter().map(|a| aggregate_cell(a, rows, env)).collect::<Result<Vec<_>, _>>()?;
+            return native(function, values, env);
         }
         _ => None,
     })

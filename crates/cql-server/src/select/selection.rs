@@ -22,6 +22,11 @@ pub(super) enum Sel {
     Numeric(aggregate::Numeric, Box<Sel>, CqlType),
     /// A literal, serialized in the type it was given.
     Const(Option<Vec<u8>>),
+    /// A bind marker with a type hint (`(int) ?`): the bound value, of type `ty`.
+    Bind {
+        index: usize,
+        ty: CqlType,
+    },
     /// `left op right`, the operands of types `lt` and `rt` (`functions::arith`).
     Op {
         op: ast::ArithmeticOp,
@@ -326,6 +331,15 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                 )));
             };
             Ok((Sel::Negate(Box::new(sel), ty), name, out))
+        }
+        SelectorExpr::TypeHint { ty: ast::TypeExpr::Native(ty), expr: inner }
+            if matches!(**inner, SelectorExpr::Term(Term::Bind(_))) =>
+        {
+            let SelectorExpr::Term(t @ Term::Bind(m)) = &**inner else {
+                return Err(QueryError::invalid("This selector is not supported yet"));
+            };
+            let name = format!("({ty}){}", crate::bind::term_text(t));
+            Ok((Sel::Bind { index: m.index, ty: ty.clone() }, name, ty.clone()))
         }
         SelectorExpr::TypeHint { ty: ast::TypeExpr::Native(ty), expr: inner } => match untyped_literal(inner) {
             Some(l) => {

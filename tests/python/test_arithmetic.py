@@ -106,6 +106,9 @@ def test_operations_with_functions_and_aggregates(ar):
     assert [n for n, _ in cols] == ["writetime(v) - writetime(v)", "system.max(v) * 2", "system.sum(v + 1)",
                                     "system.count(v + 1)", "system.min(v * 2)", "system.max(v) + system.min(v)",
                                     "count + 1"]
+    r, cols = row(ar, "SELECT count(1), count(v + 1) FROM t WHERE k = 1")
+    assert tuple(r) == (2, 2)
+    assert [n for n, _ in cols] == ["count", "system.count(v + 1)"]
     r, _ = row(ar, "SELECT max(v) * 2 FROM t WHERE k = 1 AND c = 99")
     assert tuple(r) == (None,)
     r, _ = row(ar, "SELECT k, max(v) FROM t WHERE k = 1 GROUP BY k")

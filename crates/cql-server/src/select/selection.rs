@@ -193,9 +193,9 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                             args.len()
                         )));
                     };
-                    // count(1) and the like count rows.
-                    if let Some(l) = untyped_literal(arg) {
-                        return Ok((Sel::Count, format!("system.count({})", literal_text(&l)), CqlType::BigInt));
+                    // count(1) and the like count rows, named as count(*).
+                    if untyped_literal(arg).is_some() {
+                        return Ok((Sel::Count, "count".into(), CqlType::BigInt));
                     }
                     let (inner, name, _) = aggregate_argument(table, arg)?;
                     Ok((Sel::CountOf(Box::new(inner)), format!("system.count({name})"), CqlType::BigInt))

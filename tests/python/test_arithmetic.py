@@ -164,6 +164,8 @@ def test_floating_point_division_by_zero(ar):
     ("s + v", "the '+' operation is not supported between s and v"),
     ("v + s", "the '+' operation is not supported between v and s"),
     ("ts + v", "Ambiguous '+' operation with args ts and v: use type hint to disambiguate, example '(int) ?'"),
+    ("ts - ts", "Ambiguous '-' operation with args ts and ts"),
+    ("-du", "Invalid call to function system._negate, none of its type signatures match"),
     ("v + null", "Ambiguous '+' operation with args v and NULL"),
     ("-s", "Invalid call to function system._negate, none of its type signatures match"),
     ("-1", "Cannot infer type for term -1 in selection clause (try using a cast to force a type)"),

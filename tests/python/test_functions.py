@@ -255,6 +255,17 @@ def test_collection_functions(mf):
     r = rs.one()
     assert (sorted(r[0]), r[1], r[2], r[3], r[4], r[5], r[6]) == (["p", "q"], [1, 2], 3, 1, "b", 6, 2)
     assert [t.typename for t in rs.column_types][2:] == ["int", "int", "varchar", "int", "int"]
+    for query, message in [
+        ("SELECT collection_sum(st) FROM fx WHERE k = 1",
+         "Function system.collection_sum requires a numeric set/list argument, but found argument st of type set<text>"),
+        ("SELECT collection_min(m) FROM fx WHERE k = 1",
+         "Function system.collection_min requires a set or list argument, but found argument m of type map<text, int>"),
+        ("SELECT map_keys(l) FROM fx WHERE k = 1",
+         "Function system.map_keys requires a map argument, but found argument l of type list<int>"),
+    ]:
+        with pytest.raises(InvalidRequest) as e:
+            mf.execute(query)
+        assert message in str(e.value)
 
 
 def test_cast_functions(mf):

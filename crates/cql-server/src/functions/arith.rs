@@ -127,7 +127,6 @@ pub fn negate_type(ty: &CqlType) -> Option<CqlType> {
     match ty {
         CqlType::Counter => Some(CqlType::BigInt),
         t if is_numeric(t) => Some(t.clone()),
-        CqlType::Duration => Some(CqlType::Duration),
         _ => None,
     }
 }

@@ -154,13 +154,19 @@ pub fn resolve(name: &str, args: &[Arg<'_>], texts: &[String]) -> Result<Option<
                 "log10" => Kind::Log10,
                 _ => Kind::Round,
             };
+            let known: Vec<String> =
+                MATH_TYPES.iter().map(|t| format!("system.{name} : ({0}) -> {0}", t.to_cql())).collect();
+            if let [Arg::Literal(Literal::Null)] = args {
+                return Err(QueryError::Invalid(format!(
+                    "Ambiguous call to function {name} (can be matched by following signatures: {}): use type casts to disambiguate",
+                    known.join(", ")
+                )));
+            }
             let ty = match args {
                 [a] => arg_type(a, None).filter(|t| MATH_TYPES.contains(t)),
                 _ => None,
             };
             let Some(ty) = ty else {
-                let known: Vec<String> =
-                    MATH_TYPES.iter().map(|t| format!("system.{name} : ({0}) -> {0}", t.to_cql())).collect();
                 return Err(no_signature(name, &known));
             };
             Ok(Some(native(kind, vec![ty.clone()], ty)))
@@ -174,7 +180,8 @@ pub fn resolve(name: &str, args: &[Arg<'_>], texts: &[String]) -> Result<Option<
             let ty = args.first().and_then(|a| arg_type(a, None));
             let Some(CqlType::Map { key, value, .. }) = &ty else {
                 return Err(QueryError::Invalid(format!(
-                    "Function system.{name} requires an argument of type map, but found argument of type {}",
+                    "Function system.{name} requires a map argument, but found argument {} of type {}",
+                    texts.first().map_or("", String::as_str),
                     ty.map_or("null".into(), |t| t.to_cql())
                 )));
             };
@@ -213,14 +220,15 @@ pub fn resolve(name: &str, args: &[Arg<'_>], texts: &[String]) -> Result<Option<
             };
             let Some(out) = out else {
                 let what = if matches!(kind, Kind::CollectionSum | Kind::CollectionAvg) {
-                    "a numeric set or list"
+                    "a numeric set/list"
                 } else if kind == Kind::CollectionCount {
                     "a collection"
                 } else {
                     "a set or list"
                 };
                 return Err(QueryError::Invalid(format!(
-                    "Function system.{name} requires an argument of type {what}, but found argument of type {}",
+                    "Function system.{name} requires {what} argument, but found argument {} of type {}",
+                    texts.first().map_or("", String::as_str),
                     ty.map_or("null".into(), |t| t.to_cql())
                 )));
             };

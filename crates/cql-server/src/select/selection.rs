@@ -481,7 +481,9 @@ fn plan_operation(
     let (Some(lt), Some(rt)) = (lt, rt) else { return Err(ambiguous()) };
     let Some(ty) = arith::result_type(op, &lt, &rt) else {
         // A timestamp is also a bigint to Cassandra's overload resolution.
-        let integer = |t: &CqlType| matches!(t, CqlType::TinyInt | CqlType::SmallInt | CqlType::Int | CqlType::BigInt);
+        let integer = |t: &CqlType| {
+            matches!(t, CqlType::TinyInt | CqlType::SmallInt | CqlType::Int | CqlType::BigInt | CqlType::Timestamp)
+        };
         if (lt == CqlType::Timestamp && integer(&rt)) || (rt == CqlType::Timestamp && integer(&lt)) {
             return Err(ambiguous());
         }

@@ -231,6 +231,9 @@ def test_bind_markers_in_operations(ar):
     ar.execute(p, [datetime.datetime(2024, 1, 1)])
     r, _ = row(ar, "SELECT v, ts FROM t WHERE k = 3 AND c = 1")
     assert tuple(r) == (6, datetime.datetime(2024, 1, 2))
+    p = ar.prepare("SELECT c FROM t WHERE k = 1 AND c = abs(?)")
+    assert [(c.name, c.type.typename) for c in p.column_metadata] == [("arg0(system.abs)", "int")]
+    assert [tuple(r) for r in ar.execute(p, [-2])] == [(2,)]
     for stmt, args in [("UPDATE t SET v = ? + 1 WHERE k = 3 AND c = 1", "? and 1"),
                        ("SELECT k FROM t WHERE k = ? + 1", "? and 1"),
                        ("UPDATE t SET b = ? * ? WHERE k = 3 AND c = 1", "? and ?")]:

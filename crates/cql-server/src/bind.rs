@@ -657,7 +657,8 @@ fn untyped_fits(t: &Term, ty: &CqlType) -> bool {
         Term::BinaryOp { op, lhs, rhs } => {
             arith::result_type(*op, ty, ty).is_some() && untyped_fits(lhs, ty) && untyped_fits(rhs, ty)
         }
-        Term::Bind(_) => true,
+        // A function whose overload depends on its markers: resolved for `ty`.
+        Term::Bind(_) | Term::FunctionCall { .. } => true,
         Term::Tuple(items) if items.len() == 1 => items.iter().all(|i| untyped_fits(i, ty)),
         _ => false,
     }

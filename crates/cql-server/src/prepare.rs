@@ -101,6 +101,24 @@ impl<'t> Collector<'t> {
                     }
                     return;
                 }
+                // The native functions of `functions`: each argument as its overload takes it.
+                let texts: Vec<String> = args.iter().map(crate::bind::term_text).collect();
+                let typed: Vec<Option<CqlType>> = args.iter().map(crate::bind::static_type).collect();
+                let resolve_args: Vec<crate::functions::Arg<'_>> = args
+                    .iter()
+                    .zip(&typed)
+                    .map(|(a, t)| match (a, t) {
+                        (_, Some(t)) => crate::functions::Arg::Typed(t),
+                        (Term::Literal(l), None) => crate::functions::Arg::Literal(l),
+                        _ => crate::functions::Arg::Typed(ty),
+                    })
+                    .collect();
+                if let Ok(Some(native)) = crate::functions::resolve(&fname, &resolve_args, &texts) {
+                    for (i, (a, t)) in args.iter().zip(&native.args).enumerate() {
+                        self.term(a, &format!("arg{i}(system.{fname})"), t);
+                    }
+                    return;
+                }
                 let arg_ty = match crate::bind::legacy_function_name(&fname).as_str() {
                     "mintimeuuid" | "maxtimeuuid" => CqlType::Timestamp,
                     "totimestamp" | "todate" | "tounixtimestamp" | "dateof" | "unixtimestampof" => CqlType::TimeUuid,

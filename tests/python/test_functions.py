@@ -323,3 +323,11 @@ def test_masking_functions(mf):
         with pytest.raises(InvalidRequest) as e:
             mf.execute(query)
         assert message in str(e.value)
+
+
+def test_functions_in_terms(mf):
+    mf.execute("UPDATE fx SET ts = floor(currentTimestamp(), 1d), v = abs(-7) * 2, d = exp(0.0), dc = round(1.5),"
+               " s = mask_inner('abcdef', 1, 1) WHERE k = 3")
+    r = one(mf, "SELECT v, d, dc, s, toUnixTimestamp(ts) % 86400000 FROM fx WHERE k = 3")
+    assert tuple(r) == (14, 1.0, Decimal("2"), "a****f", 0)
+    assert one(mf, "SELECT k FROM fx WHERE k = 3 AND ts = floor(currentTimestamp(), 1d) ALLOW FILTERING")[0] == 3

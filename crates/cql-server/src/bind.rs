@@ -522,7 +522,22 @@ fn call_function(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>)
                 })
                 .collect();
             let texts: Vec<String> = args.iter().map(term_text).collect();
-            let Some(native) = functions::resolve(&lname, &resolve_args, &texts)? else {
+            // The overload returning the receiver's type, its literals read
+            // as that type (`round(1.5)` for a decimal), is preferred, as
+            // Cassandra's resolution filters overloads by their return type.
+            let as_receiver: Vec<Arg<'_>> = resolve_args
+                .iter()
+                .map(|a| match a {
+                    Arg::Literal(l) if literal_fits(l, r.ty) && !matches!(l, Literal::Null) => Arg::Typed(r.ty),
+                    other => *other,
+                })
+                .collect();
+            let preferred = functions::resolve(&lname, &as_receiver, &texts).ok().flatten().filter(|n| n.ty == *r.ty);
+            let resolved = match preferred {
+                Some(native) => Some(native),
+                None => functions::resolve(&lname, &resolve_args, &texts)?,
+            };
+            let Some(native) = resolved else {
                 return Err(QueryError::Invalid(format!("Unknown function '{lname}'")));
             };
             let mut values = Vec::with_capacity(args.len());

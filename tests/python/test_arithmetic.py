@@ -215,6 +215,10 @@ def test_operations_in_where(ar):
      "the '+' operation is not supported between 1.5 and 1"),
     ("UPDATE t SET v = 3000000000 + 1 WHERE k = 9 AND c = 1", InvalidRequest,
      "Unable to make int from '3000000000'"),
+    ("UPDATE t SET v = v + 1 WHERE k = 9 AND c = 1", InvalidRequest,
+     "Invalid operation (v = v + 1) for non counter column v"),
+    ("UPDATE t SET v = 1 + v WHERE k = 9 AND c = 1", InvalidRequest,
+     "Invalid operation (v = 1 - v) for non list column v"),
 ])
 def test_invalid_operations_in_terms(ar, stmt, error, message):
     with pytest.raises(error) as e:

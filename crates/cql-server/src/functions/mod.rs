@@ -102,6 +102,30 @@ fn arg_type(arg: &Arg<'_>, expected: Option<&CqlType>) -> Option<CqlType> {
     }
 }
 
+/// The native scalar types (the sources of the `cast_as_<type>` overloads).
+const NATIVE_TYPES: [CqlType; 20] = [
+    CqlType::Ascii,
+    CqlType::BigInt,
+    CqlType::Blob,
+    CqlType::Boolean,
+    CqlType::Counter,
+    CqlType::Date,
+    CqlType::Decimal,
+    CqlType::Double,
+    CqlType::Duration,
+    CqlType::Float,
+    CqlType::Inet,
+    CqlType::Int,
+    CqlType::SmallInt,
+    CqlType::Text,
+    CqlType::Time,
+    CqlType::Timestamp,
+    CqlType::TimeUuid,
+    CqlType::TinyInt,
+    CqlType::Uuid,
+    CqlType::Varint,
+];
+
 /// The math functions' overloads: each number type to itself.
 const MATH_TYPES: [CqlType; 9] = [
     CqlType::TinyInt,
@@ -247,7 +271,14 @@ pub fn resolve(name: &str, args: &[Arg<'_>], texts: &[String]) -> Result<Option<
                 Some(from) if from != to && crate::select::cast_supported(&from, &to) => {
                     Ok(Some(native(Kind::CastAs, vec![from], to)))
                 }
-                _ => Err(no_signature(other, &[format!("system.{other} : (...) -> {}", to.to_cql())])),
+                _ => {
+                    let known: Vec<String> = NATIVE_TYPES
+                        .iter()
+                        .filter(|from| **from != to && crate::select::cast_supported(from, &to))
+                        .map(|from| format!("system.{other} : ({}) -> {}", from.to_cql(), to.to_cql()))
+                        .collect();
+                    Err(no_signature(other, &known))
+                }
             }
         }
     }

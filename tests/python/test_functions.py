@@ -17,8 +17,18 @@ FunctionResolver.java for the type error). Cassandra 5 adds snake_case
 spellings (CASSANDRA-18037, listed in test/unit/.../NativeFunctionsTest.java):
 to_timestamp, to_date, to_unix_timestamp, current_timestamp, current_date,
 current_time, current_timeuuid, min_timeuuid, max_timeuuid, int_as_blob,
-blob_as_int, ..., beside the older names."""
+blob_as_int, ..., beside the older names.
 
+Cassandra 5 also has the math functions abs, exp, log, log10 and round over
+every number type (MathFcts.java: the argument's type; integers go through
+double and back, decimals keep 32 significant digits), floor(time, duration
+[, start]) (TimeFcts.java, Duration.floorTimestamp), the collection
+functions (CollectionFcts.java), cast_as_<type> (CastFcts.java), the
+functions without arguments (now(), currentTimestamp(), ...) anywhere, and
+the masking functions (masking/*.java)."""
+
+import datetime
+import hashlib
 from decimal import Decimal
 
 import pytest
@@ -136,9 +146,12 @@ def test_conversion_functions_check_argument_types(fs):
     with pytest.raises(InvalidRequest) as e:
         fs.execute("SELECT intAsBlob(t) FROM n")
     assert "Type error: t cannot be passed as argument 0 of function system.intasblob of type int" in str(e.value)
+    # blobAsX takes a value of any type: its bytes, checked when read.
+    assert one(fs, "SELECT blobAsInt(i) FROM n WHERE k = 2 AND c = 1")[0] == 1
     with pytest.raises(InvalidRequest) as e:
-        fs.execute("SELECT blobAsInt(i) FROM n")
-    assert "Type error: i cannot be passed as argument 0 of function system.blobasint of type blob" in str(e.value)
+        fs.execute("SELECT blobAsBigint(i) FROM n WHERE k = 2 AND c = 1")
+    assert "In call to function system.blobasbigint, value 0x00000001 is not a valid binary representation for type" \
+        " bigint" in str(e.value)
 
 
 def test_snake_case_time_functions(fs):
@@ -170,3 +183,151 @@ def test_snake_case_blob_functions(fs):
     rs = fs.execute("SELECT blob_as_int(int_as_blob(i)), text_as_blob(t) FROM n WHERE k = 2 AND c = 1")
     assert rs.column_names == ["system.blob_as_int(system.int_as_blob(i))", "system.text_as_blob(t)"]
     assert tuple(rs.one()) == (1, b"c")
+
+
+@pytest.fixture(scope="module")
+def mf(fs):
+    fs.execute(
+        "CREATE TABLE fx (k int PRIMARY KEY, v int, d double, f float, dc decimal, vi varint, ti tinyint, s text,"
+        " ts timestamp, dt date, tm time, l list<int>, st set<text>, m map<text, int>)"
+    )
+    fs.execute(
+        "INSERT INTO fx (k, v, d, f, dc, vi, ti, s, ts, dt, tm, l, st, m) VALUES (1, 10, 1.5, 2.5, 1.25, 7, 4, 'x',"
+        " '2024-01-02 03:04:05.678+0000', '2024-01-02', '03:04:05.123456789', [1, 2, 3], {'a', 'b'},"
+        " {'p': 1, 'q': 2})"
+    )
+    return fs
+
+
+def test_math_functions(mf):
+    rs = mf.execute("SELECT abs(-3), exp(0), log(1), log10(100), round(2.5), round(-2.5) FROM fx WHERE k = 1")
+    assert tuple(rs.one()) == (3, 1, 0, 2, 3.0, -2.0)
+    assert rs.column_names[:2] == ["system.abs(-3)", "system.exp(0)"]
+    rs = mf.execute("SELECT abs(v), exp(v), log(v), exp(d), round(f), round(dc), exp(ti), abs(-2147483648),"
+                    " exp(100), log(0) FROM fx WHERE k = 1")
+    assert tuple(rs.one()) == (10, 22026, 2, 4.4816890703380645, 3.0, Decimal("1"), 54, -2147483648,
+                               2147483647, -2147483648)
+    assert [t.typename for t in rs.column_types][:7] == ["int", "int", "int", "double", "float", "decimal", "tinyint"]
+
+
+def test_decimal_math_keeps_32_digits(mf):
+    r = one(mf, "SELECT exp(dc), log(dc), log10(dc), exp(-dc), exp(dc - dc), log10(dc * 8) FROM fx WHERE k = 1")
+    assert tuple(r) == (Decimal("3.4903429574618413761305460296723"), Decimal("0.22314355131420975576629509030983"),
+                        Decimal("0.096910013008056414358783315826521"),
+                        Decimal("0.28650479686019010032488542664784"), Decimal("1"), Decimal("1"))
+
+
+def test_math_function_errors(mf):
+    with pytest.raises(InvalidRequest) as e:
+        mf.execute("SELECT abs(s) FROM fx WHERE k = 1")
+    assert "Invalid call to function abs, none of its type signatures match" in str(e.value)
+
+
+def test_floor(mf):
+    rs = mf.execute("SELECT floor(ts, 1h), floor(ts, 1mo), floor(ts, 1h, '2024-01-01 00:30:00'), floor(dt, 1w),"
+                    " floor(tm, 90s), floor(ts, 1mo1d) FROM fx WHERE k = 1")
+    r = rs.one()
+    assert r[0] == datetime.datetime(2024, 1, 2, 3, 0)
+    assert r[1] == datetime.datetime(2024, 1, 1)
+    assert r[2] == datetime.datetime(2024, 1, 2, 2, 30)
+    assert r[3].days_from_epoch == 19719
+    assert r[4].nanosecond_time == 10_980_000_000_000
+    assert r[5] == datetime.datetime(2023, 12, 19)
+    assert rs.column_names[2] == "system.floor(ts, 1h, '2024-01-01 00:30:00')"
+    for query, message in [
+        ("SELECT floor(ts, -1h) FROM fx WHERE k = 1", "Negative durations are not supported by the floor function"),
+        ("SELECT floor(ts, 1h, '2025-01-01') FROM fx WHERE k = 1",
+         "The floor function starting time is greater than the provided time"),
+        ("SELECT floor(dt, 1h) FROM fx WHERE k = 1",
+         "The floor on date values cannot be computed for the 1h duration as precision is below 1 day"),
+        ("SELECT floor(tm, 1d) FROM fx WHERE k = 1",
+         "For time values, the floor can only be computed for durations smaller that a day"),
+        ("SELECT floor(d) FROM fx WHERE k = 1", "Invalid call to function floor, none of its type signatures match"),
+    ]:
+        with pytest.raises(InvalidRequest) as e:
+            mf.execute(query)
+        assert message in str(e.value)
+
+
+def test_collection_functions(mf):
+    rs = mf.execute("SELECT map_keys(m), map_values(m), collection_count(l), collection_min(l), collection_max(st),"
+                    " collection_sum(l), collection_avg(l) FROM fx WHERE k = 1")
+    r = rs.one()
+    assert (sorted(r[0]), r[1], r[2], r[3], r[4], r[5], r[6]) == (["p", "q"], [1, 2], 3, 1, "b", 6, 2)
+    assert [t.typename for t in rs.column_types][2:] == ["int", "int", "varchar", "int", "int"]
+    for query, message in [
+        ("SELECT collection_sum(st) FROM fx WHERE k = 1",
+         "Function system.collection_sum requires a numeric set/list argument, but found argument st of type set<text>"),
+        ("SELECT collection_min(m) FROM fx WHERE k = 1",
+         "Function system.collection_min requires a set or list argument, but found argument m of type map<text, int>"),
+        ("SELECT map_keys(l) FROM fx WHERE k = 1",
+         "Function system.map_keys requires a map argument, but found argument l of type list<int>"),
+    ]:
+        with pytest.raises(InvalidRequest) as e:
+            mf.execute(query)
+        assert message in str(e.value)
+
+
+def test_cast_functions(mf):
+    rs = mf.execute("SELECT cast_as_text(v), cast_as_int(d), cast_as_date(ts) FROM fx WHERE k = 1")
+    assert rs.column_names[0] == "cast(v as text)"
+    r = rs.one()
+    assert (r[0], r[1], r[2].days_from_epoch) == ("10", 1, 19724)
+    for query, message in [
+        ("SELECT castAsText(v) FROM fx WHERE k = 1", "Unknown function 'castastext'"),
+        ("SELECT system.castAsText(v) FROM fx WHERE k = 1", "Unknown function 'system.castastext'"),
+        ("SELECT cast_as_varchar(v) FROM fx WHERE k = 1", "Unknown function 'cast_as_varchar'"),
+        ("SELECT cast_as_text(s) FROM fx WHERE k = 1",
+         "Invalid call to function cast_as_text, none of its type signatures match"),
+    ]:
+        with pytest.raises(InvalidRequest) as e:
+            mf.execute(query)
+        assert message in str(e.value)
+
+
+def test_functions_without_arguments_in_the_selection(mf):
+    rs = mf.execute("SELECT now(), currentTimestamp(), currentDate(), currentTime(), currentTimeUUID(),"
+                    " current_timestamp() FROM fx WHERE k = 1")
+    assert rs.column_names == ["system.now()", "system.currenttimestamp()", "system.currentdate()",
+                               "system.currenttime()", "system.currenttimeuuid()", "system.current_timestamp()"]
+    r = rs.one()
+    assert r[0].version == 1 and r[4].version == 1 and r[0] != r[4]
+    assert abs((datetime.datetime.utcnow() - r[1]).total_seconds()) < 60
+    mf.execute("UPDATE fx SET ts = currentTimestamp() - 1h WHERE k = 2")
+    assert one(mf, "SELECT k FROM fx WHERE k = 2 AND ts < currentTimestamp() ALLOW FILTERING")[0] == 2
+
+
+def test_masking_functions(mf):
+    rs = mf.execute("SELECT mask_null(v), mask_default(v), mask_default(s), mask_replace(v, 0),"
+                    " mask_inner('abcdef', 1, 2), mask_outer('abcdef', 1, 2), mask_inner('abcdef', 1, 2, '#'),"
+                    " mask_hash(s), mask_default(ts), mask_default(l) FROM fx WHERE k = 1")
+    r = rs.one()
+    assert tuple(r)[:7] == (None, 0, "****", 0, "a***ef", "*bcd**", "a###ef")
+    assert r[7] == hashlib.sha256(b"x").digest()
+    assert r[8] == datetime.datetime(1970, 1, 1)
+    assert r[9] == []
+    assert [t.typename for t in rs.column_types][4:8] == ["ascii", "ascii", "ascii", "blob"]
+    r = one(mf, "SELECT mask_hash(s, 'SHA-512'), mask_hash(s, 'MD5') FROM fx WHERE k = 1")
+    assert tuple(r) == (hashlib.sha512(b"x").digest(), hashlib.md5(b"x").digest())
+    for query, message in [
+        ("SELECT mask_inner(v, 1, 1) FROM fx WHERE k = 1",
+         "Function system.mask_inner requires an argument of type [text|varchar|ascii], but found argument v of type int"),
+        ("SELECT mask_outer('ab', 1, 1, 'xy') FROM fx WHERE k = 1",
+         "The padding argument for function system.mask_outer should be single-character, but 'xy' has 2 characters."),
+        ("SELECT mask_hash(s, 'nope') FROM fx WHERE k = 1", "Hash algorithm not found: nope"),
+        ("SELECT mask_default(null) FROM fx WHERE k = 1",
+         "Cannot infer type of argument NULL in call to function system.mask_default(any)"),
+        ("SELECT mask_replace(v, 'a') FROM fx WHERE k = 1",
+         "Type error: 'a' cannot be passed as argument 1 of function system.mask_replace of type int"),
+    ]:
+        with pytest.raises(InvalidRequest) as e:
+            mf.execute(query)
+        assert message in str(e.value)
+
+
+def test_functions_in_terms(mf):
+    mf.execute("UPDATE fx SET ts = floor(currentTimestamp(), 1d), v = abs(-7) * 2, d = exp(0.0), dc = round(1.5),"
+               " s = mask_inner('abcdef', 1, 1) WHERE k = 3")
+    r = one(mf, "SELECT v, d, dc, s, toUnixTimestamp(ts) % 86400000 FROM fx WHERE k = 3")
+    assert tuple(r) == (14, 1.0, Decimal("2"), "a****f", 0)
+    assert one(mf, "SELECT k FROM fx WHERE k = 3 AND ts = floor(currentTimestamp(), 1d) ALLOW FILTERING")[0] == 3

@@ -364,3 +364,30 @@ def test_random_shapes_page_sizes_and_limits_match_a_model(s, seed):
         assert all(len(p) <= fetch for p in pages), (q, fetch)
         got = [r for p in pages for r in p]
         assert got == expected, (seed, q, fetch)
+
+
+@pytest.fixture(scope="module")
+def tb(s):
+    s.execute("CREATE TABLE tb (k int, t timestamp, v int, s text, PRIMARY KEY (k, t))")
+    for k, t, v, x in [(1, "00:10", 1, "a"), (1, "00:50", 2, "b"), (1, "01:20", 3, "c"), (1, "03:00", 4, "d"),
+                       (2, "00:00", 5, "e")]:
+        s.execute(f"INSERT INTO tb (k, t, v, s) VALUES ({k}, '2024-01-01 {t}:00+0000', {v}, '{x}')")
+    return s
+
+
+def test_group_by_time_buckets(tb):
+    h = lambda n: datetime.datetime(2024, 1, 1, n)  # noqa: E731
+    assert rows(tb, "SELECT k, floor(t, 1h), count(*), sum(v), max(s) FROM tb GROUP BY k, floor(t, 1h)") == [
+        (1, h(0), 2, 3, "b"), (1, h(1), 1, 3, "c"), (1, h(3), 1, 4, "d"), (2, h(0), 1, 5, "e")]
+    assert rows(tb, "SELECT k, floor(t, 2h, '2023-12-31 23:00:00'), min(v) FROM tb WHERE k = 1"
+                    " GROUP BY k, floor(t, 2h, '2023-12-31 23:00:00')") == [(1, h(0) - datetime.timedelta(hours=1), 1),
+                                                                          (1, h(1), 3), (1, h(3), 4)]
+    assert rows(tb, "SELECT k, count(*) FROM tb GROUP BY k, floor(t, 1h) LIMIT 2") == [(1, 2), (1, 1)]
+    assert rows(tb, "SELECT k, count(*) FROM tb WHERE k = 1 GROUP BY floor(t, 1h)") == [(1, 2), (1, 1), (1, 1)]
+
+
+def test_group_by_functions_errors(tb):
+    assert "Group by functions are only supported on clustering columns, got v" in invalid(
+        tb, "SELECT k, count(*) FROM tb GROUP BY k, floor(v, 1h)")
+    assert "Group by is currently only supported on the columns of the PRIMARY KEY, got v" in invalid(
+        tb, "SELECT k, count(*) FROM tb GROUP BY k, floor(t, 1h), v")

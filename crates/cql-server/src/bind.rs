@@ -8,13 +8,14 @@
 //! - Sets and maps are produced sorted and deduplicated by their comparator.
 
 use bytes::Bytes;
-use cql::ast::{Literal, Term};
+use cql::ast::{ArithmeticOp, Literal, Term};
 use cql_protocol::BoundValue;
 use types::value::ValueError;
 use types::{CqlType, Value};
 
 use crate::clock::Clock;
 use crate::error::QueryError;
+use crate::functions::{self, arith, Arg};
 
 /// A bound term: a value, null, or unset (a v4 "not set" bind value).
 #[derive(Clone, Debug, PartialEq)]
@@ -217,9 +218,8 @@ fn literal_type(l: &Literal) -> &'static str {
 
 /// `fromJson(text)` (also `from_json`): the receiver's value read from JSON
 /// text (`types::json::from_json`), serialized; `None` for a null argument
-/// or the JSON `null`. Cassandra reports a failure to read the value as a
-/// function failure (error code 0x1400); Shoal sends the same message as an
-/// invalid request.
+/// or the JSON `null`. A failure to read the value is a function failure
+/// (error code 0x1400), as Cassandra's.
 fn from_json_call(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Option<Bytes>, QueryError> {
     let name = name.to_ascii_lowercase();
     let [arg] = args else {
@@ -242,10 +242,14 @@ fn from_json_call(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>
         }
         Bound::Value(b) => String::from_utf8_lossy(&b).into_owned(),
     };
+    let failure = |message: String| QueryError::FunctionFailure {
+        keyspace: "system".into(),
+        function: name.clone(),
+        arg_types: vec!["text".into()],
+        message,
+    };
     let json = types::json::parse(&text).map_err(|e| {
-        QueryError::Invalid(format!(
-            "execution of 'system.{name}[text]' failed: Could not decode JSON string '{text}': {e}"
-        ))
+        failure(format!("execution of 'system.{name}[text]' failed: Could not decode JSON string '{text}': {e}"))
     })?;
     if json == types::json::Json::Null {
         return Ok(None);
@@ -255,7 +259,7 @@ fn from_json_call(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>
     match value {
         Ok(bytes) => Ok(Some(Bytes::from(bytes))),
         Err(ValueError::InvalidRequest(msg)) => Err(QueryError::Invalid(msg)),
-        Err(e) => Err(QueryError::Invalid(format!("org.apache.cassandra.serializers.MarshalException: {e}"))),
+        Err(e) => Err(failure(format!("org.apache.cassandra.serializers.MarshalException: {e}"))),
     }
 }
 
@@ -269,7 +273,7 @@ pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Op
             _ => Ok(None),
         },
         Term::Negate(inner) => match eval_value(inner, r, ctx)? {
-            Some(v) => negate(v)
+            Some(v) => arith::negate(&v)
                 .map(Some)
                 .ok_or_else(|| QueryError::Invalid(format!("Cannot negate a value of type {}", ty.to_cql()))),
             None => Ok(None),
@@ -341,6 +345,11 @@ pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Op
             }
             Ok(Some(normalize_map(out)))
         }
+        // `(x)` where no tuple is expected groups an expression.
+        Term::Tuple(items) if items.len() == 1 && !matches!(ty, CqlType::Tuple(_)) => match items.first() {
+            Some(inner) => eval_value(inner, r, ctx),
+            None => Ok(None),
+        },
         Term::Tuple(items) => {
             let CqlType::Tuple(types) = ty else {
                 return Err(QueryError::Invalid(format!(
@@ -393,7 +402,7 @@ pub fn eval_value(term: &Term, r: &Receiver<'_>, ctx: &BindCtx<'_>) -> Result<Op
         }
         Term::FunctionCall { function, args } => call_function(&function.name, args, r, ctx),
         Term::Cast { term, .. } | Term::TypeHint { term, .. } => eval_value(term, r, ctx),
-        Term::BinaryOp { .. } => Err(QueryError::Invalid("Arithmetic operations in terms are not supported".into())),
+        Term::BinaryOp { op, lhs, rhs } => eval_operation(*op, lhs, rhs, r, ctx),
     }
 }
 
@@ -405,20 +414,6 @@ fn contains_set_or_map(ty: &CqlType) -> bool {
         CqlType::Udt { fields, .. } => fields.iter().any(|(_, t)| contains_set_or_map(t)),
         _ => false,
     }
-}
-
-fn negate(v: Value) -> Option<Value> {
-    Some(match v {
-        Value::TinyInt(x) => Value::TinyInt(x.checked_neg()?),
-        Value::SmallInt(x) => Value::SmallInt(x.checked_neg()?),
-        Value::Int(x) => Value::Int(x.checked_neg()?),
-        Value::BigInt(x) => Value::BigInt(x.checked_neg()?),
-        Value::Varint(x) => Value::Varint(-x),
-        Value::Float(x) => Value::Float(-x),
-        Value::Double(x) => Value::Double(-x),
-        Value::Decimal { unscaled, scale } => Value::Decimal { unscaled: -unscaled, scale },
-        _ => return None,
-    })
 }
 
 fn normalize_set(mut items: Vec<Value>) -> Value {
@@ -514,9 +509,246 @@ fn call_function(name: &str, args: &[Term], r: &Receiver<'_>, ctx: &BindCtx<'_>)
                 None => return Ok(None),
             }
         }
-        other => return Err(QueryError::Invalid(format!("Unknown function '{other}'"))),
+        _ => {
+            let typed: Vec<Option<CqlType>> = args.iter().map(static_type).collect();
+            let resolve_args: Vec<Arg<'_>> = args
+                .iter()
+                .zip(&typed)
+                .map(|(a, t)| match (a, t) {
+                    (_, Some(t)) => Arg::Typed(t),
+                    (Term::Literal(l), None) => Arg::Literal(l),
+                    // A bind marker or an untyped expression: the receiver's type.
+                    _ => Arg::Typed(r.ty),
+                })
+                .collect();
+            let texts: Vec<String> = args.iter().map(term_text).collect();
+            // The overload returning the receiver's type, its literals read
+            // as that type (`round(1.5)` for a decimal), is preferred, as
+            // Cassandra's resolution filters overloads by their return type.
+            let as_receiver: Vec<Arg<'_>> = resolve_args
+                .iter()
+                .map(|a| match a {
+                    Arg::Literal(l) if literal_fits(l, r.ty) && !matches!(l, Literal::Null) => Arg::Typed(r.ty),
+                    other => *other,
+                })
+                .collect();
+            let preferred = functions::resolve(&lname, &as_receiver, &texts).ok().flatten().filter(|n| n.ty == *r.ty);
+            let resolved = match preferred {
+                Some(native) => Some(native),
+                None => functions::resolve(&lname, &resolve_args, &texts)?,
+            };
+            let Some(native) = resolved else {
+                return Err(QueryError::Invalid(format!("Unknown function '{lname}'")));
+            };
+            let mut values = Vec::with_capacity(args.len());
+            for (i, (a, ty)) in args.iter().zip(&native.args).enumerate() {
+                let name = format!("arg{i}(system.{lname})");
+                values.push(eval_value(a, &Receiver { name: &name, ty }, ctx)?);
+            }
+            match functions::call(&native, &values, ctx.clock)? {
+                Some(v) => v,
+                None => return Ok(None),
+            }
+        }
     };
     coerce(result, r)
+}
+
+/// The type a term has on its own, whatever receives it: that of a type
+/// hint, a cast, a function's result or an operation between typed terms;
+/// `None` for literals, null, bind markers and operations between them.
+pub fn static_type(term: &Term) -> Option<CqlType> {
+    match term {
+        Term::TypeHint { ty: cql::ast::TypeExpr::Native(t), .. } | Term::Cast { ty: t, .. } => Some(t.clone()),
+        Term::Negate(inner) => static_type(inner).and_then(|t| arith::negate_type(&t)),
+        Term::Tuple(items) if items.len() == 1 => items.first().and_then(static_type),
+        Term::BinaryOp { op, lhs, rhs } => {
+            let (l, r) = (static_type(lhs), static_type(rhs));
+            match (l, r) {
+                (Some(l), Some(r)) => arith::result_type(*op, &l, &r),
+                _ => None,
+            }
+        }
+        Term::FunctionCall { function, args } => {
+            let lname = function.name.to_ascii_lowercase();
+            let canonical = legacy_function_name(&lname);
+            match canonical.as_str() {
+                "totimestamp" | "dateof" => return Some(CqlType::Timestamp),
+                "todate" => return Some(CqlType::Date),
+                "tounixtimestamp" | "unixtimestampof" => return Some(CqlType::BigInt),
+                "mintimeuuid" | "maxtimeuuid" => return Some(CqlType::TimeUuid),
+                "uuid" => return Some(CqlType::Uuid),
+                f if f.ends_with("asblob") => return Some(CqlType::Blob),
+                f if f.starts_with("blobas") => return CqlType::from_simple_name(&f[6..]),
+                _ => {}
+            }
+            let typed: Vec<Option<CqlType>> = args.iter().map(static_type).collect();
+            let resolve_args: Option<Vec<Arg<'_>>> = args
+                .iter()
+                .zip(&typed)
+                .map(|(a, t)| match (a, t) {
+                    (_, Some(t)) => Some(Arg::Typed(t)),
+                    (Term::Literal(l), None) => Some(Arg::Literal(l)),
+                    _ => None,
+                })
+                .collect();
+            let texts: Vec<String> = args.iter().map(term_text).collect();
+            functions::resolve(&lname, &resolve_args?, &texts).ok().flatten().map(|n| n.ty)
+        }
+        _ => None,
+    }
+}
+
+/// A term as Cassandra prints it in messages and column names.
+pub fn term_text(term: &Term) -> String {
+    match term {
+        Term::Literal(Literal::String(s)) => format!("'{}'", s.replace('\'', "''")),
+        Term::Literal(Literal::Null) => "NULL".into(),
+        Term::Literal(l) => l.raw_text(),
+        Term::Bind(m) => m.name.as_ref().map_or_else(|| "?".into(), |n| format!(":{n}")),
+        Term::List(items) => format!("[{}]", items.iter().map(term_text).collect::<Vec<_>>().join(", ")),
+        Term::Set(items) => format!("{{{}}}", items.iter().map(term_text).collect::<Vec<_>>().join(", ")),
+        Term::Tuple(items) => format!("({})", items.iter().map(term_text).collect::<Vec<_>>().join(", ")),
+        Term::Map(pairs) => format!(
+            "{{{}}}",
+            pairs.iter().map(|(k, v)| format!("{}: {}", term_text(k), term_text(v))).collect::<Vec<_>>().join(", ")
+        ),
+        Term::Udt(fields) => format!(
+            "{{{}}}",
+            fields.iter().map(|(k, v)| format!("{k}: {}", term_text(v))).collect::<Vec<_>>().join(", ")
+        ),
+        Term::EmptyMapOrSet => "{}".into(),
+        Term::FunctionCall { function, args } => {
+            format!("{}({})", function, args.iter().map(term_text).collect::<Vec<_>>().join(", "))
+        }
+        Term::Cast { term, ty } => format!("CAST({} AS {})", term_text(term), ty.to_cql()),
+        Term::TypeHint { ty, term } => format!("({ty}){}", term_text(term)),
+        Term::Negate(inner) => format!("-{}", term_text(inner)),
+        Term::BinaryOp { op, lhs, rhs } => {
+            let side = |t: &Term, right: bool| match t {
+                Term::BinaryOp { op: inner, .. }
+                    if arith::precedence(*inner) < arith::precedence(*op)
+                        || (right && arith::precedence(*inner) == arith::precedence(*op)) =>
+                {
+                    format!("({})", term_text(t))
+                }
+                _ => term_text(t),
+            };
+            format!("{} {} {}", side(lhs, false), arith::symbol(*op), side(rhs, true))
+        }
+    }
+}
+
+/// Cassandra's refusal of an operation whose operand types it cannot infer.
+pub fn ambiguous_operation(op: ArithmeticOp, lhs: &str, rhs: &str) -> QueryError {
+    QueryError::Invalid(format!(
+        "Ambiguous '{}' operation with args {lhs} and {rhs}: use type hint to disambiguate, example '(int) ?'",
+        arith::symbol(op)
+    ))
+}
+
+/// Cassandra's refusal of an operation between types it has no operation for.
+pub fn unsupported_operation(op: ArithmeticOp, lhs: &str, rhs: &str) -> QueryError {
+    QueryError::Invalid(format!("the '{}' operation is not supported between {lhs} and {rhs}", arith::symbol(op)))
+}
+
+/// Whether an untyped literal can be read as a `ty`.
+fn literal_fits(l: &Literal, ty: &CqlType) -> bool {
+    match l {
+        Literal::Null => true,
+        Literal::Integer(_) => arith::is_numeric(ty) || matches!(ty, CqlType::Timestamp | CqlType::Date),
+        Literal::Float(_) => matches!(ty, CqlType::Float | CqlType::Double | CqlType::Decimal),
+        Literal::String(_) => matches!(ty, CqlType::Text | CqlType::Ascii | CqlType::Timestamp | CqlType::Date),
+        Literal::Duration(_) => *ty == CqlType::Duration,
+        _ => false,
+    }
+}
+
+/// Whether a term without a type of its own can be read as a `ty`.
+fn untyped_fits(t: &Term, ty: &CqlType) -> bool {
+    match t {
+        Term::Literal(l) => literal_fits(l, ty),
+        Term::Negate(inner) => arith::negate_type(ty).is_some() && untyped_fits(inner, ty),
+        Term::BinaryOp { op, lhs, rhs } => {
+            arith::result_type(*op, ty, ty).is_some() && untyped_fits(lhs, ty) && untyped_fits(rhs, ty)
+        }
+        // A function whose overload depends on its markers: resolved for `ty`.
+        Term::Bind(_) | Term::FunctionCall { .. } => true,
+        Term::Tuple(items) if items.len() == 1 => items.iter().all(|i| untyped_fits(i, ty)),
+        _ => false,
+    }
+}
+
+/// The types the operands of `lhs op rhs` are read as, for a receiver of
+/// type `receiver` (Cassandra's overload resolution of the operation's
+/// function, for the cases it can decide): a typed operand keeps its type,
+/// an untyped one takes the receiver's (the right side of `timestamp ±`
+/// is a duration).
+pub fn operand_types(
+    op: ArithmeticOp,
+    lhs: &Term,
+    rhs: &Term,
+    receiver: &CqlType,
+) -> Result<(CqlType, CqlType), QueryError> {
+    let (lt, rt) = (static_type(lhs), static_type(rhs));
+    let marker = |t: &Term, st: &Option<CqlType>| st.is_none() && matches!(t, Term::Bind(_));
+    let duration_right =
+        matches!(rhs, Term::Literal(Literal::Duration(_))) && matches!(receiver, CqlType::Timestamp | CqlType::Date);
+    if (marker(lhs, &lt) && !duration_right) || marker(rhs, &rt) {
+        return Err(ambiguous_operation(op, &term_text(lhs), &term_text(rhs)));
+    }
+    let unsupported = || unsupported_operation(op, &term_text(lhs), &term_text(rhs));
+    let temporal = matches!(receiver, CqlType::Timestamp | CqlType::Date);
+    let pick = |t: &Term, st: Option<CqlType>, right: bool| -> Result<CqlType, QueryError> {
+        if let Some(st) = st {
+            return Ok(st);
+        }
+        let want = if right && temporal { CqlType::Duration } else { receiver.clone() };
+        if untyped_fits(t, &want) {
+            Ok(want)
+        } else {
+            Err(unsupported())
+        }
+    };
+    let l = pick(lhs, lt, false)?;
+    let r = pick(rhs, rt, true)?;
+    match arith::result_type(op, &l, &r) {
+        Some(ty) if ty == *receiver || (ty == CqlType::Ascii && *receiver == CqlType::Text) => Ok((l, r)),
+        _ => Err(unsupported()),
+    }
+}
+
+/// `lhs op rhs` for a receiver of type `r.ty`.
+fn eval_operation(
+    op: ArithmeticOp,
+    lhs: &Term,
+    rhs: &Term,
+    r: &Receiver<'_>,
+    ctx: &BindCtx<'_>,
+) -> Result<Option<Value>, QueryError> {
+    let (lt, rt) = operand_types(op, lhs, rhs, r.ty)?;
+    for (t, ty) in [(lhs, &lt), (rhs, &rt)] {
+        if let Term::Literal(Literal::Integer(s)) = t {
+            let fits = match ty {
+                CqlType::TinyInt => s.parse::<i8>().is_ok(),
+                CqlType::SmallInt => s.parse::<i16>().is_ok(),
+                CqlType::Int => s.parse::<i32>().is_ok(),
+                CqlType::BigInt | CqlType::Counter => s.parse::<i64>().is_ok(),
+                _ => true,
+            };
+            if !fits {
+                return Err(QueryError::Invalid(format!("Unable to make {} from '{s}'", ty.to_cql())));
+            }
+        }
+    }
+    let l = eval_value(lhs, &Receiver { name: r.name, ty: &lt }, ctx)?;
+    let rv = eval_value(rhs, &Receiver { name: r.name, ty: &rt }, ctx)?;
+    let (Some(l), Some(rv)) = (l, rv) else { return Ok(None) };
+    let v = arith::apply(op, &lt, &l, &rt, &rv)?;
+    Ok(Some(match (v, r.ty) {
+        (Value::Ascii(s), CqlType::Text) => Value::Text(s),
+        (v, _) => v,
+    }))
 }
 
 fn arg_as_unix_ms(term: &Term, fname: &str, ctx: &BindCtx<'_>) -> Result<Option<i64>, QueryError> {

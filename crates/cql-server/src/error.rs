@@ -42,6 +42,9 @@ pub enum QueryError {
     /// 0x0000: a fault of the node (storage error and the like).
     #[error("{0}")]
     Server(String),
+    /// 0x1400: a function (an arithmetic operation included) failed on its arguments.
+    #[error("{message}")]
+    FunctionFailure { keyspace: String, function: String, arg_types: Vec<String>, message: String },
     /// 0x1300: replicas failed the read (e.g. a secondary index still building).
     #[error("{message}")]
     ReadFailure { consistency: Consistency, received: i32, block_for: i32, failures: i32, message: String },

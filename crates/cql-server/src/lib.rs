@@ -26,6 +26,7 @@ pub mod data;
 pub mod ddl;
 pub mod describe;
 pub mod error;
+pub mod functions;
 pub mod index;
 pub mod modify;
 pub mod permissions;

@@ -700,14 +700,17 @@ fn apply_assignment(
         AssignmentOp::Set(term) => set_column(row, col, eval(term, &r, ctx)?, cc),
         AssignmentOp::Add(term) | AssignmentOp::Prepend(term) => {
             let prepend = matches!(a.op, AssignmentOp::Prepend(_));
-            if !col.ty.is_multi_cell() {
-                return Err(QueryError::Invalid(format!(
-                    "Invalid operation ({name} = {name} + ?) for non counter column {name}"
-                )));
-            }
+            // Cassandra prints a prepend with a `-`.
             if prepend && !matches!(col.ty, CqlType::List { .. }) {
                 return Err(QueryError::Invalid(format!(
-                    "Invalid operation ({name} = ? + {name}) for non list column {name}"
+                    "Invalid operation ({name} = {} - {name}) for non list column {name}",
+                    crate::bind::term_text(term)
+                )));
+            }
+            if !col.ty.is_multi_cell() {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operation ({name} = {name} + {}) for non counter column {name}",
+                    crate::bind::term_text(term)
                 )));
             }
             match eval(term, &r, ctx)? {
@@ -719,7 +722,8 @@ fn apply_assignment(
         AssignmentOp::Subtract(term) => {
             if !col.ty.is_multi_cell() {
                 return Err(QueryError::Invalid(format!(
-                    "Invalid operation ({name} = {name} - ?) for non counter column {name}"
+                    "Invalid operation ({name} = {name} - {}) for non counter column {name}",
+                    crate::bind::term_text(term)
                 )));
             }
             match &col.ty {

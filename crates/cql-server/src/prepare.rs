@@ -27,11 +27,13 @@ struct Collector<'t> {
     table: &'t TableDef,
     specs: Vec<Option<ColumnSpec>>,
     pk_markers: Vec<Option<u16>>,
+    /// The first refusal met (an operation whose operand types are ambiguous).
+    error: Option<QueryError>,
 }
 
 impl<'t> Collector<'t> {
     fn new(table: &'t TableDef, count: usize) -> Collector<'t> {
-        Collector { table, specs: vec![None; count], pk_markers: vec![None; table.partition_key_len()] }
+        Collector { table, specs: vec![None; count], pk_markers: vec![None; table.partition_key_len()], error: None }
     }
 
     /// Records the markers inside `term` for a receiver named `name` of type `ty`.
@@ -67,6 +69,12 @@ impl<'t> Collector<'t> {
                     self.term(b, name, &v);
                 }
             }
+            // `(x)` where no tuple is expected groups an expression.
+            Term::Tuple(items) if items.len() == 1 && !matches!(ty, CqlType::Tuple(_)) => {
+                for i in items {
+                    self.term(i, name, ty);
+                }
+            }
             Term::Tuple(items) => {
                 let types: Vec<CqlType> = match ty {
                     CqlType::Tuple(t) => t.clone(),
@@ -93,6 +101,24 @@ impl<'t> Collector<'t> {
                     }
                     return;
                 }
+                // The native functions of `functions`: each argument as its overload takes it.
+                let texts: Vec<String> = args.iter().map(crate::bind::term_text).collect();
+                let typed: Vec<Option<CqlType>> = args.iter().map(crate::bind::static_type).collect();
+                let resolve_args: Vec<crate::functions::Arg<'_>> = args
+                    .iter()
+                    .zip(&typed)
+                    .map(|(a, t)| match (a, t) {
+                        (_, Some(t)) => crate::functions::Arg::Typed(t),
+                        (Term::Literal(l), None) => crate::functions::Arg::Literal(l),
+                        _ => crate::functions::Arg::Typed(ty),
+                    })
+                    .collect();
+                if let Ok(Some(native)) = crate::functions::resolve(&fname, &resolve_args, &texts) {
+                    for (i, (a, t)) in args.iter().zip(&native.args).enumerate() {
+                        self.term(a, &format!("arg{i}(system.{fname})"), t);
+                    }
+                    return;
+                }
                 let arg_ty = match crate::bind::legacy_function_name(&fname).as_str() {
                     "mintimeuuid" | "maxtimeuuid" => CqlType::Timestamp,
                     "totimestamp" | "todate" | "tounixtimestamp" | "dateof" | "unixtimestampof" => CqlType::TimeUuid,
@@ -104,8 +130,43 @@ impl<'t> Collector<'t> {
                     self.term(a, &format!("arg({fname})"), &arg_ty);
                 }
             }
+            Term::TypeHint { ty: ast::TypeExpr::Native(hint), term } => self.term(term, name, hint),
             Term::Cast { term, .. } | Term::TypeHint { term, .. } | Term::Negate(term) => self.term(term, name, ty),
-            Term::Literal(_) | Term::EmptyMapOrSet | Term::BinaryOp { .. } => {}
+            Term::BinaryOp { op, lhs, rhs } => {
+                // Markers in an operation are its function's arguments (`arg0(system._add)`).
+                match crate::bind::operand_types(*op, lhs, rhs, ty) {
+                    Ok((lt, rt)) => {
+                        let function = crate::functions::arith::function_name(*op);
+                        self.term(lhs, &format!("arg0(system.{function})"), &lt);
+                        self.term(rhs, &format!("arg1(system.{function})"), &rt);
+                    }
+                    Err(e) => {
+                        self.error.get_or_insert(e);
+                    }
+                }
+            }
+            Term::Literal(_) | Term::EmptyMapOrSet => {}
+        }
+    }
+
+    /// Records the type-hinted markers of a selector (`(int) ?`), named `[selection]`.
+    fn selection_markers(&mut self, expr: &ast::SelectorExpr) {
+        use ast::SelectorExpr as S;
+        match expr {
+            S::TypeHint { ty: ast::TypeExpr::Native(ty), expr } if matches!(**expr, S::Term(Term::Bind(_))) => {
+                if let S::Term(t) = &**expr {
+                    self.term(t, "[selection]", ty);
+                }
+            }
+            S::BinaryOp { lhs, rhs, .. } => {
+                self.selection_markers(lhs);
+                self.selection_markers(rhs);
+            }
+            S::Negate(inner) | S::Cast { expr: inner, .. } | S::TypeHint { expr: inner, .. } => {
+                self.selection_markers(inner)
+            }
+            S::FunctionCall { args, .. } => args.iter().for_each(|a| self.selection_markers(a)),
+            _ => {}
         }
     }
 
@@ -268,6 +329,9 @@ impl<'t> Collector<'t> {
     }
 
     fn finish(self) -> Result<(Vec<ColumnSpec>, Vec<u16>), QueryError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
         let pk = self.pk_indexes();
         let specs = self
             .specs
@@ -365,6 +429,11 @@ pub fn analyze(schema: &Schema, session: Option<&str>, statement: &Statement) ->
         Statement::Select(s) => {
             let (_, table) = common::resolve_table(schema, &s.table, session)?;
             let mut c = Collector::new(table, count);
+            if let ast::Selection::Selectors(list) = &s.selection {
+                for selector in list {
+                    c.selection_markers(&selector.expr);
+                }
+            }
             c.relations(&s.where_clause)?;
             if let Some(t) = &s.per_partition_limit {
                 c.term(t, "[per_partition_limit]", &CqlType::Int);
@@ -411,6 +480,9 @@ pub fn analyze(schema: &Schema, session: Option<&str>, statement: &Statement) ->
                     c.term(t, "[timestamp]", &CqlType::BigInt);
                 }
                 modification(&mut c, st)?;
+                if let Some(e) = c.error {
+                    return Err(e);
+                }
                 for (slot, spec) in variables.iter_mut().zip(c.specs) {
                     if spec.is_some() {
                         *slot = spec;

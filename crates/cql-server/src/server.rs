@@ -1069,6 +1069,9 @@ pub fn error_body(e: QueryError) -> ErrorBody {
         QueryError::Overloaded(_) => ErrorKind::Overloaded,
         QueryError::Protocol(_) => ErrorKind::ProtocolError,
         QueryError::Server(_) => ErrorKind::ServerError,
+        QueryError::FunctionFailure { keyspace, function, arg_types, .. } => {
+            ErrorKind::FunctionFailure { keyspace, function, arg_types }
+        }
         QueryError::ReadFailure { consistency, received, block_for, failures, .. } => {
             ErrorKind::ReadFailure {
                 consistency,

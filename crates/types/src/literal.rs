@@ -43,7 +43,7 @@ const NANOS_PER_HOUR: i64 = 60 * NANOS_PER_MINUTE;
 // Calendar.
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (month 1..=12).
-pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -55,7 +55,7 @@ pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 }
 
 /// The proleptic Gregorian (year, month, day) of a day count since 1970-01-01.
-pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

@@ -41,14 +41,14 @@ pub(super) fn no_signature(function: &str) -> String {
 
 /// Which aggregate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Numeric {
+pub(crate) enum Numeric {
     Sum,
     Avg,
 }
 
 /// The aggregate of the (non-null, serialized) `values` of type `ty`; `None`
 /// for a type it is not defined over (refused when planning).
-pub(super) fn compute<'v>(kind: Numeric, ty: &CqlType, values: impl Iterator<Item = &'v [u8]>) -> Option<Vec<u8>> {
+pub(crate) fn compute<'v>(kind: Numeric, ty: &CqlType, values: impl Iterator<Item = &'v [u8]>) -> Option<Vec<u8>> {
     // A value that does not decode is skipped, as a null.
     let values: Vec<Value> = values.filter_map(|v| Value::deserialize(ty, v).ok()).collect();
     let out = match ty {

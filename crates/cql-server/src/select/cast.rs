@@ -27,7 +27,7 @@ fn textual(ty: &CqlType) -> bool {
 }
 
 /// Whether Cassandra has a cast from `from` to `to` (`from != to`).
-pub(super) fn supported(from: &CqlType, to: &CqlType) -> bool {
+pub(crate) fn supported(from: &CqlType, to: &CqlType) -> bool {
     if numeric(from) && (textual(to) || (numeric(to) && *to != CqlType::Counter)) {
         return true;
     }
@@ -155,6 +155,10 @@ impl Num {
 fn as_text(v: &Value) -> String {
     match v {
         Value::Ascii(s) | Value::Text(s) => s.clone(),
+        // Java's Float/Double/BigDecimal.toString (`1.5E7`, `1.0E-19`).
+        Value::Float(f) => types::json::float_to_string(*f),
+        Value::Double(d) => types::json::double_to_string(*d),
+        Value::Decimal { unscaled, scale } => types::json::big_decimal_to_string(unscaled, *scale),
         _ => {
             let lit = v.to_cql_literal();
             match lit.strip_prefix('\'').and_then(|l| l.strip_suffix('\'')) {
@@ -166,7 +170,7 @@ fn as_text(v: &Value) -> String {
 }
 
 /// `value` (of type `from`) cast to `to`; `None` for a null or empty value.
-pub(super) fn cast(from: &CqlType, to: &CqlType, value: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn cast(from: &CqlType, to: &CqlType, value: &[u8]) -> Option<Vec<u8>> {
     use types::literal as lit;
     let v = Value::deserialize(from, value).ok()?;
     let out = match to {
@@ -237,6 +241,12 @@ mod tests {
     fn text_and_time_casts() {
         assert_eq!(c(CqlType::Int, CqlType::Text, Value::Int(-3)), Some(Value::Text("-3".into())));
         assert_eq!(c(CqlType::Double, CqlType::Text, Value::Double(1.5)), Some(Value::Text("1.5".into())));
+        assert_eq!(c(CqlType::Double, CqlType::Text, Value::Double(1.5e7)), Some(Value::Text("1.5E7".into())));
+        assert_eq!(c(CqlType::Float, CqlType::Text, Value::Float(1.5e-4)), Some(Value::Text("1.5E-4".into())));
+        assert_eq!(
+            c(CqlType::Decimal, CqlType::Text, Value::Decimal { unscaled: BigInt::from(1), scale: 20 }),
+            Some(Value::Text("1E-20".into()))
+        );
         assert_eq!(c(CqlType::Boolean, CqlType::Ascii, Value::Boolean(true)), Some(Value::Ascii("true".into())));
         assert_eq!(
             c(CqlType::Timestamp, CqlType::Text, Value::Timestamp(0)),

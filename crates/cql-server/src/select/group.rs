@@ -41,9 +41,19 @@ pub(super) fn group_by_prefix(table: &TableDef, select: &ast::Select) -> Result<
     ck.sort_by_key(|c| c.position);
     let mut key_columns = pk.into_iter().chain(ck);
     let mut prefix = 0;
+    let mut after_function = false;
     for expr in &select.group_by {
-        let SelectorExpr::Column(name) = expr else {
-            return Err(QueryError::invalid("Only columns of the PRIMARY KEY are supported in GROUP BY"));
+        let name = match expr {
+            SelectorExpr::Column(name) => name,
+            // A time bucketing function of a clustering column, last.
+            SelectorExpr::FunctionCall { args, .. } => {
+                group_by_function(table, expr)?;
+                match args.first() {
+                    Some(SelectorExpr::Column(name)) => name,
+                    _ => return Err(QueryError::invalid("Only columns of the PRIMARY KEY are supported in GROUP BY")),
+                }
+            }
+            _ => return Err(QueryError::invalid("Only columns of the PRIMARY KEY are supported in GROUP BY")),
         };
         let (_, def) = common::column(table, name)?;
         if !matches!(def.kind, ColumnKind::PartitionKey | ColumnKind::Clustering) {
@@ -52,6 +62,10 @@ pub(super) fn group_by_prefix(table: &TableDef, select: &ast::Select) -> Result<
                 def.name
             )));
         }
+        if after_function {
+            return Err(QueryError::invalid("Functions are only supported on the last element of the GROUP BY clause"));
+        }
+        after_function = matches!(expr, SelectorExpr::FunctionCall { .. });
         loop {
             let column = key_columns.next().ok_or_else(out_of_order)?;
             if column.kind == ColumnKind::Clustering {
@@ -74,6 +88,32 @@ pub(super) fn group_by_prefix(table: &TableDef, select: &ast::Select) -> Result<
     Ok(Some(prefix))
 }
 
+/// The selector a GROUP BY function (`floor(c, 1h)`, on a clustering
+/// column) computes the last group key value with, if the clause ends in one.
+pub(super) fn group_by_function(table: &TableDef, expr: &SelectorExpr) -> Result<Sel, QueryError> {
+    let SelectorExpr::FunctionCall { function, args } = expr else {
+        return Err(QueryError::invalid("Only columns of the PRIMARY KEY are supported in GROUP BY"));
+    };
+    let Some(SelectorExpr::Column(name)) = args.first() else {
+        return Err(QueryError::invalid("Only columns of the PRIMARY KEY are supported in GROUP BY"));
+    };
+    let (_, def) = common::column(table, name)?;
+    if def.kind != ColumnKind::Clustering {
+        return Err(QueryError::Invalid(format!(
+            "Group by functions are only supported on clustering columns, got {}",
+            def.name
+        )));
+    }
+    if !function.name.eq_ignore_ascii_case("floor") {
+        return Err(QueryError::Invalid(format!(
+            "Only monotonic functions are supported in the GROUP BY clause, got: system.{}",
+            function.name.to_ascii_lowercase()
+        )));
+    }
+    let (sel, _, _) = plan_selector(table, expr)?;
+    Ok(sel)
+}
+
 /// A grouped SELECT.
 pub(super) struct Grouped<'a> {
     pub(super) table: &'a TableDef,
@@ -81,8 +121,13 @@ pub(super) struct Grouped<'a> {
     pub(super) plan: &'a ReadPlan,
     /// Clustering columns in a group key.
     pub(super) prefix: usize,
+    /// The GROUP BY function giving the last key value (in place of the
+    /// prefix's last clustering value).
+    pub(super) function: Option<Sel>,
     pub(super) per_partition: Option<u32>,
     pub(super) limit: Option<u32>,
+    /// The execution's bound values (markers in the selection).
+    pub(super) values: &'a [cql_protocol::BoundValue],
 }
 
 /// The group being built.
@@ -133,7 +178,14 @@ impl Groups<'_, '_> {
 
     fn push(&mut self, row: RowData) -> Result<Flow, QueryError> {
         let partition = self.partition_of(&row)?;
-        let clustering = row.clustering[..self.g.prefix.min(row.clustering.len())].to_vec();
+        let mut clustering = row.clustering[..self.g.prefix.min(row.clustering.len())].to_vec();
+        if let Some(function) = &self.g.function {
+            let env = Env { clock: self.out.clock, values: self.out.values };
+            let bucket = row_cell(function, &row, &env)?.map(|c| c.into_owned()).unwrap_or_default();
+            if let Some(last) = clustering.last_mut() {
+                *last = bucket;
+            }
+        }
         if let Some(cur) = &mut self.current {
             if cur.partition == partition && cur.clustering == clustering {
                 if !cur.skip {
@@ -173,7 +225,7 @@ impl Groups<'_, '_> {
             kept.push(cur.rows);
             return Flow::Go;
         }
-        write_aggregate(self.g.table, self.g.selection, &cur.rows, &mut self.out);
+        write_aggregate(self.g.selection, &cur.rows, &mut self.out);
         self.groups_left = self.groups_left.saturating_sub(1);
         if self.groups_left == 0 {
             return Flow::Stop(None);
@@ -224,7 +276,7 @@ impl Grouped<'_> {
         };
         let mut groups = Groups {
             g: self,
-            out: Out::new(self.selection),
+            out: Out::new(self.selection, &reader.proc.clock, self.values),
             pk_columns,
             keys,
             page_groups,
@@ -273,7 +325,7 @@ impl Grouped<'_> {
             kept.sort_by(|a, b| compare_clustering(self.table, self.plan.reversed, &first(a), &first(b)));
             kept.truncate(self.limit.map_or(usize::MAX, |l| l as usize));
             for rows in &kept {
-                write_aggregate(self.table, self.selection, rows, &mut groups.out);
+                write_aggregate(self.selection, rows, &mut groups.out);
             }
         }
         let mut metadata = RowsMetadata::new(self.selection.result_specs());
@@ -283,6 +335,6 @@ impl Grouped<'_> {
         if let Some(next) = next_state {
             metadata = metadata.with_paging_state(Some(next.encode()));
         }
-        Ok(ResultBody::Rows(groups.out.finish().finish(metadata)))
+        Ok(ResultBody::Rows(groups.out.finish()?.finish(metadata)))
     }
 }

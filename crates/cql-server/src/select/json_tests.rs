@@ -40,16 +40,17 @@ fn row(t: &TableDef, cells: &[(&str, Vec<u8>)]) -> RowData {
 fn output(cql: &str, rows: &[RowData]) -> (Vec<ColumnSpec>, Vec<Vec<Option<String>>>) {
     let t = table();
     let plan = plan_selection(&t, &select(cql)).unwrap();
-    let mut out = Out::new(&plan);
+    let clock = crate::clock::Clock::new(1);
+    let mut out = Out::new(&plan, &clock, &[]);
     if plan.sels.iter().any(Sel::is_aggregate) {
-        write_aggregate(&t, &plan, rows, &mut out);
+        write_aggregate(&plan, rows, &mut out);
     } else {
         for r in rows {
             write_row(&plan, r, &mut out);
         }
     }
     let specs = plan.result_specs();
-    let result = out.finish().finish(RowsMetadata::new(specs.clone()));
+    let result = out.finish().expect("no failure").finish(RowsMetadata::new(specs.clone()));
     let cells = result
         .iter()
         .map(|r| r.unwrap().into_iter().map(|c| c.map(|b| String::from_utf8_lossy(&b).into_owned())).collect())

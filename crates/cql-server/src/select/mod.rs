@@ -60,6 +60,8 @@ mod selection;
 #[cfg(test)]
 mod test_support;
 
+pub(crate) use aggregate::{compute as numeric_aggregate, Numeric as NumericAggregate};
+pub(crate) use cast::{cast as cast_value, supported as cast_supported};
 use group::*;
 use paging::*;
 use plan::*;
@@ -114,7 +116,20 @@ pub fn execute(
     }
 
     if let Some(prefix) = group_prefix {
-        let grouped = Grouped { table, selection: &selection, plan: &plan, prefix, per_partition, limit };
+        let function = match select.group_by.last() {
+            Some(last @ SelectorExpr::FunctionCall { .. }) => Some(group_by_function(table, last)?),
+            _ => None,
+        };
+        let grouped = Grouped {
+            table,
+            selection: &selection,
+            plan: &plan,
+            prefix,
+            function,
+            per_partition,
+            limit,
+            values: ctx.values,
+        };
         let reader = Reader {
             proc,
             schema,
@@ -165,9 +180,9 @@ pub fn execute(
     if page.skip_metadata {
         metadata = metadata.without_column_specs();
     }
-    let mut out = Out::new(&selection);
+    let mut out = Out::new(&selection, &proc.clock, ctx.values);
     if aggregate {
-        write_aggregate(table, &selection, &rows, &mut out);
+        write_aggregate(&selection, &rows, &mut out);
     } else {
         for row in &rows {
             write_row(&selection, row, &mut out);
@@ -176,30 +191,56 @@ pub fn execute(
             metadata = metadata.with_paging_state(Some(next.encode()));
         }
     }
-    Ok(ResultBody::Rows(out.finish().finish(metadata)))
+    Ok(ResultBody::Rows(out.finish()?.finish(metadata)))
 }
 
 /// Where a result row's cells go: straight into the rows, or for SELECT JSON
 /// into the row's JSON object (keys: the selectors' names), sent as the
 /// row's one `[json]` cell when the row ends.
-enum Out<'s> {
+enum Sink<'s> {
     Cells(RowsWriter),
     Json { rows: RowsWriter, specs: &'s [ColumnSpec], text: String, cells: usize },
 }
 
+/// The rows being written, the clock the time functions read, and the first
+/// error a selector failed with (which ends the query).
+struct Out<'s> {
+    sink: Sink<'s>,
+    clock: &'s crate::clock::Clock,
+    /// The execution's bound values (for markers in the selection).
+    values: &'s [cql_protocol::BoundValue],
+    error: Option<QueryError>,
+}
+
 impl<'s> Out<'s> {
-    fn new(selection: &'s SelectionPlan) -> Out<'s> {
-        if selection.json {
-            Out::Json { rows: RowsWriter::new(1), specs: &selection.specs, text: String::new(), cells: 0 }
+    fn new(
+        selection: &'s SelectionPlan,
+        clock: &'s crate::clock::Clock,
+        values: &'s [cql_protocol::BoundValue],
+    ) -> Out<'s> {
+        let sink = if selection.json {
+            Sink::Json { rows: RowsWriter::new(1), specs: &selection.specs, text: String::new(), cells: 0 }
         } else {
-            Out::Cells(RowsWriter::new(selection.sels.len()))
+            Sink::Cells(RowsWriter::new(selection.sels.len()))
+        };
+        Out { sink, clock, values, error: None }
+    }
+
+    /// A cell's value, or the error computing it failed with.
+    fn push(&mut self, cell: Result<Option<Cow<'_, [u8]>>, QueryError>) {
+        match cell {
+            Ok(cell) => self.push_cell(cell.as_deref()),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                self.push_cell(None);
+            }
         }
     }
 
     fn push_cell(&mut self, cell: Option<&[u8]>) {
-        match self {
-            Out::Cells(rows) => rows.push_cell(cell),
-            Out::Json { specs, text, cells, .. } => {
+        match &mut self.sink {
+            Sink::Cells(rows) => rows.push_cell(cell),
+            Sink::Json { specs, text, cells, .. } => {
                 text.push_str(if *cells == 0 { "{" } else { ", " });
                 if let Some(spec) = specs.get(*cells) {
                     types::json::name_key(&spec.name, text);
@@ -215,9 +256,9 @@ impl<'s> Out<'s> {
     }
 
     fn end_row(&mut self) {
-        match self {
-            Out::Cells(rows) => rows.end_row(),
-            Out::Json { rows, text, cells, .. } => {
+        match &mut self.sink {
+            Sink::Cells(rows) => rows.end_row(),
+            Sink::Json { rows, text, cells, .. } => {
                 text.push_str(if *cells == 0 { "{}" } else { "}" });
                 rows.push_cell(Some(text.as_bytes()));
                 rows.end_row();
@@ -227,9 +268,12 @@ impl<'s> Out<'s> {
         }
     }
 
-    fn finish(self) -> RowsWriter {
-        match self {
-            Out::Cells(rows) | Out::Json { rows, .. } => rows,
+    fn finish(self) -> Result<RowsWriter, QueryError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        match self.sink {
+            Sink::Cells(rows) | Sink::Json { rows, .. } => Ok(rows),
         }
     }
 }
@@ -258,14 +302,62 @@ pub(crate) fn compare_clustering<V: AsRef<[u8]>>(table: &TableDef, reversed: boo
 
 fn write_row(selection: &SelectionPlan, row: &RowData, w: &mut Out<'_>) {
     for sel in &selection.sels {
-        w.push_cell(row_cell(sel, row).as_deref());
+        let cell = row_cell(sel, row, &Env { clock: w.clock, values: w.values });
+        w.push(cell);
     }
     w.end_row();
 }
 
+type Cell<'r> = Result<Option<Cow<'r, [u8]>>, QueryError>;
+
+/// What selectors read besides the rows: the clock (time functions) and the
+/// bound values (markers in the selection).
+pub(super) struct Env<'e> {
+    pub(super) clock: &'e crate::clock::Clock,
+    pub(super) values: &'e [cql_protocol::BoundValue],
+}
+
+/// A bind marker's value as a `ty` (null and unset read as null).
+fn bound_cell(env: &Env<'_>, index: usize, ty: &CqlType) -> Cell<'static> {
+    match env.values.get(index) {
+        Some(cql_protocol::BoundValue::Set(bytes)) => {
+            types::codec::validate(ty, bytes)
+                .map_err(|e| QueryError::Invalid(format!("Exception while binding column [selection]: {e}")))?;
+            Ok(Some(Cow::Owned(bytes.to_vec())))
+        }
+        Some(_) => Ok(None),
+        None => Err(QueryError::Invalid(format!(
+            "There were {} markers(?) in CQL but {} bound variables",
+            index + 1,
+            env.values.len()
+        ))),
+    }
+}
+
+/// A serialized value of type `ty` (an empty or malformed one reads as null).
+fn value_of(ty: &CqlType, bytes: Option<Cow<'_, [u8]>>) -> Option<Value> {
+    bytes.and_then(|b| Value::deserialize(ty, &b).ok())
+}
+
+/// `left op right` on serialized operands.
+fn operation(
+    op: ast::ArithmeticOp,
+    (lt, left): (&CqlType, Option<Cow<'_, [u8]>>),
+    (rt, right): (&CqlType, Option<Cow<'_, [u8]>>),
+) -> Cell<'static> {
+    let (Some(l), Some(r)) = (value_of(lt, left), value_of(rt, right)) else { return Ok(None) };
+    let v = crate::functions::arith::apply(op, lt, &l, rt, &r)?;
+    Ok(Some(Cow::Owned(v.to_bytes())))
+}
+
+fn native(function: &crate::functions::Native, args: Vec<Option<Cow<'_, [u8]>>>, env: &Env<'_>) -> Cell<'static> {
+    let values: Vec<Option<Value>> = args.into_iter().zip(&function.args).map(|(a, t)| value_of(t, a)).collect();
+    Ok(crate::functions::call(function, &values, env.clock)?.map(|v| Cow::Owned(v.to_bytes())))
+}
+
 /// The value of one selector for one row.
-fn row_cell<'r>(sel: &Sel, row: &'r RowData) -> Option<Cow<'r, [u8]>> {
-    match sel {
+fn row_cell<'r>(sel: &Sel, row: &'r RowData, env: &Env<'_>) -> Cell<'r> {
+    Ok(match sel {
         Sel::Column(i) => row.cells[*i].as_ref().map(|c| Cow::Borrowed(c.value.as_slice())),
         Sel::WriteTime(i) => {
             let ts = row.cells[*i].as_ref().and_then(|c| c.timestamp);
@@ -276,80 +368,131 @@ fn row_cell<'r>(sel: &Sel, row: &'r RowData) -> Option<Cow<'r, [u8]>> {
             ttl.map(|t| Cow::Owned(t.to_be_bytes().to_vec()))
         }
         Sel::Token => Some(Cow::Owned(row.token.to_be_bytes().to_vec())),
-        Sel::Convert { inner, from, function, ty } => {
-            row_cell(inner, row).and_then(|v| convert(from, &v, function, ty)).map(Cow::Owned)
-        }
+        Sel::Const(v) => v.as_deref().map(Cow::Borrowed).map(|c| Cow::Owned(c.into_owned())),
+        Sel::Bind { index, ty } => return bound_cell(env, *index, ty),
+        Sel::Convert { inner, from, function, ty } => match row_cell(inner, row, env)? {
+            Some(v) => convert(from, &v, function, ty)?.map(Cow::Owned),
+            None => None,
+        },
         Sel::ToJson { inner, ty } => {
-            let json = types::json::to_json_function(ty, row_cell(inner, row).as_deref());
+            let json = types::json::to_json_function(ty, row_cell(inner, row, env)?.as_deref());
             Some(Cow::Owned(json.into_bytes()))
         }
-        Sel::Cast { inner, from, to } => row_cell(inner, row).and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned),
-        Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) | Sel::Numeric(..) => None,
-    }
+        Sel::Cast { inner, from, to } => {
+            row_cell(inner, row, env)?.and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
+        }
+        Sel::Op { op, left, lt, right, rt } => {
+            return operation(*op, (lt, row_cell(left, row, env)?), (rt, row_cell(right, row, env)?))
+        }
+        Sel::Negate(inner, ty) => value_of(ty, row_cell(inner, row, env)?)
+            .and_then(|v| crate::functions::arith::negate(&v))
+            .map(|v| Cow::Owned(v.to_bytes())),
+        Sel::Native { function, args } => {
+            let values = args.iter().map(|a| row_cell(a, row, env)).collect::<Result<Vec<_>, _>>()?;
+            return native(function, values, env);
+        }
+        Sel::Count | Sel::CountOf(_) | Sel::Min(..) | Sel::Max(..) | Sel::Numeric(..) => None,
+    })
 }
 
-fn convert(from: &CqlType, value: &[u8], function: &str, to: &CqlType) -> Option<Vec<u8>> {
+/// A conversion function's result; blobAsX fails on bytes that are no X.
+fn convert(from: &CqlType, value: &[u8], function: &str, to: &CqlType) -> Result<Option<Vec<u8>>, QueryError> {
     use types::literal as lit;
-    if function.ends_with("asblob") || function.starts_with("blobas") {
-        return Some(value.to_vec());
+    if function.starts_with("blobas") && types::codec::validate(to, value).is_err() {
+        return Err(QueryError::Invalid(format!(
+            "In call to function system.{function}, value 0x{} is not a valid binary representation for type {}",
+            crate::error::hex(value),
+            to.to_cql()
+        )));
     }
-    let ms = match Value::deserialize(from, value).ok()? {
-        Value::TimeUuid(u) => lit::timeuuid_unix_ms(&u)?,
-        Value::Timestamp(ms) => ms,
-        Value::Date(d) => lit::date_to_timestamp(d),
-        _ => return None,
+    if function.ends_with("asblob") || function.starts_with("blobas") {
+        return Ok(Some(value.to_vec()));
+    }
+    let ms = match Value::deserialize(from, value).ok() {
+        Some(Value::TimeUuid(u)) => lit::timeuuid_unix_ms(&u),
+        Some(Value::Timestamp(ms)) => Some(ms),
+        Some(Value::Date(d)) => Some(lit::date_to_timestamp(d)),
+        _ => None,
     };
+    let Some(ms) = ms else { return Ok(None) };
     let out = match to {
         CqlType::Timestamp => Value::Timestamp(ms),
         CqlType::Date => Value::Date(lit::timestamp_to_date(ms)),
         _ => Value::BigInt(ms),
     };
-    Some(out.to_bytes())
+    Ok(Some(out.to_bytes()))
 }
 
-fn write_aggregate(table: &TableDef, selection: &SelectionPlan, rows: &[RowData], w: &mut Out<'_>) {
+fn write_aggregate(selection: &SelectionPlan, rows: &[RowData], w: &mut Out<'_>) {
     for sel in &selection.sels {
-        w.push_cell(aggregate_cell(table, sel, rows).as_deref());
+        let cell = aggregate_cell(sel, rows, &Env { clock: w.clock, values: w.values });
+        w.push(cell);
     }
     w.end_row();
 }
 
 /// The value of one selector over all the rows of an aggregate query (or
 /// of one group): a non-aggregate selector takes the first row's value.
-fn aggregate_cell<'r>(table: &TableDef, sel: &Sel, rows: &'r [RowData]) -> Option<Cow<'r, [u8]>> {
-    if !sel.is_aggregate() {
-        return rows.first().and_then(|r| row_cell(sel, r));
-    }
+fn aggregate_cell<'r>(sel: &Sel, rows: &'r [RowData], env: &Env<'_>) -> Cell<'r> {
     match sel {
-        Sel::Count => Some(Cow::Owned((rows.len() as i64).to_be_bytes().to_vec())),
-        Sel::CountColumn(i) => {
-            let n = rows.iter().filter(|r| r.cells[*i].is_some()).count() as i64;
-            Some(Cow::Owned(n.to_be_bytes().to_vec()))
+        Sel::Const(v) => return Ok(v.clone().map(Cow::Owned)),
+        Sel::Bind { index, ty } => return bound_cell(env, *index, ty),
+        _ => {}
+    }
+    if !sel.is_aggregate() {
+        return match rows.first() {
+            Some(r) => row_cell(sel, r, env),
+            None => Ok(None),
+        };
+    }
+    let each = |inner: &Sel| -> Result<Vec<Cow<'r, [u8]>>, QueryError> {
+        let mut out = Vec::new();
+        for r in rows {
+            if let Some(v) = row_cell(inner, r, env)? {
+                out.push(v);
+            }
         }
-        Sel::Min(i) | Sel::Max(i) => {
-            let ty = &table.columns[*i].ty;
-            let values = rows.iter().filter_map(|r| r.cells[*i].as_ref().map(|c| c.value.as_slice()));
-            let best = if matches!(sel, Sel::Min(_)) {
+        Ok(out)
+    };
+    Ok(match sel {
+        Sel::Count => Some(Cow::Owned((rows.len() as i64).to_be_bytes().to_vec())),
+        Sel::CountOf(inner) => Some(Cow::Owned((each(inner)?.len() as i64).to_be_bytes().to_vec())),
+        Sel::Min(inner, ty) | Sel::Max(inner, ty) => {
+            let values = each(inner)?;
+            let values = values.into_iter();
+            if matches!(sel, Sel::Min(..)) {
                 values.min_by(|a, b| types::compare::compare_serialized(ty, a, b))
             } else {
                 values.max_by(|a, b| types::compare::compare_serialized(ty, a, b))
-            };
-            best.map(Cow::Borrowed)
+            }
         }
-        Sel::Numeric(kind, i) => {
-            let values = rows.iter().filter_map(|r| r.cells[*i].as_ref().map(|c| c.value.as_slice()));
-            aggregate::compute(*kind, &table.columns[*i].ty, values).map(Cow::Owned)
+        Sel::Numeric(kind, inner, ty) => {
+            let values = each(inner)?;
+            aggregate::compute(*kind, ty, values.iter().map(|v| v.as_ref())).map(Cow::Owned)
         }
         Sel::ToJson { inner, ty } => {
-            let json = types::json::to_json_function(ty, aggregate_cell(table, inner, rows).as_deref());
+            let json = types::json::to_json_function(ty, aggregate_cell(inner, rows, env)?.as_deref());
             Some(Cow::Owned(json.into_bytes()))
         }
         Sel::Cast { inner, from, to } => {
-            aggregate_cell(table, inner, rows).and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
+            aggregate_cell(inner, rows, env)?.and_then(|v| cast::cast(from, to, &v)).map(Cow::Owned)
         }
-        Sel::Convert { inner, from, function, ty } => {
-            aggregate_cell(table, inner, rows).and_then(|v| convert(from, &v, function, ty)).map(Cow::Owned)
+        Sel::Convert { inner, from, function, ty } => match aggregate_cell(inner, rows, env)? {
+            Some(v) => convert(from, &v, function, ty)?.map(Cow::Owned),
+            None => None,
+        },
+        Sel::Op { op, left, lt, right, rt } => {
+            let l = aggregate_cell(left, rows, env)?;
+            let r = aggregate_cell(right, rows, env)?;
+            return operation(*op, (lt, l), (rt, r));
+        }
+        Sel::Negate(inner, ty) => value_of(ty, aggregate_cell(inner, rows, env)?)
+            .and_then(|v| crate::functions::arith::negate(&v))
+            .map(|v| Cow::Owned(v.to_bytes())),
+        Sel::Native { function, args } => {
+            let values = args.iter().map(|a| aggregate_cell(a, rows, env)).collect::<Result<Vec<_>, _>>()?;
+            return native(function, values, env);
         }
         _ => None,
-    }
+    })
 }

@@ -3,6 +3,7 @@
 //! PREPARE); for SELECT JSON the result is one `[json]` text column.
 
 use super::*;
+use crate::functions::{self, arith};
 
 /// One output column.
 #[derive(Clone, Debug)]
@@ -12,11 +13,35 @@ pub(super) enum Sel {
     Ttl(usize),
     Token,
     Count,
-    CountColumn(usize),
-    Min(usize),
-    Max(usize),
-    /// `sum(c)` or `avg(c)` of a numeric column (`aggregate`).
-    Numeric(aggregate::Numeric, usize),
+    /// `count(x)`: the rows where a selector is not null.
+    CountOf(Box<Sel>),
+    /// `min(x)` / `max(x)` of a selector of the given type.
+    Min(Box<Sel>, CqlType),
+    Max(Box<Sel>, CqlType),
+    /// `sum(x)` or `avg(x)` of a numeric selector of the given type (`aggregate`).
+    Numeric(aggregate::Numeric, Box<Sel>, CqlType),
+    /// A literal, serialized in the type it was given.
+    Const(Option<Vec<u8>>),
+    /// A bind marker with a type hint (`(int) ?`): the bound value, of type `ty`.
+    Bind {
+        index: usize,
+        ty: CqlType,
+    },
+    /// `left op right`, the operands of types `lt` and `rt` (`functions::arith`).
+    Op {
+        op: ast::ArithmeticOp,
+        left: Box<Sel>,
+        lt: CqlType,
+        right: Box<Sel>,
+        rt: CqlType,
+    },
+    /// `-inner`, of type `ty`.
+    Negate(Box<Sel>, CqlType),
+    /// A native function (`functions`) of selectors.
+    Native {
+        function: functions::Native,
+        args: Vec<Sel>,
+    },
     /// A native function of one argument converting its value (toTimestamp,
     /// intAsBlob, ...): `inner`'s value, of type `from`, as a `ty`.
     Convert {
@@ -41,17 +66,13 @@ pub(super) enum Sel {
 impl Sel {
     pub(super) fn is_aggregate(&self) -> bool {
         match self {
-            Sel::Count | Sel::CountColumn(_) | Sel::Min(_) | Sel::Max(_) | Sel::Numeric(..) => true,
-            Sel::ToJson { inner, .. } | Sel::Cast { inner, .. } | Sel::Convert { inner, .. } => inner.is_aggregate(),
-            _ => false,
-        }
-    }
-
-    /// A column, or toJson() of one: in an aggregate query, its value in the first row.
-    pub(super) fn is_column(&self) -> bool {
-        match self {
-            Sel::Column(_) => true,
-            Sel::ToJson { inner, .. } | Sel::Cast { inner, .. } => inner.is_column(),
+            Sel::Count | Sel::CountOf(_) | Sel::Min(..) | Sel::Max(..) | Sel::Numeric(..) => true,
+            Sel::ToJson { inner, .. }
+            | Sel::Cast { inner, .. }
+            | Sel::Convert { inner, .. }
+            | Sel::Negate(inner, _) => inner.is_aggregate(),
+            Sel::Op { left, right, .. } => left.is_aggregate() || right.is_aggregate(),
+            Sel::Native { args, .. } => args.iter().any(Sel::is_aggregate),
             _ => false,
         }
     }
@@ -100,9 +121,6 @@ pub fn plan_selection(table: &TableDef, select: &ast::Select) -> Result<Selectio
                 specs.push(spec(table, s.alias.clone().unwrap_or(name), ty));
             }
         }
-    }
-    if sels.iter().any(Sel::is_aggregate) && !sels.iter().all(|s| s.is_aggregate() || s.is_column()) {
-        return Err(QueryError::Invalid("Cannot mix aggregate and non-aggregate selectors other than columns".into()));
     }
     Ok(SelectionPlan { sels, specs, json: select.json })
 }
@@ -169,35 +187,42 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                     Ok((Sel::Token, format!("system.token({})", pk.join(", ")), CqlType::BigInt))
                 }
                 "count" => {
-                    let i = column_arg(
-                        table,
-                        args.first().ok_or_else(|| QueryError::invalid("count() needs an argument"))?,
-                        "count",
-                    )?;
-                    Ok((Sel::CountColumn(i), format!("system.count({})", table.columns[i].name), CqlType::BigInt))
+                    let [arg] = args.as_slice() else {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid number of arguments in call to function system.count: 1 required but {} provided",
+                            args.len()
+                        )));
+                    };
+                    // count(1) and the like count rows, named as count(*).
+                    if untyped_literal(arg).is_some() {
+                        return Ok((Sel::Count, "count".into(), CqlType::BigInt));
+                    }
+                    let (inner, name, _) = aggregate_argument(table, arg)?;
+                    Ok((Sel::CountOf(Box::new(inner)), format!("system.count({name})"), CqlType::BigInt))
                 }
                 "min" | "max" => {
-                    let i = column_arg(
-                        table,
-                        args.first().ok_or_else(|| QueryError::invalid("min/max need an argument"))?,
-                        &fname,
-                    )?;
-                    let c = &table.columns[i];
-                    let sel = if fname == "min" { Sel::Min(i) } else { Sel::Max(i) };
-                    Ok((sel, format!("system.{fname}({})", c.name), c.ty.clone()))
+                    let [arg] = args.as_slice() else {
+                        return Err(QueryError::Invalid(format!(
+                            "Invalid number of arguments in call to function system.{fname}: 1 required but {} provided",
+                            args.len()
+                        )));
+                    };
+                    let (inner, name, ty) = aggregate_argument(table, arg)?;
+                    let inner = Box::new(inner);
+                    let sel = if fname == "min" { Sel::Min(inner, ty.clone()) } else { Sel::Max(inner, ty.clone()) };
+                    Ok((sel, format!("system.{fname}({name})"), ty))
                 }
                 "sum" | "avg" => {
                     // Each overload takes one argument.
                     let [arg] = args.as_slice() else {
                         return Err(QueryError::Invalid(aggregate::no_signature(&fname)));
                     };
-                    let i = column_arg(table, arg, &fname)?;
-                    let c = &table.columns[i];
-                    if !aggregate::NUMERIC.contains(&c.ty) {
+                    let (inner, name, ty) = aggregate_argument(table, arg)?;
+                    if !aggregate::NUMERIC.contains(&ty) {
                         return Err(QueryError::Invalid(aggregate::no_signature(&fname)));
                     }
                     let kind = if fname == "sum" { aggregate::Numeric::Sum } else { aggregate::Numeric::Avg };
-                    Ok((Sel::Numeric(kind, i), format!("system.{fname}({})", c.name), c.ty.clone()))
+                    Ok((Sel::Numeric(kind, Box::new(inner), ty.clone()), format!("system.{fname}({name})"), ty))
                 }
                 "writetime" | "ttl" => {
                     let kind = if fname == "ttl" { CellMetadataKind::Ttl } else { CellMetadataKind::WriteTime };
@@ -249,10 +274,11 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                         .filter(|t| *t != CqlType::Blob)
                         .ok_or_else(|| QueryError::Invalid(format!("Unknown function '{fname}'")))?;
                     let (inner, iname, from) = one_argument(table, &fname, args)?;
-                    // xAsBlob takes an x, blobAsX a blob.
+                    // xAsBlob takes an x, blobAsX a blob or any other value (its
+                    // bytes, checked when read).
                     let (expected, ty) =
                         if other.ends_with("asblob") { (native, CqlType::Blob) } else { (CqlType::Blob, native) };
-                    if from != expected {
+                    if from != expected && expected != CqlType::Blob {
                         return Err(QueryError::Invalid(format!(
                             "Type error: {iname} cannot be passed as argument 0 of function system.{fname} of type {}",
                             expected.to_cql()
@@ -265,7 +291,7 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                         ty,
                     ))
                 }
-                _ => Err(QueryError::Invalid(format!("Unknown function '{fname}'"))),
+                _ => plan_native(table, &function.to_string().to_ascii_lowercase(), &fname, args),
             }
         }
         SelectorExpr::Cast { expr, ty } => {
@@ -281,8 +307,225 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
             let name = format!("cast({name} as {})", ty.to_cql());
             Ok((Sel::Cast { inner: Box::new(inner), from, to: ty.clone() }, name, ty.clone()))
         }
+        SelectorExpr::BinaryOp { op, lhs, rhs } => plan_operation(table, *op, lhs, rhs),
+        SelectorExpr::Negate(inner) => {
+            if let Some(l) = untyped_literal(expr) {
+                return Err(cannot_infer(&literal_text(&l)));
+            }
+            let (sel, name, ty) = plan_selector(table, inner)?;
+            let name = match **inner {
+                SelectorExpr::BinaryOp { .. } => format!("-({name})"),
+                _ => format!("-{name}"),
+            };
+            let Some(out) = arith::negate_type(&ty) else {
+                if ty == CqlType::Timestamp {
+                    return Err(QueryError::invalid("Ambiguous negation: use type casts to disambiguate"));
+                }
+                let known: Vec<String> = aggregate::NUMERIC
+                    .iter()
+                    .map(|t| format!("system.\"_negate\" : ({0}) -> {0}", t.to_cql()))
+                    .collect();
+                return Err(QueryError::Invalid(format!(
+                    "Invalid call to function system._negate, none of its type signatures match (known type signatures: {})",
+                    known.join(", ")
+                )));
+            };
+            Ok((Sel::Negate(Box::new(sel), ty), name, out))
+        }
+        SelectorExpr::TypeHint { ty: ast::TypeExpr::Native(ty), expr: inner }
+            if matches!(**inner, SelectorExpr::Term(Term::Bind(_))) =>
+        {
+            let SelectorExpr::Term(t @ Term::Bind(m)) = &**inner else {
+                return Err(QueryError::invalid("This selector is not supported yet"));
+            };
+            let name = format!("({ty}){}", crate::bind::term_text(t));
+            Ok((Sel::Bind { index: m.index, ty: ty.clone() }, name, ty.clone()))
+        }
+        SelectorExpr::TypeHint { ty: ast::TypeExpr::Native(ty), expr: inner } => match untyped_literal(inner) {
+            Some(l) => {
+                let text = literal_text(&l);
+                let value = crate::bind::literal_value(&l, &Receiver { name: &text, ty })?;
+                Ok((Sel::Const(value.map(|v| v.to_bytes())), format!("({ty}){text}"), ty.clone()))
+            }
+            None => {
+                let (sel, name, from) = plan_selector(table, inner)?;
+                if from != *ty {
+                    return Err(QueryError::Invalid(format!("Cannot assign value {name} to a {}", ty.to_cql())));
+                }
+                Ok((sel, name, from))
+            }
+        },
+        SelectorExpr::Term(t) => Err(cannot_infer(&crate::bind::term_text(t))),
         _ => Err(QueryError::invalid("This selector is not supported yet")),
     }
+}
+
+fn cannot_infer(text: &str) -> QueryError {
+    QueryError::Invalid(format!(
+        "Cannot infer type for term {text} in selection clause (try using a cast to force a type)"
+    ))
+}
+
+/// A literal written as a selector (`1`, `'a'`, `-1.5`), untyped.
+fn untyped_literal(expr: &SelectorExpr) -> Option<ast::Literal> {
+    match expr {
+        SelectorExpr::Term(t) => term_literal(t),
+        SelectorExpr::Negate(inner) => untyped_literal(inner).and_then(|l| negated(&l)),
+        _ => None,
+    }
+}
+
+fn term_literal(t: &Term) -> Option<ast::Literal> {
+    match t {
+        Term::Literal(l) => Some(l.clone()),
+        Term::Negate(inner) => term_literal(inner).and_then(|l| negated(&l)),
+        _ => None,
+    }
+}
+
+/// `-literal`, for numbers.
+fn negated(l: &ast::Literal) -> Option<ast::Literal> {
+    let flip = |s: &str| s.strip_prefix('-').map_or_else(|| format!("-{s}"), str::to_string);
+    match l {
+        ast::Literal::Integer(s) => Some(ast::Literal::Integer(flip(s))),
+        ast::Literal::Float(s) => Some(ast::Literal::Float(flip(s))),
+        _ => None,
+    }
+}
+
+fn literal_text(l: &ast::Literal) -> String {
+    crate::bind::term_text(&Term::Literal(l.clone()))
+}
+
+/// The argument of an aggregate: any selector but another aggregate.
+fn aggregate_argument(table: &TableDef, arg: &SelectorExpr) -> Result<(Sel, String, CqlType), QueryError> {
+    let planned = plan_selector(table, arg)?;
+    if planned.0.is_aggregate() {
+        return Err(QueryError::invalid("aggregate functions cannot be used as arguments of aggregate functions"));
+    }
+    Ok(planned)
+}
+
+/// An operand of an operation or an argument of a function: planned, or an
+/// untyped literal (typed by what it meets), or a bind marker.
+enum Operand {
+    Planned(Box<Sel>, String, CqlType),
+    Literal(ast::Literal, String),
+    Marker(String),
+}
+
+fn plan_operand(table: &TableDef, expr: &SelectorExpr) -> Result<Operand, QueryError> {
+    if let Some(l) = untyped_literal(expr) {
+        let text = literal_text(&l);
+        return Ok(Operand::Literal(l, text));
+    }
+    if let SelectorExpr::Term(t @ Term::Bind(_)) = expr {
+        return Ok(Operand::Marker(crate::bind::term_text(t)));
+    }
+    let (sel, name, ty) = plan_selector(table, expr)?;
+    Ok(Operand::Planned(Box::new(sel), name, ty))
+}
+
+impl Operand {
+    fn text(&self) -> &str {
+        match self {
+            Operand::Planned(_, name, _) | Operand::Literal(_, name) | Operand::Marker(name) => name,
+        }
+    }
+
+    /// The operand as a selector of type `ty` (a literal is read as one).
+    fn into_sel(self, ty: &CqlType) -> Result<Sel, QueryError> {
+        match self {
+            Operand::Planned(sel, ..) => Ok(*sel),
+            Operand::Literal(l, text) => {
+                let value = crate::bind::literal_value(&l, &Receiver { name: &text, ty })?;
+                Ok(Sel::Const(value.map(|v| v.to_bytes())))
+            }
+            Operand::Marker(text) => Err(cannot_infer(&text)),
+        }
+    }
+}
+
+fn plan_operation(
+    table: &TableDef,
+    op: ast::ArithmeticOp,
+    lhs: &SelectorExpr,
+    rhs: &SelectorExpr,
+) -> Result<(Sel, String, CqlType), QueryError> {
+    let (l, r) = (plan_operand(table, lhs)?, plan_operand(table, rhs)?);
+    let side = |e: &SelectorExpr, o: &Operand, right: bool| match e {
+        SelectorExpr::BinaryOp { op: inner, .. }
+            if arith::precedence(*inner) < arith::precedence(op)
+                || (right && arith::precedence(*inner) == arith::precedence(op)) =>
+        {
+            format!("({})", o.text())
+        }
+        _ => o.text().to_string(),
+    };
+    let name = format!("{} {} {}", side(lhs, &l, false), arith::symbol(op), side(rhs, &r, true));
+    let ambiguous = || crate::bind::ambiguous_operation(op, l.text(), r.text());
+    let literal_type = |lit: &ast::Literal, other: &Operand| match (lit, other) {
+        (ast::Literal::String(_), Operand::Planned(_, _, CqlType::Ascii)) => Some(CqlType::Ascii),
+        _ => functions::preferred_type(lit),
+    };
+    let lt = match &l {
+        Operand::Planned(_, _, t) => Some(t.clone()),
+        Operand::Literal(lit, _) => literal_type(lit, &r),
+        Operand::Marker(_) => None,
+    };
+    let rt = match &r {
+        Operand::Planned(_, _, t) => Some(t.clone()),
+        Operand::Literal(lit, _) => literal_type(lit, &l),
+        Operand::Marker(_) => None,
+    };
+    let (Some(lt), Some(rt)) = (lt, rt) else { return Err(ambiguous()) };
+    let Some(ty) = arith::result_type(op, &lt, &rt) else {
+        // A timestamp is also a bigint to Cassandra's overload resolution.
+        let integer = |t: &CqlType| {
+            matches!(t, CqlType::TinyInt | CqlType::SmallInt | CqlType::Int | CqlType::BigInt | CqlType::Timestamp)
+        };
+        if (lt == CqlType::Timestamp && integer(&rt)) || (rt == CqlType::Timestamp && integer(&lt)) {
+            return Err(ambiguous());
+        }
+        return Err(crate::bind::unsupported_operation(op, l.text(), r.text()));
+    };
+    let left = Box::new(l.into_sel(&lt)?);
+    let right = Box::new(r.into_sel(&rt)?);
+    Ok((Sel::Op { op, left, lt, right, rt }, name, ty))
+}
+
+/// A call of one of `functions`' native functions.
+fn plan_native(
+    table: &TableDef,
+    qualified: &str,
+    fname: &str,
+    args: &[SelectorExpr],
+) -> Result<(Sel, String, CqlType), QueryError> {
+    let operands: Vec<Operand> = args.iter().map(|a| plan_operand(table, a)).collect::<Result<_, _>>()?;
+    let resolve_args: Vec<functions::Arg<'_>> = operands
+        .iter()
+        .map(|o| match o {
+            Operand::Planned(_, _, t) => functions::Arg::Typed(t),
+            Operand::Literal(l, _) => functions::Arg::Literal(l),
+            Operand::Marker(_) => functions::Arg::Literal(&ast::Literal::Null),
+        })
+        .collect();
+    let known = qualified == fname || qualified == format!("system.{fname}");
+    let texts: Vec<String> = operands.iter().map(|o| o.text().to_string()).collect();
+    let resolved = if known { functions::resolve(fname, &resolve_args, &texts)? } else { None };
+    let Some(function) = resolved else {
+        return Err(QueryError::Invalid(format!("Unknown function '{qualified}'")));
+    };
+    let name = if function.kind == functions::Kind::CastAs {
+        let arg = operands.first().map(Operand::text).unwrap_or_default();
+        format!("cast({arg} as {})", function.ty.to_cql())
+    } else {
+        format!("system.{fname}({})", operands.iter().map(Operand::text).collect::<Vec<_>>().join(", "))
+    };
+    let ty = function.ty.clone();
+    let sels: Vec<Sel> =
+        operands.into_iter().zip(&function.args).map(|(o, t)| o.into_sel(t)).collect::<Result<_, _>>()?;
+    Ok((Sel::Native { function, args: sels }, name, ty))
 }
 
 /// The one argument of a conversion function, planned (it may be a column,

@@ -7,7 +7,7 @@
 # cluster on 127.0.0.1..3 (`shoal cluster up`): the tests of connection,
 # protocol v5, types, prepared statements, batches, paging, LWT and counters.
 #
-#   scripts/driver-tests.sh [--cassandra | --cluster] [--only java|go]
+#   scripts/driver-tests.sh [--cassandra | --cluster] [--only java|go|python]
 #
 # Env: SHOAL_BIN (default from scripts/env.sh), JAVA_DRIVER_PROFILES (the Maven
 # profiles to run, default "default datastax-4.17": the Apache driver 4.19 and
@@ -94,5 +94,15 @@ if [ -z "$only" ] || [ "$only" = java ]; then
     [ "$target" = cluster ] && args+=(-Dtest='ConnectionTest,ProtocolV5Test,TypesTest,PreparedStatementTest,BatchTest,PagingTest,LwtCountersTest')
     ( cd "$ROOT/tests/java" && mvn "${args[@]}" )
   done
+fi
+# With --cassandra: the Python driver's modules of issue 23's features (and the query features
+# they build on) against the same Cassandra, with the same expectations (tests/python/README.md:
+# SHOAL_TEST_EXTERNAL); Shoal-only tests skip themselves there.
+if [ "$target" = cassandra ] && { [ -z "$only" ] || [ "$only" = python ]; }; then
+  echo "== Python driver feature modules (tests/python, SHOAL_TEST_EXTERNAL)"
+  py_modules=(test_lwt test_counters test_indexes test_json test_group_by test_functions test_arithmetic
+    test_protocol_v5 test_tracing test_types test_paging test_timestamps_ttl test_deletes test_batch test_prepared)
+  ( cd "$ROOT/tests/python" && SHOAL_TEST_EXTERNAL="127.0.0.1:$port" PATH="$SHOAL_VENV/bin:$PATH" \
+      "$SHOAL_VENV/bin/python" -m pytest -q "${py_modules[@]/%/.py}" )
 fi
 echo "== driver tests passed against $target"

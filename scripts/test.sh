@@ -24,7 +24,7 @@ echo "== Java driver 4 and gocql v2 against shoal"
 "$ROOT/scripts/driver-tests.sh"
 echo "== the same suites' connection, v5, types, prepared, batch, paging, LWT and counter tests against a 3-node shoal cluster"
 JAVA_DRIVER_PROFILES=default "$ROOT/scripts/driver-tests.sh" --cluster
-echo "== the same against Apache Cassandra 5.0.9 (differential; SHOAL_SKIP_DIFFERENTIAL=1 skips it)"
+echo "== the same, and the Python feature modules, against Apache Cassandra 5.0.9 (differential; SHOAL_SKIP_DIFFERENTIAL=1 skips it)"
 if [ "${SHOAL_SKIP_DIFFERENTIAL:-0}" != 1 ]; then
   JAVA_DRIVER_PROFILES=default "$ROOT/scripts/driver-tests.sh" --cassandra
 fi

@@ -288,10 +288,14 @@ def test_cast_nulls_stay_null(s):
 
 
 def test_cast_errors(s):
-    assert "tx cannot be cast to int" in invalid(s, "SELECT CAST(tx AS int) FROM ct")
-    assert "ts cannot be cast to int" in invalid(s, "SELECT CAST(ts AS int) FROM ct")
-    assert "bl cannot be cast to text" in invalid(s, "SELECT CAST(bl AS text) FROM ct")
-    assert "tx cannot be cast to ascii" in invalid(s, "SELECT CAST(tx AS ascii) FROM ct")
+    # Cassandra 5 resolves CAST(x AS t) as its function system.cast_as_t: the function's errors.
+    none = "Invalid call to function system.cast_as_{}, none of its type signatures match (known type signatures: "
+    assert none.format("int") in invalid(s, "SELECT CAST(tx AS int) FROM ct")
+    assert none.format("text") in invalid(s, "SELECT CAST(bl AS text) FROM ct")
+    assert none.format("ascii") in invalid(s, "SELECT CAST(tx AS ascii) FROM ct")
+    # A timestamp matches several of cast_as_int's overloads weakly: Cassandra calls that "Ambiguous call to
+    # function", Shoal (which has no weak matches) "Invalid call to function".
+    assert "call to function system.cast_as_int" in invalid(s, "SELECT CAST(ts AS int) FROM ct")
 
 
 def test_order_by_with_in_sorts_the_groups(s):

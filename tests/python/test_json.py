@@ -345,18 +345,22 @@ def test_from_json_in_terms(js):
     js.execute("INSERT INTO t (k, i) VALUES (26, fromJson(null))")
     assert one(js, "SELECT JSON i FROM t WHERE k = 25") == '{"i": null}'
     p = js.prepare("INSERT INTO t (k, i) VALUES (?, fromJson(?))")
-    assert [(c.name, c.type.typename) for c in p.column_metadata] == [("k", "int"), ("arg0(system.fromjson)", "varchar")]
+    names = [(c.name.replace("from_json", "fromjson"), c.type.typename) for c in p.column_metadata]
+    assert names == [("k", "int"), ("arg0(system.fromjson)", "varchar")]
     js.execute(p, [27, '"8"'])
     assert one(js, "SELECT JSON i FROM t WHERE k = 27") == '{"i": 8}'
 
 
 def test_from_json_errors(js):
     def failure(query):
-        # A FUNCTION_FAILURE (0x1400) of system.fromjson(text).
+        # A FUNCTION_FAILURE (0x1400) of system.fromjson(text). Cassandra 5.0 caches one fromJson function per
+        # result type under the name (fromjson or its alias from_json) first called for that type since it
+        # started, and reports that name: the two names are one function here.
         with pytest.raises(FunctionFailure) as e:
             js.execute(query)
-        assert (e.value.keyspace, e.value.function, e.value.arg_types) == ("system", "fromjson", ["text"])
-        return message(e.value)
+        assert (e.value.keyspace, e.value.function.replace("from_json", "fromjson"), e.value.arg_types) == (
+            "system", "fromjson", ["text"])
+        return message(e.value).replace("from_json", "fromjson")
 
     assert failure("INSERT INTO t (k, i) VALUES (21, fromJson('\"x\"'))") == (
         "org.apache.cassandra.serializers.MarshalException: Unable to make int from 'x'"

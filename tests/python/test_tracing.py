@@ -46,12 +46,14 @@ def check_trace(trace, coordinator, request_prefix="Execute"):
         assert e.description
         assert e.thread_name
         assert e.source_elapsed is not None and e.source_elapsed.total_seconds() >= 0
-    # On each node, events come in the order they happened.
     by_source = {}
     for e in trace.events:
         by_source.setdefault(str(e.source), []).append(e.source_elapsed)
-    for source, elapsed in by_source.items():
-        assert elapsed == sorted(elapsed), (source, elapsed)
+    # On each Shoal node, events come in the order they happened. Cassandra's do not always: each of its
+    # stages' threads counts source_elapsed from its own start (a batch's mutations interleave).
+    if not EXTERNAL:
+        for source, elapsed in by_source.items():
+            assert elapsed == sorted(elapsed), (source, elapsed)
     return by_source
 
 

@@ -146,6 +146,18 @@ fn no_signature(name: &str, known: &[String]) -> QueryError {
     ))
 }
 
+/// No `cast_as_<to>` overload takes the argument: Cassandra's message,
+/// listing the overloads (`called`: the function as the query names it;
+/// `system.cast_as_<to>` for a `CAST(x AS to)`).
+pub(crate) fn no_cast(called: &str, to: &CqlType) -> QueryError {
+    let known: Vec<String> = NATIVE_TYPES
+        .iter()
+        .filter(|from| *from != to && crate::select::cast_supported(from, to))
+        .map(|from| format!("system.cast_as_{} : ({}) -> {}", to.to_cql(), from.to_cql(), to.to_cql()))
+        .collect();
+    no_signature(called, &known)
+}
+
 fn arg_count(name: &str, required: usize, given: usize) -> Result<(), QueryError> {
     if required != given {
         return Err(QueryError::Invalid(format!(
@@ -271,14 +283,7 @@ pub fn resolve(name: &str, args: &[Arg<'_>], texts: &[String]) -> Result<Option<
                 Some(from) if from != to && crate::select::cast_supported(&from, &to) => {
                     Ok(Some(native(Kind::CastAs, vec![from], to)))
                 }
-                _ => {
-                    let known: Vec<String> = NATIVE_TYPES
-                        .iter()
-                        .filter(|from| **from != to && crate::select::cast_supported(from, &to))
-                        .map(|from| format!("system.{other} : ({}) -> {}", from.to_cql(), to.to_cql()))
-                        .collect();
-                    Err(no_signature(other, &known))
-                }
+                _ => Err(no_cast(other, &to)),
             }
         }
     }

@@ -301,8 +301,8 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
                 return Ok((inner, name, from));
             }
             if !cast::supported(&from, ty) {
-                let column = first_column(expr).unwrap_or(name);
-                return Err(QueryError::Invalid(format!("{column} cannot be cast to {}", ty.to_cql())));
+                // Cassandra 5 resolves a CAST as its cast_as_<type> function.
+                return Err(crate::functions::no_cast(&format!("system.cast_as_{}", ty.to_cql()), ty));
             }
             let name = format!("cast({name} as {})", ty.to_cql());
             Ok((Sel::Cast { inner: Box::new(inner), from, to: ty.clone() }, name, ty.clone()))
@@ -540,16 +540,3 @@ fn one_argument(table: &TableDef, fname: &str, args: &[SelectorExpr]) -> Result<
     plan_selector(table, arg)
 }
 
-/// The first column a selector reads (Cassandra names it in cast errors).
-fn first_column(expr: &SelectorExpr) -> Option<String> {
-    match expr {
-        SelectorExpr::Column(name) => Some(name.clone()),
-        SelectorExpr::CellMetadata { target, .. } => first_column(target),
-        SelectorExpr::FunctionCall { args, .. } => args.iter().find_map(first_column),
-        SelectorExpr::Cast { expr, .. }
-        | SelectorExpr::TypeHint { expr, .. }
-        | SelectorExpr::Field { expr, .. }
-        | SelectorExpr::Element { expr, .. } => first_column(expr),
-        _ => None,
-    }
-}

@@ -539,4 +539,3 @@ fn one_argument(table: &TableDef, fname: &str, args: &[SelectorExpr]) -> Result<
     };
     plan_selector(table, arg)
 }
-

@@ -355,6 +355,9 @@ def test_a_building_index_fails_reads_as_cassandra(ks_session, using, reason):
         first = list(s.execute("SELECT k FROM big WHERE v = 3"))
     except ReadFailure as e:
         assert f"Operation failed - received 0 responses and 1 failures: {reason} from /" in str(e), str(e)
+        if s.cluster.protocol_version >= 5:
+            # v5's reason map: the replica and its RequestFailureReason code (UNKNOWN 0, INDEX_NOT_AVAILABLE 6).
+            assert list(e.error_code_map.values()) == [{"UNKNOWN": 0, "INDEX_NOT_AVAILABLE": 6}[reason]], e.error_code_map
     else:
         assert len(first) == 2000  # the build was already done
     assert len(rows_of(s, "SELECT k FROM big WHERE v = 3")) == 2000

@@ -949,13 +949,15 @@ impl<T: Transport + Clone> Coordinator<T> {
         let view = self.view.snapshot();
         // Cassandra names a building storage-attached index INDEX_NOT_AVAILABLE, a legacy one UNKNOWN.
         let sai = ks.tables.values().flat_map(|t| &t.indexes).any(|i| i.id == scan.index && i.class_name.is_some());
-        let reason = if sai { "INDEX_NOT_AVAILABLE" } else { "UNKNOWN" };
+        // (RequestFailureReason's codes: UNKNOWN 0, INDEX_NOT_AVAILABLE 6.)
+        let (reason, code) = if sai { ("INDEX_NOT_AVAILABLE", 6) } else { ("UNKNOWN", 0) };
         let not_available = |from: std::net::SocketAddr, block_for: usize| CoordError::ReadFailure {
             consistency: cl,
             received: 0,
             block_for: block_for as i32,
             failures: 1,
             message: format!("Operation failed - received 0 responses and 1 failures: {reason} from /{from}"),
+            reasons: vec![(from.ip(), code)],
         };
         let local_addr = Self::address(&view, view.local);
         let local_index = |sub: &IndexScan, block_for: usize| {

@@ -38,9 +38,17 @@ pub enum CoordError {
     #[error("{0}")]
     Server(String),
     /// Replicas answered with a failure (Cassandra's ReadFailureException),
-    /// e.g. a secondary index still building on them.
+    /// e.g. a secondary index still building on them. `reasons`: each
+    /// failed replica and Cassandra's `RequestFailureReason` code for it.
     #[error("{message}")]
-    ReadFailure { consistency: Consistency, received: i32, block_for: i32, failures: i32, message: String },
+    ReadFailure {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        failures: i32,
+        message: String,
+        reasons: Vec<(std::net::IpAddr, u16)>,
+    },
 }
 
 /// How many answers a level needs, and which ones count.

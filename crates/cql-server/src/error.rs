@@ -45,9 +45,17 @@ pub enum QueryError {
     /// 0x1400: a function (an arithmetic operation included) failed on its arguments.
     #[error("{message}")]
     FunctionFailure { keyspace: String, function: String, arg_types: Vec<String>, message: String },
-    /// 0x1300: replicas failed the read (e.g. a secondary index still building).
+    /// 0x1300: replicas failed the read (e.g. a secondary index still building);
+    /// `reasons`: each failed replica and its `RequestFailureReason` code (v5's reason map).
     #[error("{message}")]
-    ReadFailure { consistency: Consistency, received: i32, block_for: i32, failures: i32, message: String },
+    ReadFailure {
+        consistency: Consistency,
+        received: i32,
+        block_for: i32,
+        failures: i32,
+        message: String,
+        reasons: Vec<(std::net::IpAddr, u16)>,
+    },
 }
 
 pub fn hex(bytes: &[u8]) -> String {

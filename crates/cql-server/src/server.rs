@@ -1072,16 +1072,8 @@ pub fn error_body(e: QueryError) -> ErrorBody {
         QueryError::FunctionFailure { keyspace, function, arg_types, .. } => {
             ErrorKind::FunctionFailure { keyspace, function, arg_types }
         }
-        QueryError::ReadFailure { consistency, received, block_for, failures, .. } => {
-            ErrorKind::ReadFailure {
-                consistency,
-                received,
-                block_for,
-                num_failures: failures,
-                data_present: false,
-                // Which replica failed, and why, is not carried this far (v5's reason map stays empty).
-                reasons: Vec::new(),
-            }
+        QueryError::ReadFailure { consistency, received, block_for, failures, reasons, .. } => {
+            ErrorKind::ReadFailure { consistency, received, block_for, num_failures: failures, data_present: false, reasons }
         }
     };
     ErrorBody::new(kind, message)

@@ -67,8 +67,8 @@ pub fn query_error(e: CoordError) -> QueryError {
         }
         CoordError::Invalid(m) => QueryError::Invalid(m),
         CoordError::Server(m) => QueryError::Server(m),
-        CoordError::ReadFailure { consistency, received, block_for, failures, message } => {
-            QueryError::ReadFailure { consistency, received, block_for, failures, message }
+        CoordError::ReadFailure { consistency, received, block_for, failures, message, reasons } => {
+            QueryError::ReadFailure { consistency, received, block_for, failures, message, reasons }
         }
     }
 }

@@ -1072,9 +1072,14 @@ pub fn error_body(e: QueryError) -> ErrorBody {
         QueryError::FunctionFailure { keyspace, function, arg_types, .. } => {
             ErrorKind::FunctionFailure { keyspace, function, arg_types }
         }
-        QueryError::ReadFailure { consistency, received, block_for, failures, reasons, .. } => {
-            ErrorKind::ReadFailure { consistency, received, block_for, num_failures: failures, data_present: false, reasons }
-        }
+        QueryError::ReadFailure { consistency, received, block_for, failures, reasons, .. } => ErrorKind::ReadFailure {
+            consistency,
+            received,
+            block_for,
+            num_failures: failures,
+            data_present: false,
+            reasons,
+        },
     };
     ErrorBody::new(kind, message)
 }

@@ -1,5 +1,7 @@
 //! The automatic repair schedule (`auto_repair`, on by default; issue 21):
-//! every `auto_repair_check_interval`, each user table whose ranges this
+//! every `auto_repair_check_interval`, each table (user tables, `system_auth`,
+//! `system_distributed`; not `system_traces`, whose rows are written at ONE
+//! and expire within a day) whose ranges this
 //! node is the primary replica of were last repaired more than half its
 //! `gc_grace_seconds` ago (or never) is repaired on those ranges (`repair
 //! -pr` of that table). Every node does the same for its own primary
@@ -51,7 +53,8 @@ pub async fn run(
         }
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         for ks in schema.keyspaces.values() {
-            if Schema::is_local(&ks.name) || matches!(ks.replication, Replication::Local) {
+            if Schema::is_local(&ks.name) || matches!(ks.replication, Replication::Local) || ks.name == "system_traces"
+            {
                 continue;
             }
             for table in ks.tables.values() {

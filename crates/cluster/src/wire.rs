@@ -163,19 +163,41 @@ pub fn decode_command(
     })
 }
 
-pub fn encode_scan(scan: &ScanRange) -> Bytes {
-    let mut out = BytesMut::new();
-    out.put_slice(scan.table.as_bytes());
-    out.put_i64(scan.start_token);
-    out.put_i64(scan.end_token);
-    match &scan.after_key {
+/// A key query's token range, the key it starts after, and its limit, as
+/// scans and index scans carry them: `start_token:i64 end_token:i64
+/// has_after:u8 [after_key:blob] limit:u32`.
+struct KeyRange {
+    start_token: i64,
+    end_token: i64,
+    after_key: Option<Vec<u8>>,
+    partition_limit: usize,
+}
+
+fn put_key_range(out: &mut BytesMut, start_token: i64, end_token: i64, after_key: Option<&[u8]>, limit: usize) {
+    out.put_i64(start_token);
+    out.put_i64(end_token);
+    match after_key {
         Some(k) => {
             out.put_u8(1);
-            put_blob(&mut out, k);
+            put_blob(out, k);
         }
         None => out.put_u8(0),
     }
-    out.put_u32(u32::try_from(scan.partition_limit).unwrap_or(u32::MAX));
+    out.put_u32(u32::try_from(limit).unwrap_or(u32::MAX));
+}
+
+fn read_key_range(r: &mut Reader<'_>) -> Result<KeyRange, WireError> {
+    let start_token = r.i64()?;
+    let end_token = r.i64()?;
+    let after_key = if r.u8()? != 0 { Some(r.blob()?.to_vec()) } else { None };
+    let partition_limit = r.u32()? as usize;
+    Ok(KeyRange { start_token, end_token, after_key, partition_limit })
+}
+
+pub fn encode_scan(scan: &ScanRange) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_slice(scan.table.as_bytes());
+    put_key_range(&mut out, scan.start_token, scan.end_token, scan.after_key.as_deref(), scan.partition_limit);
     out.freeze()
 }
 
@@ -183,10 +205,7 @@ pub fn encode_scan(scan: &ScanRange) -> Bytes {
 pub fn decode_scan(bytes: &[u8]) -> Result<ScanRange, WireError> {
     let mut r = ByteReader::new(bytes, WireError { what: "scan request" });
     let table = r.uuid()?;
-    let start_token = r.i64()?;
-    let end_token = r.i64()?;
-    let after_key = if r.u8()? != 0 { Some(r.blob()?.to_vec()) } else { None };
-    let partition_limit = r.u32()? as usize;
+    let KeyRange { start_token, end_token, after_key, partition_limit } = read_key_range(&mut r)?;
     r.finish()?;
     Ok(ScanRange {
         table,
@@ -204,16 +223,7 @@ pub fn encode_index_scan(scan: &IndexScan) -> Bytes {
     let mut out = BytesMut::new();
     out.put_slice(scan.index.as_bytes());
     put_blob(&mut out, &scan.value);
-    out.put_i64(scan.start_token);
-    out.put_i64(scan.end_token);
-    match &scan.after_key {
-        Some(k) => {
-            out.put_u8(1);
-            put_blob(&mut out, k);
-        }
-        None => out.put_u8(0),
-    }
-    out.put_u32(u32::try_from(scan.partition_limit).unwrap_or(u32::MAX));
+    put_key_range(&mut out, scan.start_token, scan.end_token, scan.after_key.as_deref(), scan.partition_limit);
     out.put_i32(scan.now);
     out.freeze()
 }
@@ -222,10 +232,7 @@ pub fn decode_index_scan(bytes: &[u8]) -> Result<IndexScan, WireError> {
     let mut r = ByteReader::new(bytes, WireError { what: "index scan request" });
     let index = r.uuid()?;
     let value = r.blob()?.to_vec();
-    let start_token = r.i64()?;
-    let end_token = r.i64()?;
-    let after_key = if r.u8()? != 0 { Some(r.blob()?.to_vec()) } else { None };
-    let partition_limit = r.u32()? as usize;
+    let KeyRange { start_token, end_token, after_key, partition_limit } = read_key_range(&mut r)?;
     let now = r.i32()?;
     r.finish()?;
     Ok(IndexScan { index, value, start_token, after_key, end_token, partition_limit, now })

@@ -61,6 +61,24 @@ pub fn column_near<'t>(table: &'t TableDef, name: &str, hint: usize) -> Result<(
     }
 }
 
+/// Every combination of one value from each list, in the lists' order (the
+/// keys or clusterings of `IN` restrictions on several columns).
+pub fn cartesian(lists: &[&Vec<Bytes>]) -> Vec<Vec<Bytes>> {
+    let mut out: Vec<Vec<Bytes>> = vec![Vec::new()];
+    for list in lists {
+        let mut next = Vec::with_capacity(out.len() * list.len());
+        for prefix in &out {
+            for v in list.iter() {
+                let mut p = prefix.clone();
+                p.push(v.clone());
+                next.push(p);
+            }
+        }
+        out = next;
+    }
+    out
+}
+
 /// The serialized partition key: the value itself for one column, the
 /// CompositeType form (`u16 len | bytes | 0x00` per component) for several.
 pub fn compose_partition_key(components: &[Bytes]) -> Result<Bytes, QueryError> {

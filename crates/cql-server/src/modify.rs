@@ -189,22 +189,6 @@ fn key_restrictions(
     Ok(KeyRestrictions { values, slice })
 }
 
-fn cartesian(lists: &[&Vec<Bytes>]) -> Vec<Vec<Bytes>> {
-    let mut out: Vec<Vec<Bytes>> = vec![Vec::new()];
-    for list in lists {
-        let mut next = Vec::with_capacity(out.len() * list.len());
-        for prefix in &out {
-            for v in list.iter() {
-                let mut p = prefix.clone();
-                p.push(v.clone());
-                next.push(p);
-            }
-        }
-        out = next;
-    }
-    out
-}
-
 /// Partition keys (serialized) for the restricted partition key columns.
 fn partition_keys(table: &TableDef, r: &KeyRestrictions) -> Result<Vec<Bytes>, QueryError> {
     let mut lists = Vec::new();
@@ -220,7 +204,7 @@ fn partition_keys(table: &TableDef, r: &KeyRestrictions) -> Result<Vec<Bytes>, Q
     if !missing.is_empty() {
         return Err(QueryError::Invalid(format!("Some partition key parts are missing: {}", missing.join(", "))));
     }
-    cartesian(&lists).iter().map(|k| common::compose_partition_key(k)).collect()
+    common::cartesian(&lists).iter().map(|k| common::compose_partition_key(k)).collect()
 }
 
 /// Clustering value lists in clustering order; the leading restricted prefix.
@@ -648,7 +632,8 @@ pub fn update(
     if !missing_ck.is_empty() && (!only_static || !ck_lists.is_empty()) {
         return Err(QueryError::Invalid(format!("Some clustering keys are missing: {}", missing_ck.join(", "))));
     }
-    let clusterings = if ck_lists.is_empty() && table.clustering_len() > 0 { Vec::new() } else { cartesian(&ck_lists) };
+    let clusterings =
+        if ck_lists.is_empty() && table.clustering_len() > 0 { Vec::new() } else { common::cartesian(&ck_lists) };
     let mut mutations = Vec::new();
     for key in keys {
         let mut m = new_mutation(table, key.clone());
@@ -859,12 +844,12 @@ pub fn delete(
             if ck_lists.is_empty() && r.slice.is_none() {
                 m.partition_deletion = Some(cc.deletion());
             } else if missing_ck.is_empty() && r.slice.is_none() {
-                for c in cartesian(&ck_lists) {
+                for c in common::cartesian(&ck_lists) {
                     m.rows.push(RowWrite { clustering: c, deletion: Some(cc.deletion()), ..RowWrite::default() });
                 }
             } else {
                 let clustering: Vec<&ColumnDef> = table.clustering().collect();
-                for prefix in cartesian(&ck_lists) {
+                for prefix in common::cartesian(&ck_lists) {
                     let (start, end) = match &r.slice {
                         None => {
                             let b = ClusteringBound { prefix: prefix.clone(), inclusive: true };
@@ -927,7 +912,10 @@ pub fn delete(
             }
             let mut static_row = RowWrite { is_static: true, ..RowWrite::default() };
             let mut rows: Vec<RowWrite> = if missing_ck.is_empty() {
-                cartesian(&ck_lists).into_iter().map(|c| RowWrite { clustering: c, ..RowWrite::default() }).collect()
+                common::cartesian(&ck_lists)
+                    .into_iter()
+                    .map(|c| RowWrite { clustering: c, ..RowWrite::default() })
+                    .collect()
             } else {
                 Vec::new()
             };

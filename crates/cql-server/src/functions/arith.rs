@@ -277,7 +277,7 @@ pub(super) fn narrow(n: i64, ty: &CqlType) -> Value {
     }
 }
 
-pub(super) fn as_long(v: &Value) -> Option<i64> {
+pub(crate) fn as_long(v: &Value) -> Option<i64> {
     match v {
         Value::TinyInt(n) => Some(i64::from(*n)),
         Value::SmallInt(n) => Some(i64::from(*n)),

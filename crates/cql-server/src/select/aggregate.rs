@@ -17,6 +17,8 @@ use num_bigint::{BigInt, Sign};
 
 use types::{CqlType, Value};
 
+use crate::functions::arith::as_long;
+
 /// The types `sum` and `avg` are defined over, in Cassandra's order.
 pub(super) const NUMERIC: [CqlType; 9] = [
     CqlType::TinyInt,
@@ -122,16 +124,6 @@ pub(crate) fn compute<'v>(kind: Numeric, ty: &CqlType, values: impl Iterator<Ite
         _ => return None,
     };
     Some(out.to_bytes())
-}
-
-fn as_long(v: &Value) -> Option<i64> {
-    match v {
-        Value::TinyInt(n) => Some(i64::from(*n)),
-        Value::SmallInt(n) => Some(i64::from(*n)),
-        Value::Int(n) => Some(i64::from(*n)),
-        Value::BigInt(n) | Value::Counter(n) => Some(*n),
-        _ => None,
-    }
 }
 
 /// The truncated mean of longs, summed exactly.

@@ -7,20 +7,7 @@
 use num_bigint::{BigInt, Sign};
 use types::{CqlType, Value};
 
-fn numeric(ty: &CqlType) -> bool {
-    matches!(
-        ty,
-        CqlType::TinyInt
-            | CqlType::SmallInt
-            | CqlType::Int
-            | CqlType::BigInt
-            | CqlType::Float
-            | CqlType::Double
-            | CqlType::Decimal
-            | CqlType::Varint
-            | CqlType::Counter
-    )
-}
+use crate::functions::arith::is_numeric;
 
 fn textual(ty: &CqlType) -> bool {
     matches!(ty, CqlType::Ascii | CqlType::Text)
@@ -28,7 +15,7 @@ fn textual(ty: &CqlType) -> bool {
 
 /// Whether Cassandra has a cast from `from` to `to` (`from != to`).
 pub(crate) fn supported(from: &CqlType, to: &CqlType) -> bool {
-    if numeric(from) && (textual(to) || (numeric(to) && *to != CqlType::Counter)) {
+    if is_numeric(from) && (textual(to) || (is_numeric(to) && *to != CqlType::Counter)) {
         return true;
     }
     match from {

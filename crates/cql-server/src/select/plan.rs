@@ -343,21 +343,7 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
                 "SELECT DISTINCT with WHERE clause only supports restriction by partition key and/or static columns.",
             ));
         }
-        for (pos, vals) in pk_values.iter_mut().enumerate() {
-            if let Some(vals) = vals.take() {
-                let col = table
-                    .columns
-                    .iter()
-                    .position(|c| c.kind == ColumnKind::PartitionKey && c.position as usize == pos)
-                    .unwrap_or(0);
-                filters.push(Filter {
-                    map_key: None,
-                    column: col,
-                    op: Operator::In,
-                    values: vals.into_iter().map(|b| b.to_vec()).collect(),
-                });
-            }
-        }
+        push_pk_filters(table, &mut pk_values, &mut filters);
     } else if pk_full && index_rels > 0 && pk_values.iter().any(|v| v.as_ref().is_some_and(|v| v.len() > 1)) {
         return Err(QueryError::invalid(
             "Select on indexed columns and with IN clause for the PRIMARY KEY are not supported",
@@ -366,43 +352,21 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
     let partitions = if let Some((index, value)) = index_value.clone() {
         PartitionPlan::Index { index, value, start: token_start, end: token_end }
     } else if restricted_pk == pk_len {
-        let mut keys: Vec<Vec<Bytes>> = vec![Vec::new()];
+        let mut lists = Vec::with_capacity(pk_len);
         for (i, vals) in pk_values.into_iter().enumerate() {
             let mut vals = vals.unwrap_or_default();
             // Cassandra answers an IN on the partition key in the key type's order, without repeats.
             let ty = &table.partition_key().nth(i).map(|c| c.ty.clone()).unwrap_or(CqlType::Blob);
             sort_dedup(ty, &mut vals, false);
-            let mut next = Vec::with_capacity(keys.len() * vals.len());
-            for k in &keys {
-                for v in &vals {
-                    let mut k2 = k.clone();
-                    k2.push(v.clone());
-                    next.push(k2);
-                }
-            }
-            keys = next;
+            lists.push(vals);
         }
-        PartitionPlan::Keys(keys)
+        PartitionPlan::Keys(common::cartesian(&lists.iter().collect::<Vec<_>>()))
     } else {
         if restricted_pk > 0 {
             if !select.allow_filtering {
                 return Err(QueryError::Invalid(FILTERING.into()));
             }
-            for (pos, vals) in pk_values.into_iter().enumerate() {
-                if let Some(vals) = vals {
-                    let col = table
-                        .columns
-                        .iter()
-                        .position(|c| c.kind == ColumnKind::PartitionKey && c.position as usize == pos)
-                        .unwrap_or(0);
-                    filters.push(Filter {
-                        map_key: None,
-                        column: col,
-                        op: Operator::In,
-                        values: vals.into_iter().map(|b| b.to_vec()).collect(),
-                    });
-                }
-            }
+            push_pk_filters(table, &mut pk_values, &mut filters);
         }
         PartitionPlan::Range { start: token_start, end: token_end }
     };
@@ -537,6 +501,27 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
         reversed = direction.unwrap_or(false);
     }
     Ok(ReadPlan { partitions, ranges, clustering_restricted, filters, reversed })
+}
+
+/// `IN` filters for the partition key columns restricted in `pk_values`
+/// (taken from it), where the partitions are found another way (an index,
+/// a filtered scan).
+fn push_pk_filters(table: &TableDef, pk_values: &mut [Option<Vec<Bytes>>], filters: &mut Vec<Filter>) {
+    for (pos, vals) in pk_values.iter_mut().enumerate() {
+        if let Some(vals) = vals.take() {
+            let col = table
+                .columns
+                .iter()
+                .position(|c| c.kind == ColumnKind::PartitionKey && c.position as usize == pos)
+                .unwrap_or(0);
+            filters.push(Filter {
+                map_key: None,
+                column: col,
+                op: Operator::In,
+                values: vals.into_iter().map(|b| b.to_vec()).collect(),
+            });
+        }
+    }
 }
 
 pub(super) fn push_ck_filters(

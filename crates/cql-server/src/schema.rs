@@ -210,8 +210,8 @@ impl SchemaService {
             .unwrap_or(0);
         let ts = now.max(self.timestamp() + 1);
         let before = current.stored_keyspaces();
-        let stamps = schema_merge::restamp(&self.stamps(), self.timestamp(), &before, &list, ts);
-        self.install(list, stamps, ts)?;
+        let (list, stamps) = schema_merge::local_change(&self.stamps(), self.timestamp(), &before, &list, ts);
+        self.install(normalize(list), stamps, ts)?;
         Ok(out)
     }
 }

@@ -1137,6 +1137,7 @@ mod tests {
                 "system_distributed",
                 "system_schema",
                 "system_traces",
+                "system_views",
                 "system_virtual_schema"
             ]
         );
@@ -1235,7 +1236,7 @@ mod tests {
         assert_eq!(keyspaces, ["\"Archive\"", "shop"]);
         let rows = run(None, DescribeTarget::Schema { full: true }).unwrap();
         let keyspaces = text_rows(&rows).into_iter().filter(|r| r[1] == "keyspace").count();
-        assert_eq!(keyspaces, 8);
+        assert_eq!(keyspaces, 9);
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub mod server;
 pub mod system;
 pub mod tls;
 pub mod traces;
+pub mod views;
 
 pub use processor::{BatchLimits, Processor};
 pub use server::{serve, ServerConfig, Stages};

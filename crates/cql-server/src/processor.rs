@@ -59,6 +59,10 @@ pub struct Processor {
     /// Request tracing (`TRACING ON`, the trace probability); None: requests
     /// are never traced (tests without a writer).
     pub tracer: Option<Arc<trace::Tracer>>,
+    /// The open client connections (`system_views.clients`).
+    pub clients: Arc<crate::views::Clients>,
+    /// The configuration in force, by cassandra.yaml's names (`system_views.settings`).
+    pub settings: Vec<(String, String)>,
 }
 
 /// The size checks of a batch, with cassandra.yaml's names and defaults.
@@ -108,7 +112,15 @@ impl Processor {
             auth,
             audit: None,
             tracer: None,
+            clients: Arc::default(),
+            settings: Vec::new(),
         }
+    }
+
+    /// Shows these settings (name, value) in `system_views.settings`.
+    pub fn with_settings(mut self, settings: Vec<(String, String)>) -> Processor {
+        self.settings = settings;
+        self
     }
 
     /// Uses these auth settings (authenticator, authorizer, cache validity).

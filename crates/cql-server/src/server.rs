@@ -299,6 +299,17 @@ async fn connection(
         Some(tls) => tls.accept(stream).await?,
         None => Accepted::Plain(stream),
     };
+    let (ssl, tls_info) = match &accepted {
+        Accepted::Tls(stream) => {
+            let session = stream.get_ref().1;
+            let protocol = session.protocol_version().map(|v| format!("{v:?}").replace('_', "."));
+            (true, (protocol, session.negotiated_cipher_suite().map(|c| format!("{:?}", c.suite()))))
+        }
+        Accepted::Plain(_) => (false, (None, None)),
+    };
+    let listed = processor.clients.open(peer, ssl);
+    listed.client.tls(tls_info.0, tls_info.1);
+    let client = Arc::clone(&listed.client);
     let (mut reader, writer): (ReadSide, WriteSide) = match accepted {
         Accepted::Plain(stream) => {
             let (r, w) = stream.into_split();
@@ -487,7 +498,13 @@ async fn connection(
                                 .get(StartupOptions::THROW_ON_OVERLOAD)
                                 .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
                             // READY (or AUTHENTICATE) goes out uncompressed; compression starts after it.
+                            client.started(
+                                options.get(StartupOptions::DRIVER_NAME),
+                                options.get(StartupOptions::DRIVER_VERSION),
+                                version,
+                            );
                             if conn.processor.auth.authenticator.requires_login() {
+                                client.authenticating();
                                 let class = PASSWORD_AUTHENTICATOR.to_string();
                                 conn.send(header.stream, Response::Authenticate(class), false).await;
                                 authenticating = true;
@@ -547,6 +564,7 @@ async fn connection(
                     }
                     let response = match outcome.map(|(_, result)| result) {
                         Ok(Ok(role)) => {
+                            client.logged_in(&role);
                             *conn.login.lock().unwrap_or_else(|p| p.into_inner()) = Some(role);
                             authenticating = false;
                             Response::AuthSuccess(None)
@@ -577,6 +595,7 @@ async fn connection(
                     conn.send(header.stream, Response::Error(body), true).await;
                 }
                 request => {
+                    client.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     ready.push((header, request));
                     if ready.len() >= GROUP_MAX && !dispatch(&conn, &in_flight, &mut ready).await {
                         break 'read;

@@ -27,8 +27,15 @@ use uuid::Uuid;
 
 use crate::schema::Schema;
 
-pub const SYSTEM_KEYSPACES: &[&str] =
-    &["system", "system_schema", "system_virtual_schema", "system_auth", "system_distributed", "system_traces"];
+pub const SYSTEM_KEYSPACES: &[&str] = &[
+    "system",
+    "system_schema",
+    "system_virtual_schema",
+    "system_views",
+    "system_auth",
+    "system_distributed",
+    "system_traces",
+];
 
 /// The system keyspaces stored and replicated like user keyspaces.
 pub const REPLICATED_SYSTEM_KEYSPACES: &[&str] = &["system_auth", "system_distributed", "system_traces"];
@@ -38,7 +45,7 @@ const AUTH_GC_GRACE: i32 = 90 * 24 * 3600;
 
 /// The keyspaces Cassandra itself calls virtual: described in
 /// `system_virtual_schema`, absent from `system_schema`.
-const CASSANDRA_VIRTUAL_KEYSPACES: &[&str] = &["system_virtual_schema"];
+const CASSANDRA_VIRTUAL_KEYSPACES: &[&str] = &["system_virtual_schema", "system_views"];
 
 /// Whether Cassandra calls `keyspace` virtual (DESCRIBE shows it as a
 /// `VIRTUAL KEYSPACE` in a comment, not as CQL that recreates it).
@@ -339,7 +346,20 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
         t.options.comment = comment.to_string();
         virtual_schema.insert(t.name.clone(), t);
     }
+    let mut views = BTreeMap::new();
+    for (table, comment, pk, ck, rest) in crate::views::tables() {
+        let mut def = table_def("system_views", table, &pk, &ck, &rest);
+        def.options.comment = comment.to_string();
+        views.insert(table.to_string(), def);
+    }
     let mut out = vec![
+        KeyspaceDef {
+            name: "system_views".into(),
+            replication: Replication::Local,
+            durable_writes: true,
+            tables: views,
+            types: BTreeMap::new(),
+        },
         KeyspaceDef {
             name: "system_virtual_schema".into(),
             replication: Replication::Local,
@@ -430,7 +450,7 @@ pub fn keyspaces() -> Vec<KeyspaceDef> {
 }
 
 /// A system table: name, comment, partition key, clustering and other columns.
-type SystemTable = (
+pub(crate) type SystemTable = (
     &'static str,
     &'static str,
     Vec<(&'static str, CqlType)>,
@@ -479,7 +499,7 @@ fn trace_tables() -> [SystemTable; 2] {
 /// in the table's column order.
 pub type VirtualRow = Vec<Option<Vec<u8>>>;
 
-fn v(value: Value) -> Option<Vec<u8>> {
+pub(crate) fn v(value: Value) -> Option<Vec<u8>> {
     Some(value.to_bytes())
 }
 fn t(s: &str) -> Option<Vec<u8>> {
@@ -493,7 +513,7 @@ fn text_list(items: impl IntoIterator<Item = String>) -> Option<Vec<u8>> {
 }
 
 /// Builds a row by column name; columns not named are null.
-fn row(table: &TableDef, values: Vec<(&str, Option<Vec<u8>>)>) -> VirtualRow {
+pub(crate) fn row(table: &TableDef, values: Vec<(&str, Option<Vec<u8>>)>) -> VirtualRow {
     let mut out: VirtualRow = vec![None; table.columns.len()];
     for (name, value) in values {
         if let Some(i) = table.columns.iter().position(|c| c.name == name) {
@@ -687,7 +707,10 @@ pub fn rows(table: &TableDef, schema: &Schema, node: &NodeInfo, peers: &[crate::
 
 /// Whether reads of `keyspace` are answered from generated rows, not storage.
 pub fn is_virtual(keyspace: &str) -> bool {
-    keyspace == "system" || keyspace == "system_schema" || keyspace == "system_virtual_schema"
+    keyspace == "system"
+        || keyspace == "system_schema"
+        || keyspace == "system_virtual_schema"
+        || keyspace == "system_views"
 }
 
 fn virtual_keyspaces(schema: &Schema) -> impl Iterator<Item = &std::sync::Arc<KeyspaceDef>> {

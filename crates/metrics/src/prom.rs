@@ -53,7 +53,10 @@ impl Writer {
                 if i > 0 {
                     self.out.push(',');
                 }
-                let _ = write!(self.out, "{k}=\"{}\"", escape(v));
+                self.out.push_str(k);
+                self.out.push_str("=\"");
+                escape_into(&mut self.out, v);
+                self.out.push('"');
             }
             self.out.push('}');
         }
@@ -78,9 +81,8 @@ impl Writer {
     pub fn latency(&mut self, name: &str, help: &str, labels: Labels<'_>, snapshot: &Snapshot) {
         self.header(name, "histogram", help);
         let bucket = format!("{name}_bucket");
-        for (bound, n) in LATENCY_BOUNDS_US.iter().zip(snapshot.cumulative(&LATENCY_BOUNDS_US)) {
-            let le = format!("{}", *bound as f64 / 1e6);
-            self.sample(&bucket, labels, Some(("le", &le)), n as f64);
+        for (le, n) in LATENCY_LE.iter().zip(snapshot.cumulative(&LATENCY_BOUNDS_US)) {
+            self.sample(&bucket, labels, Some(("le", le)), n as f64);
         }
         self.sample(&bucket, labels, Some(("le", "+Inf")), snapshot.count as f64);
         self.sample(&format!("{name}_sum"), labels, None, snapshot.sum as f64 / 1e6);
@@ -100,8 +102,19 @@ impl Writer {
     }
 }
 
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+/// The `le` label values of [`LATENCY_BOUNDS_US`], in seconds.
+static LATENCY_LE: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(|| LATENCY_BOUNDS_US.iter().map(|b| format!("{}", *b as f64 / 1e6)).collect());
+
+fn escape_into(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -479,6 +479,57 @@ pub struct NodeConfig {
 #[error("invalid configuration: {0}")]
 pub struct ConfigError(pub String);
 
+impl NodeConfig {
+    /// The configuration in force by cassandra.yaml's names (Shoal-only keys by
+    /// Shoal's), as `system_views.settings` lists it. Secrets are not listed.
+    pub fn settings(&self) -> Vec<(String, String)> {
+        let ms = |d: Duration| format!("{}ms", d.as_millis());
+        let mib = |b: u64| format!("{}MiB", b >> 20);
+        let (sync, sync_period) = match self.commitlog_sync {
+            CommitlogSync::Periodic { period } => ("periodic", Some(("commitlog_sync_period", ms(period)))),
+            CommitlogSync::Batch => ("batch", None),
+            CommitlogSync::Group { window } => ("group", Some(("commitlog_sync_group_window", ms(window)))),
+        };
+        let mut out: Vec<(&str, String)> = vec![
+            ("cluster_name", self.cluster_name.clone()),
+            ("num_tokens", self.num_tokens.to_string()),
+            ("data_file_directories", self.data_dir.display().to_string()),
+            ("listen_address", self.listen_address.to_string()),
+            ("rpc_address", self.rpc_address.to_string()),
+            ("native_transport_port", self.native_port.to_string()),
+            ("storage_port", self.storage_port.to_string()),
+            ("admin_port", self.admin_port.to_string()),
+            ("prometheus_port", self.prometheus_port.to_string()),
+            ("native_transport_max_frame_size", mib(u64::from(self.max_frame_bytes))),
+            ("commitlog_sync", sync.to_string()),
+            ("concurrent_reads", self.concurrent_reads.to_string()),
+            ("concurrent_writes", self.concurrent_writes.to_string()),
+            ("worker_threads", self.worker_threads.to_string()),
+            ("endpoint_snitch", self.endpoint_snitch.clone()),
+            ("seeds", self.seeds.join(",")),
+            ("dc", self.dc.clone()),
+            ("rack", self.rack.clone()),
+            ("hinted_handoff_enabled", self.hinted_handoff_enabled.to_string()),
+            ("max_hint_window", ms(self.max_hint_window)),
+            ("max_hints_size_per_host", mib(self.max_hints_bytes_per_host)),
+            ("phi_convict_threshold", self.phi_convict_threshold.to_string()),
+            ("write_request_timeout", ms(self.write_request_timeout)),
+            ("read_request_timeout", ms(self.read_request_timeout)),
+            ("cas_contention_timeout", ms(self.cas_contention_timeout)),
+            ("memtable_heap_space", mib(self.memtable_space as u64)),
+            ("block_cache_size", mib(self.block_cache_bytes as u64)),
+            ("auto_bootstrap", self.auto_bootstrap.to_string()),
+            ("authenticator", format!("{:?}Authenticator", self.auth.authenticator)),
+            ("authorizer", format!("{:?}Authorizer", self.auth.authorizer)),
+            ("client_encryption_options_enabled", self.client_encryption.enabled.to_string()),
+            ("tombstone_gc_propagation_delay", ms(self.tombstone_gc_propagation_delay)),
+            ("auto_repair", self.auto_repair.is_some().to_string()),
+        ];
+        out.extend(sync_period);
+        out.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+}
+
 impl ConfigFile {
     pub fn parse(text: &str) -> Result<ConfigFile, ConfigError> {
         if text.trim().is_empty() {

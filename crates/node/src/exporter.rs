@@ -80,8 +80,14 @@ fn tables(w: &mut Writer, state: &AdminState) {
     ];
     for (name, help, read) in latencies {
         for s in &samples {
+            // A table's histogram appears once it saw an operation of its kind (a scrape of
+            // 1,000 mostly idle tables stays small).
+            let snapshot = read(&s.metrics);
+            if snapshot.count == 0 {
+                continue;
+            }
             let l = labels(s);
-            w.latency(name, help, &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)], &read(&s.metrics));
+            w.latency(name, help, &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)], &snapshot);
         }
     }
     type Gauge = fn(&storage::TableSample) -> u64;

@@ -133,6 +133,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let processor = Arc::new(
             Processor::new(Arc::clone(&schema), Arc::clone(&storage), node, data_plane)
                 .with_tracer(tracer)
+                .with_settings(config.settings())
                 .with_batch_limits(config.batch_limits)
                 .with_auth(config.auth)
                 .with_audit(

@@ -279,7 +279,11 @@ impl Reader<'_> {
         pos: &mut Position,
         max_rows: usize,
     ) -> Result<(Vec<RowData>, Option<Position>), QueryError> {
-        let all = system::rows(self.table, self.schema, &self.proc.node, &self.proc.data.peers());
+        let all = if self.table.keyspace == "system_views" {
+            crate::views::rows(self.table, self.proc)
+        } else {
+            system::rows(self.table, self.schema, &self.proc.node, &self.proc.data.peers())
+        };
         let mut filters: Vec<Filter> = Vec::new();
         // Restrictions on a virtual table are evaluated over its generated rows.
         if let PartitionPlan::Keys(keys) = &self.plan.partitions {

@@ -75,8 +75,14 @@ def main():
               f"{out['server_cpu_ms_per_scrape']} ms/scrape, {len(body)} bytes, {samples} samples")
         print(json.dumps(out))
     finally:
+        # A node with 1,000 tables flushes each on SIGTERM: give it time, then stop it hard.
         srv.terminate()
-        srv.wait(timeout=60)
+        try:
+            srv.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            print("server did not stop within 300 s of SIGTERM; killed", file=sys.stderr)
+            srv.kill()
+            srv.wait()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@
 pub mod admin;
 mod auto_repair;
 pub mod config;
+pub mod dashboard;
 mod horizon;
 mod join;
 pub mod lifecycle;
@@ -178,6 +179,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             pending_hints: Arc::new(move || hints.targets().into_iter().map(|t| (t, hints.pending_bytes(t))).collect()),
             snitch: format!("org.apache.cassandra.locator.{}", config.endpoint_snitch),
             started: std::time::Instant::now(),
+            admin_port: config.admin_port,
         });
         let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state, stop_rx.clone()));
         // A new node streams its ranges before it serves anyone (JOINING until then). A failed

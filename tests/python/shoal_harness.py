@@ -105,7 +105,7 @@ class ShoalNode:
         self.starts = 0
         # Each node gets its own storage (internode) port so that several
         # single-node servers can run side by side on 127.0.0.1.
-        cfg = {"storage_port": free_port(host), "admin_port": free_port(host)}
+        cfg = {"storage_port": free_port(host), "admin_port": free_port(host), "prometheus_port": free_port(host)}
         cfg.update(config or {})
         self.config = cfg
         self.config_path.write_text("".join(f"{k}: {_yaml_scalar(v)}\n" for k, v in cfg.items()))

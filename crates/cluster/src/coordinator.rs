@@ -714,7 +714,10 @@ impl<T: Transport + Clone> Coordinator<T> {
         let parts: Vec<RawPartition> = data.iter().map(|(_, r)| r.clone()).collect();
         let merged = storage::merge_raw(&parts, read.reversed);
         // Phase 3: blocking read repair.
-        let (_, acked, total) = self.write_back(view, read.table, &merged, &data).await.map_err(storage_err)?;
+        let (repaired, acked, total) = self.write_back(view, read.table, &merged, &data).await.map_err(storage_err)?;
+        if repaired > 0 {
+            metrics::READ_REPAIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         if acked < total {
             return Err(CoordError::ReadTimeout {
                 consistency: cl,

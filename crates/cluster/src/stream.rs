@@ -101,6 +101,9 @@ pub struct StreamStatus {
 #[derive(Default)]
 pub struct StreamRegistry {
     sessions: Mutex<BTreeMap<Uuid, (StreamStatus, Instant)>>,
+    /// Bytes sent and received by every session since the start (metrics).
+    bytes_sent: std::sync::atomic::AtomicU64,
+    bytes_received: std::sync::atomic::AtomicU64,
 }
 
 /// Finished sessions kept for `netstats`.
@@ -145,9 +148,21 @@ impl StreamRegistry {
 
     fn update(&self, session: Uuid, f: impl FnOnce(&mut StreamStatus)) {
         if let Some((status, started)) = lock(&self.sessions).get_mut(&session) {
+            let before = status.bytes_done;
             f(status);
             status.elapsed_s = started.elapsed().as_secs_f64();
+            let counter = match status.direction {
+                Direction::Sending => &self.bytes_sent,
+                Direction::Receiving => &self.bytes_received,
+            };
+            counter.fetch_add(status.bytes_done.saturating_sub(before), std::sync::atomic::Ordering::Relaxed);
         }
+    }
+
+    /// Bytes sent and received by every session since the node started.
+    pub fn bytes_streamed(&self) -> (u64, u64) {
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        (load(&self.bytes_sent), load(&self.bytes_received))
     }
 
     /// The sessions, oldest first.

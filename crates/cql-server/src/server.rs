@@ -66,6 +66,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use cql_protocol::{
@@ -293,6 +294,7 @@ async fn connection(
     admission: Admission,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
+    let _counted = metrics::ClientConnection::open();
     let accepted = match &config.tls {
         Some(tls) => tls.accept(stream).await?,
         None => Accepted::Plain(stream),
@@ -669,9 +671,11 @@ async fn dispatch(conn: &Arc<Conn>, in_flight: &Arc<Semaphore>, ready: &mut Vec<
         return true;
     }
     let Ok(permit) = Arc::clone(in_flight).acquire_many_owned(writes.len() as u32).await else { return false };
+    let mut counted = metrics::MUTATION_STAGE.queue();
     let Ok(stage) = conn.stages.writes.acquire().await else { return false };
+    counted.run();
     let ran = run_now(conn, std::mem::take(&mut writes));
-    drop(stage);
+    drop((stage, counted));
     match ran {
         Ok(ran) if ran.is_done() => {
             conn.send_now(ran.finish().await).await;
@@ -701,7 +705,9 @@ async fn spawn_group(
     let owned = Arc::clone(conn);
     let stage = Arc::clone(if writes { &conn.stages.writes } else { &conn.stages.reads });
     answer_later(conn, (permit, bytes), async move {
+        let mut counted = if writes { metrics::MUTATION_STAGE.queue() } else { metrics::READ_STAGE.queue() };
         let Ok(_slot) = stage.acquire_owned().await else { return Vec::new() };
+        counted.run();
         run_group(&owned, group).await
     });
     true
@@ -845,11 +851,29 @@ struct Reply {
     /// The request's trace session (`TRACING ON`, or drawn by the trace
     /// probability): ended when the answer is written, which carries its id.
     trace: Option<Arc<trace::TraceState>>,
+    /// What the data plane noted the request did (`metrics::client`) and
+    /// when it began: recorded with its outcome once its answer is final.
+    metric: Option<(metrics::Op, types::Consistency, Instant)>,
 }
 
 impl Reply {
     fn new(stream: i16, response: Response) -> Reply {
-        Reply { stream, response, warnings: Vec::new(), trace: None }
+        Reply { stream, response, warnings: Vec::new(), trace: None, metric: None }
+    }
+
+    /// Records the request in the client request metrics (once: the note is taken).
+    fn record(&mut self) {
+        let Some((op, cl, start)) = self.metric.take() else { return };
+        let outcome = match &self.response {
+            Response::Error(e) => match e.kind {
+                ErrorKind::ReadTimeout { .. } | ErrorKind::WriteTimeout { .. } => metrics::Outcome::Timeout,
+                ErrorKind::Unavailable { .. } => metrics::Outcome::Unavailable,
+                ErrorKind::ReadFailure { .. } | ErrorKind::WriteFailure { .. } => metrics::Outcome::Failure,
+                _ => metrics::Outcome::Other,
+            },
+            _ => metrics::Outcome::Ok,
+        };
+        metrics::CLIENT.record(op, cl, start.elapsed().as_micros() as u64, outcome);
     }
 }
 
@@ -868,6 +892,9 @@ fn run_requests(conn: &Conn, requests: Vec<(FrameHeader, Request)>, group: &mut 
         .into_iter()
         .map(|(header, request)| {
             let (before, waits_from) = (group.mutations(), group.deferred());
+            let start = Instant::now();
+            // A note a panicked request left behind is not this one's.
+            metrics::client::take();
             // The one test tracing costs an untraced request: the frame's flag, or a drawn probability.
             let trace = match &conn.processor.tracer {
                 Some(tracer) if header.is_tracing() || tracer.sample() => {
@@ -879,8 +906,9 @@ fn run_requests(conn: &Conn, requests: Vec<(FrameHeader, Request)>, group: &mut 
                 None => run_one(conn, &request, group),
                 Some(state) => trace::with(Arc::clone(state), || run_one(conn, &request, group)),
             };
+            let metric = metrics::client::take().map(|(op, cl)| (op, cl, start));
             Answer {
-                reply: Reply { stream: header.stream, response, warnings, trace },
+                reply: Reply { stream: header.stream, response, warnings, trace, metric },
                 grouped: group.mutations() > before,
                 waits: waits_from..group.deferred(),
             }
@@ -894,9 +922,15 @@ fn answer(answers: Vec<Answer>, committed: Result<(), QueryError>) -> Vec<Reply>
     let failed = committed.err().map(error_body);
     answers
         .into_iter()
-        .map(|a| match (&failed, a.grouped) {
-            (Some(body), true) => Reply { response: Response::Error(body.clone()), warnings: Vec::new(), ..a.reply },
-            _ => a.reply,
+        .map(|a| {
+            let mut reply = match (&failed, a.grouped) {
+                (Some(body), true) => {
+                    Reply { response: Response::Error(body.clone()), warnings: Vec::new(), ..a.reply }
+                }
+                _ => a.reply,
+            };
+            reply.record();
+            reply
         })
         .collect()
 }

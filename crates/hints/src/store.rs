@@ -114,6 +114,10 @@ pub struct HintStats {
     /// Hints acknowledged without being delivered because they were older than
     /// the `drop_older_than` cutoff (whole segments dropped by it not included).
     pub expired_hints: u64,
+    /// Hints stored since `open` (Cassandra's `Storage.TotalHints`).
+    pub stored_hints: u64,
+    /// Hints delivered and acknowledged since `open` (`HintsService.HintsSucceeded`).
+    pub replayed_hints: u64,
 }
 
 #[derive(Debug, Default)]
@@ -122,6 +126,8 @@ struct Counters {
     corrupt_records: AtomicU64,
     corrupt_segments: AtomicU64,
     expired_hints: AtomicU64,
+    stored_hints: AtomicU64,
+    replayed_hints: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -333,6 +339,8 @@ impl HintStore {
             corrupt_records: c.corrupt_records.load(Ordering::Relaxed),
             corrupt_segments: c.corrupt_segments.load(Ordering::Relaxed),
             expired_hints: c.expired_hints.load(Ordering::Relaxed),
+            stored_hints: c.stored_hints.load(Ordering::Relaxed),
+            replayed_hints: c.replayed_hints.load(Ordering::Relaxed),
         }
     }
 
@@ -399,6 +407,7 @@ impl HintStore {
         seg.dirty = true;
         seg.max_created_at_ms = seg.max_created_at_ms.max(created_at_ms);
         st.pending_bytes += record_len;
+        self.counters.stored_hints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -569,7 +578,12 @@ impl HintStore {
     pub fn ack(&self, batch: &HintBatch) -> Result<(), HintError> {
         let Some(state) = self.state(batch.target) else { return Ok(()) };
         let mut guard = lock(&state);
-        Ok(self.apply_ack(&mut guard, batch.cursor)?)
+        let pending = guard.pending_bytes;
+        self.apply_ack(&mut guard, batch.cursor)?;
+        if guard.pending_bytes < pending {
+            self.counters.replayed_hints.fetch_add(batch.hints.len() as u64, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     fn apply_ack(&self, st: &mut TargetState, cursor: Cursor) -> io::Result<()> {

@@ -69,6 +69,8 @@ pub struct AdminState {
     pub storage: Arc<Storage>,
     /// Pending hint bytes per target host id (`HintStore::pending_bytes`).
     pub pending_hints: Arc<dyn Fn() -> Vec<(Uuid, u64)> + Send + Sync>,
+    /// The hint store's counters (stored, replayed, expired).
+    pub hint_stats: Arc<dyn Fn() -> hints::HintStats + Send + Sync>,
     /// The configured snitch, fully qualified (describecluster).
     pub snitch: String,
     /// When the node started (info's uptime).
@@ -78,7 +80,12 @@ pub struct AdminState {
 }
 
 /// Serves the admin API until `shutdown` turns true.
-pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    kind: Listener,
+    state: Arc<AdminState>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         if *shutdown.borrow() {
@@ -96,7 +103,7 @@ pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: 
             Ok((stream, peer)) => {
                 let state = Arc::clone(&state);
                 tokio::spawn(async move {
-                    if let Err(e) = handle_connection(stream, &state).await {
+                    if let Err(e) = handle_connection(stream, kind, &state).await {
                         tracing::debug!(%peer, "admin connection: {e}");
                     }
                     drop(permit);
@@ -127,7 +134,7 @@ impl Request {
     }
 }
 
-/// An answer: HTTP status and JSON body, or (the dashboard) other bytes.
+/// An answer: HTTP status and JSON body, or a body of other bytes (`/metrics`, the dashboard).
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
@@ -150,6 +157,21 @@ impl Response {
     fn bytes(status: u16, content_type: &'static str, bytes: impl Into<std::borrow::Cow<'static, [u8]>>) -> Response {
         Response { status, body: Json::Null, raw: Some((content_type, bytes.into())), location: None }
     }
+
+    fn raw(content_type: &'static str, bytes: Vec<u8>) -> Response {
+        Response::bytes(200, content_type, bytes)
+    }
+}
+
+/// The Prometheus exposition format's content type.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What a listener serves: the whole admin API, or only `/metrics` (the
+/// `prometheus_port` listener).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listener {
+    Admin,
+    Metrics,
 }
 
 fn reason(status: u16) -> &'static str {
@@ -168,11 +190,14 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-async fn handle_connection(mut stream: TcpStream, state: &AdminState) -> std::io::Result<()> {
+async fn handle_connection(mut stream: TcpStream, kind: Listener, state: &AdminState) -> std::io::Result<()> {
     let response = match tokio::time::timeout(READ_TIMEOUT, read_request(&mut stream)).await {
         Err(_) => Response::error(408, "request not received in time"),
         Ok(Err(ReadError::Io(e))) => return Err(e),
         Ok(Err(ReadError::Http(r))) => r,
+        Ok(Ok(request)) if kind == Listener::Metrics && request.path.trim_end_matches('/') != "/metrics" => {
+            Response::error(404, "this port serves /metrics only")
+        }
         Ok(Ok(request)) => route(&request, state).await,
     };
     match tokio::time::timeout(WRITE_TIMEOUT, write_response(&mut stream, &response)).await {
@@ -371,7 +396,12 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/info"
         | "/v1/netstats"
         | "/v1/compactionstats"
-        | "/v1/repair_admin" => "GET",
+        | "/v1/repair_admin"
+        | "/v1/proxyhistograms"
+        | "/v1/tablehistograms"
+        | "/v1/tablestats"
+        | "/v1/tpstats"
+        | "/metrics" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
     if request.method != method {
@@ -387,6 +417,13 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/netstats" => Ok(netstats(state)),
         "/v1/compactionstats" => Ok(compactionstats(state)),
         "/v1/repair_admin" => Ok(state.lifecycle.repair_history()),
+        "/metrics" => {
+            return Response::raw(PROMETHEUS_TEXT, crate::exporter::prometheus(state).into_bytes());
+        }
+        "/v1/proxyhistograms" => Ok(crate::exporter::proxyhistograms()),
+        "/v1/tpstats" => Ok(crate::exporter::tpstats()),
+        "/v1/tablestats" => tablestats(request, state),
+        "/v1/tablehistograms" => tablehistograms(request, state),
         "/v1/rebuild" => rebuild(request, state).await,
         "/v1/repair" => repair(request, state).await,
         "/v1/bootstrap/resume" => state.lifecycle.resume_bootstrap().await.map_err(|e| Response::error(500, e)),
@@ -932,6 +969,34 @@ fn compactionstats(state: &AdminState) -> Json {
         "idle": stats.idle(),
         "tables": tables,
     })
+}
+
+/// `nodetool tablestats [KS[.TABLE]]`: `keyspace` and `table` filter; an
+/// unknown keyspace or table is nodetool's error.
+fn tablestats(request: &Request, state: &AdminState) -> Answer {
+    let schema = state.schema.snapshot();
+    let (keyspace, table) = (request.param("keyspace"), request.param("table"));
+    if let Some(ks) = keyspace {
+        let Some(def) = schema.keyspace(ks) else {
+            return Err(Response::error(400, format!("Unknown keyspace: {}", truncate(ks))));
+        };
+        if let Some(t) = table.filter(|t| !def.tables.contains_key(*t)) {
+            return Err(Response::error(
+                400,
+                format!("Unknown table '{}' in keyspace '{}'", truncate(t), truncate(ks)),
+            ));
+        }
+    }
+    Ok(crate::exporter::tablestats(state, keyspace, table))
+}
+
+/// `nodetool tablehistograms KS TABLE`.
+fn tablehistograms(request: &Request, state: &AdminState) -> Answer {
+    let (Some(ks), Some(t)) = (request.param("keyspace"), request.param("table")) else {
+        return Err(Response::error(400, "tablehistograms needs keyspace and table".to_string()));
+    };
+    crate::exporter::tablehistograms(state, ks, t)
+        .ok_or_else(|| Response::error(400, format!("Table {}.{} does not exist", truncate(ks), truncate(t))))
 }
 
 /// `nodetool netstats`: every stream session, running and recently finished.

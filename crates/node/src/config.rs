@@ -114,6 +114,11 @@ pub struct ConfigFile {
     /// admin API that `shoal tool` speaks, on `listen_address`. Default 7199,
     /// the port Cassandra's JMX (nodetool) listens on.
     pub admin_port: Option<u16>,
+    /// ScyllaDB's: the port of the Prometheus endpoint (`/metrics`), default
+    /// 9180; 0 turns it off (`/metrics` stays on the admin port).
+    pub prometheus_port: Option<u16>,
+    /// ScyllaDB's: the address the Prometheus endpoint binds (default `listen_address`).
+    pub prometheus_address: Option<String>,
     /// Shoal-only (ScyllaDB's `propagation_delay_in_seconds` of
     /// `tombstone_gc` mode `repair`): a repair's record counts only for
     /// tombstones deleted this long before it began, for deletes still on
@@ -443,6 +448,9 @@ pub struct NodeConfig {
     pub block_cache_bytes: usize,
     /// The admin API's port (Shoal-only; default 7199), bound on `listen_address`.
     pub admin_port: u16,
+    /// The Prometheus endpoint's port (default 9180; 0 = none) and address (default `listen_address`).
+    pub prometheus_port: u16,
+    pub prometheus_address: Option<IpAddr>,
     /// Streaming's outbound limit, bytes per second over all sessions; 0 = unthrottled.
     pub stream_throughput_bytes: u64,
     pub auto_bootstrap: bool,
@@ -708,6 +716,11 @@ impl ConfigFile {
                 None => 256 << 20,
             },
             admin_port,
+            prometheus_port: self.prometheus_port.unwrap_or(9180),
+            prometheus_address: match &self.prometheus_address {
+                Some(a) => Some(parse_ip("prometheus_address", a)?),
+                None => None,
+            },
             batch_limits,
             disk_usage,
             auto_bootstrap: self.auto_bootstrap.unwrap_or(true),

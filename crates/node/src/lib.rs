@@ -24,6 +24,7 @@ pub mod admin;
 mod auto_repair;
 pub mod config;
 pub mod dashboard;
+pub mod exporter;
 mod horizon;
 mod join;
 pub mod lifecycle;
@@ -177,11 +178,36 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             schema: Arc::clone(&processor.schema),
             storage: Arc::clone(&storage),
             pending_hints: Arc::new(move || hints.targets().into_iter().map(|t| (t, hints.pending_bytes(t))).collect()),
+            hint_stats: {
+                let hints = Arc::clone(&joined.hints);
+                Arc::new(move || hints.stats())
+            },
             snitch: format!("org.apache.cassandra.locator.{}", config.endpoint_snitch),
             started: std::time::Instant::now(),
             admin_port: config.admin_port,
         });
-        let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state, stop_rx.clone()));
+        // Prometheus metrics (`/metrics`) on prometheus_address:prometheus_port (ScyllaDB's 9180); 0 turns it off.
+        let metrics_task = match config.prometheus_port {
+            0 => None,
+            port => {
+                let addr = SocketAddr::new(config.prometheus_address.unwrap_or(config.listen_address), port);
+                match tokio::net::TcpListener::bind(addr).await {
+                    Ok(listener) => {
+                        let state = Arc::clone(&admin_state);
+                        Some(tokio::spawn(admin::serve(listener, admin::Listener::Metrics, state, stop_rx.clone())))
+                    }
+                    // Another node on this host has it: the admin port's /metrics still serves.
+                    Err(e) => {
+                        tracing::warn!(
+                            "cannot listen for Prometheus scrapes on {addr}: {e}; set prometheus_port (0 for \
+                             none). /metrics stays on the admin port"
+                        );
+                        None
+                    }
+                }
+            }
+        };
+        let admin_task = tokio::spawn(admin::serve(admin_listener, admin::Listener::Admin, admin_state, stop_rx.clone()));
         // A new node streams its ranges before it serves anyone (JOINING until then). A failed
         // bootstrap leaves the node JOINING, its admin API up: `shoal tool bootstrap resume` (or a
         // restart) resumes it; a SIGTERM meanwhile stops the node.
@@ -271,6 +297,9 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
         let _ = server.await;
         let _ = admin_task.await;
+        if let Some(task) = metrics_task {
+            let _ = task.await;
+        }
         tuner.abort();
         horizons.abort();
         if let Some(task) = auto_repair {

@@ -82,6 +82,7 @@ impl DataPlane for ClusterPlane {
         cl: Consistency,
         write_type: WriteType,
     ) -> Result<(), QueryError> {
+        metrics::client::note(metrics::Op::Write, cl);
         let view = self.coordinator.view.snapshot();
         let mut pending = if write_type == WriteType::Counter {
             // Counter updates go through their leader (`cluster::counter`), which writes on its own.
@@ -102,6 +103,9 @@ impl DataPlane for ClusterPlane {
     }
 
     fn read(&self, ks: &KeyspaceDef, read: PartitionRead, cl: Consistency) -> Result<Option<Partition>, QueryError> {
+        let serial = matches!(cl, Consistency::Serial | Consistency::LocalSerial);
+        let op = if serial { metrics::Op::CasRead } else { metrics::Op::Read };
+        metrics::client::note(op, cl);
         run(self.coordinator.read(ks, read, cl)).map_err(query_error)
     }
 
@@ -111,6 +115,7 @@ impl DataPlane for ClusterPlane {
         req: CasRequest,
         decide: Decide<'_>,
     ) -> Result<(bool, Option<Partition>), QueryError> {
+        metrics::client::note(metrics::Op::CasWrite, req.serial);
         let req = cluster::paxos::CasRequest { read: req.read, serial: req.serial, commit: req.commit, is_read: false };
         // `decide`'s own error goes back to the client as it is.
         let mut refused: Option<QueryError> = None;
@@ -133,6 +138,7 @@ impl DataPlane for ClusterPlane {
         scan: &IndexScan,
         cl: Consistency,
     ) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
+        metrics::client::note(metrics::Op::Range, cl);
         run(self.coordinator.index_keys(ks, scan.clone(), cl)).map_err(query_error)
     }
 
@@ -142,6 +148,7 @@ impl DataPlane for ClusterPlane {
         scan: &ScanRange,
         cl: Consistency,
     ) -> Result<Vec<(i64, Vec<u8>)>, QueryError> {
+        metrics::client::note(metrics::Op::Range, cl);
         run(self.coordinator.scan_keys(ks, scan.clone(), cl)).map_err(query_error)
     }
 

@@ -100,6 +100,15 @@ enum ToolCommand {
         #[arg(short = 'H', long = "human-readable")]
         human_readable: bool,
     },
+    /// The latencies of the requests this node coordinated, per operation (percentiles in µs).
+    Proxyhistograms,
+    /// A table's local read and write latencies on this node (percentiles in µs): `KS TABLE` or `KS.TABLE`.
+    Tablehistograms { keyspace: String, table: Option<String> },
+    /// Per keyspace and table: SSTables, disk space, memtable size, local read and write counts
+    /// and latencies. All tables, a keyspace's, or `KS.TABLE`s.
+    Tablestats { tables: Vec<String> },
+    /// The request stages (Cassandra's thread pools): active, pending and completed requests.
+    Tpstats,
     /// Repair: replicas compare per-partition hashes of this node's ranges; partitions that
     /// differ are reconciled and written back. All user keyspaces, a keyspace, or some tables.
     Repair {
@@ -325,6 +334,38 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Netstats => ("GET", vec!["/v1/netstats".to_string()], QUICK_TIMEOUT),
         ToolCommand::Compactionstats { .. } => ("GET", vec!["/v1/compactionstats".to_string()], QUICK_TIMEOUT),
         ToolCommand::RepairAdmin { .. } => ("GET", vec!["/v1/repair_admin".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Proxyhistograms => ("GET", vec!["/v1/proxyhistograms".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Tpstats => ("GET", vec!["/v1/tpstats".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Tablehistograms { keyspace, table } => {
+            let (ks, t) = match (table, keyspace.split_once('.')) {
+                (Some(t), _) => (keyspace.as_str(), t.as_str()),
+                (None, Some((ks, t))) => (ks, t),
+                (None, None) => {
+                    return Err(Failure::Error(
+                        "tablehistograms requires <keyspace> <table> or <keyspace.table>".into(),
+                    ))
+                }
+            };
+            (
+                "GET",
+                vec![with_query("/v1/tablehistograms", &[("keyspace", Some(ks)), ("table", Some(t))])],
+                QUICK_TIMEOUT,
+            )
+        }
+        ToolCommand::Tablestats { tables } => {
+            let paths = if tables.is_empty() {
+                vec!["/v1/tablestats".to_string()]
+            } else {
+                tables
+                    .iter()
+                    .map(|name| match name.split_once('.') {
+                        Some((ks, t)) => with_query("/v1/tablestats", &[("keyspace", Some(ks)), ("table", Some(t))]),
+                        None => with_query("/v1/tablestats", &[("keyspace", Some(name))]),
+                    })
+                    .collect()
+            };
+            ("GET", paths, QUICK_TIMEOUT)
+        }
         ToolCommand::Repair { keyspace, tables, primary_range, preview, full, validate } => {
             let mut params: Vec<(&str, Option<&str>)> = vec![("keyspace", keyspace.as_deref())];
             params.extend(tables.iter().map(|t| ("table", Some(t.as_str()))));
@@ -390,6 +431,10 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Rebuild { .. } | ToolCommand::Bootstrap { .. } => format_rebuild(answer),
         ToolCommand::Repair { .. } => format_repair(answer),
         ToolCommand::RepairAdmin { .. } => format_repair_admin(answer),
+        ToolCommand::Proxyhistograms => format_proxyhistograms(answer),
+        ToolCommand::Tablehistograms { .. } => format_tablehistograms(answer),
+        ToolCommand::Tablestats { .. } => format_tablestats(&answers),
+        ToolCommand::Tpstats => format_tpstats(answer),
         ToolCommand::Removenode { host_id } if host_id == "status" => format_removal_status(answer),
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }
@@ -403,6 +448,121 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
 }
 
 // ---------------------------------------------------------------- formatting
+
+/// Rows of percentiles (50% ... Max) of the `percentiles_us` objects in `columns`, two decimals as nodetool.
+fn percentile_rows(columns: &[&Json]) -> Vec<Vec<String>> {
+    [("50%", "50"), ("75%", "75"), ("95%", "95"), ("98%", "98"), ("99%", "99"), ("Min", "min"), ("Max", "max")]
+        .iter()
+        .map(|(label, key)| {
+            let mut row = vec![label.to_string()];
+            row.extend(columns.iter().map(|c| format!("{:.2}", c.get(*key).and_then(Json::as_f64).unwrap_or(0.0))));
+            row
+        })
+        .collect()
+}
+
+/// `proxyhistograms` as nodetool prints it: a column per operation.
+fn format_proxyhistograms(v: &Json) -> String {
+    let ops = ["read", "write", "range", "cas_read", "cas_write"];
+    let mut rows = vec![
+        vec!["Percentile", "Read Latency", "Write Latency", "Range Latency", "CAS Read Latency", "CAS Write Latency"]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>(),
+        std::iter::once(String::new()).chain(ops.iter().map(|_| "(micros)".to_string())).collect(),
+    ];
+    let columns: Vec<&Json> = ops.iter().map(|op| &v[*op]["percentiles_us"]).collect();
+    rows.extend(percentile_rows(&columns));
+    format!("proxy histograms\n{}\n", table(&rows))
+}
+
+/// `tablehistograms` as nodetool prints it (the columns Shoal keeps).
+fn format_tablehistograms(v: &Json) -> String {
+    let mut rows = vec![
+        vec!["Percentile", "Read Latency", "Write Latency", "Range Latency"].into_iter().map(String::from).collect(),
+        vec!["", "(micros)", "(micros)", "(micros)"].into_iter().map(String::from).collect(),
+    ];
+    rows.extend(percentile_rows(&[&v["read_latency_us"], &v["write_latency_us"], &v["range_latency_us"]]));
+    format!("{}/{} histograms\n{}\n", text(&v["keyspace"]), text(&v["table"]), table(&rows))
+}
+
+/// `tablestats` as nodetool prints it: per keyspace its counts, then per table its lines.
+fn format_tablestats(answers: &[Json]) -> String {
+    let int = |t: &Json, k: &str| t.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let ms = |t: &Json, k: &str, count: u64| {
+        if count == 0 {
+            "NaN ms".to_string()
+        } else {
+            format!("{:.3} ms", t.get(k).and_then(Json::as_f64).unwrap_or(0.0))
+        }
+    };
+    let keyspaces: Vec<&Json> = answers.iter().filter_map(|a| a["keyspaces"].as_array()).flatten().collect();
+    let total: usize = keyspaces.iter().filter_map(|k| k["tables"].as_array()).map(Vec::len).sum();
+    let mut out = format!("Total number of tables: {total}\n----------------\n");
+    for ks in keyspaces {
+        let tables = ks["tables"].as_array().cloned().unwrap_or_default();
+        let (reads, writes) = (int(ks, "read_count"), int(ks, "write_count"));
+        let mean = |key: &str, count_key: &str| {
+            let count: u64 = tables.iter().map(|t| int(t, count_key)).sum();
+            let sum: f64 = tables
+                .iter()
+                .map(|t| t.get(key).and_then(Json::as_f64).unwrap_or(0.0) * int(t, count_key) as f64)
+                .sum();
+            if count == 0 {
+                "NaN ms".to_string()
+            } else {
+                format!("{:.3} ms", sum / count as f64)
+            }
+        };
+        out.push_str(&format!("Keyspace : {}\n", text(&ks["keyspace"])));
+        out.push_str(&format!(
+            "\tRead Count: {reads}\n\tRead Latency: {}\n",
+            mean("local_read_latency_ms", "local_read_count")
+        ));
+        out.push_str(&format!(
+            "\tWrite Count: {writes}\n\tWrite Latency: {}\n",
+            mean("local_write_latency_ms", "local_write_count")
+        ));
+        let flushes: u64 = tables.iter().map(|t| int(t, "pending_flushes")).sum();
+        out.push_str(&format!("\tPending Flushes: {flushes}\n"));
+        for t in &tables {
+            let (r, w) = (int(t, "local_read_count"), int(t, "local_write_count"));
+            out.push_str(&format!("\t\tTable: {}\n", text(&t["table"])));
+            out.push_str(&format!("\t\tSSTable count: {}\n", int(t, "sstable_count")));
+            out.push_str(&format!("\t\tSpace used (live): {}\n", int(t, "space_used_live")));
+            out.push_str(&format!("\t\tSpace used (total): {}\n", int(t, "space_used_total")));
+            out.push_str(&format!("\t\tMemtable data size: {}\n", int(t, "memtable_data_size")));
+            out.push_str(&format!("\t\tLocal read count: {r}\n"));
+            out.push_str(&format!("\t\tLocal read latency: {}\n", ms(t, "local_read_latency_ms", r)));
+            out.push_str(&format!("\t\tLocal write count: {w}\n"));
+            out.push_str(&format!("\t\tLocal write latency: {}\n", ms(t, "local_write_latency_ms", w)));
+            out.push_str(&format!("\t\tPending flushes: {}\n", int(t, "pending_flushes")));
+            out.push_str(&format!("\t\tNumber of partitions (estimate): {}\n", int(t, "estimated_rows")));
+            out.push('\n');
+        }
+        out.push_str("----------------\n");
+    }
+    out
+}
+
+/// `tpstats` as nodetool prints its thread pool table.
+fn format_tpstats(v: &Json) -> String {
+    let mut rows: Vec<Vec<String>> =
+        vec![vec!["Pool Name", "Active", "Pending", "Completed", "Blocked", "All time blocked"]
+            .into_iter()
+            .map(String::from)
+            .collect()];
+    for pool in v["thread_pools"].as_array().into_iter().flatten() {
+        let mut row = vec![text(&pool["name"])];
+        row.extend(
+            ["active", "pending", "completed", "blocked", "all_time_blocked"]
+                .iter()
+                .map(|k| pool.get(*k).and_then(Json::as_u64).unwrap_or(0).to_string()),
+        );
+        rows.push(row);
+    }
+    table(&rows)
+}
 
 /// `compactionstats` as Cassandra 5.0's nodetool prints it: one table of
 /// `pending tasks  N`, a `KEYSPACE  TABLE  N` row per table with pending

@@ -83,6 +83,8 @@ pub(crate) struct CommitLog {
     state: Mutex<State>,
     sync: Mutex<SyncState>,
     sync_done: Condvar,
+    /// Each fsync's duration (µs), for the metrics.
+    pub(crate) fsync_latency: metrics::Histogram,
 }
 
 /// Everything appends change, under one lock.
@@ -329,6 +331,7 @@ impl CommitLog {
             }),
             sync: Mutex::new(SyncState { synced: 0, in_flight: false, failed: None }),
             sync_done: Condvar::new(),
+            fsync_latency: metrics::Histogram::new(),
         })
     }
 
@@ -406,6 +409,11 @@ impl CommitLog {
         Ok(())
     }
 
+    /// Bytes of the segments on disk (their headers and records).
+    pub(crate) fn total_bytes(&self) -> u64 {
+        lock(&self.state).segments.iter().map(|s| s.bytes).sum()
+    }
+
     /// Makes every record appended before this call durable; concurrent
     /// callers share fsyncs.
     pub(crate) fn sync(&self) -> Result<(), StorageError> {
@@ -434,7 +442,11 @@ impl CommitLog {
             }
             (st.position, files)
         };
+        let started = std::time::Instant::now();
         let result = files.iter().try_for_each(|f| f.sync_data());
+        if !files.is_empty() {
+            self.fsync_latency.record_since(started);
+        }
 
         let mut s = lock(&self.sync);
         s.in_flight = false;

@@ -113,6 +113,38 @@ impl CompactionStats {
     }
 }
 
+/// One table's metrics and gauges at scrape time (`Storage::table_samples`).
+pub struct TableSample {
+    pub keyspace: String,
+    pub table: String,
+    pub metrics: Arc<metrics::TableMetrics>,
+    /// SSTable files on every level (`rocksdb.num-files-at-levelN`).
+    pub live_sstables: u64,
+    /// Bytes of the live SSTable files (`rocksdb.live-sst-files-size`).
+    pub live_disk_bytes: u64,
+    /// Bytes of every SSTable file, obsolete ones not yet deleted included (`rocksdb.total-sst-files-size`).
+    pub total_disk_bytes: u64,
+    /// Bytes in the table's memtables (active and frozen).
+    pub memtable_bytes: u64,
+    /// Frozen memtables waiting to be flushed.
+    pub pending_flushes: u64,
+    /// Whether RocksDB owes the table a compaction (`rocksdb.compaction-pending`).
+    pub pending_compactions: u64,
+    /// `rocksdb.estimate-pending-compaction-bytes`.
+    pub pending_compaction_bytes: u64,
+    /// `rocksdb.estimate-num-keys`: rows (and markers) on disk, estimated.
+    pub estimated_rows: u64,
+}
+
+/// Node-wide storage gauges (`Storage::node_samples`).
+pub struct NodeSample {
+    pub commitlog_bytes: u64,
+    /// Commit log fsync durations (µs).
+    pub commitlog_fsync: metrics::Snapshot,
+    pub block_cache_bytes: u64,
+    pub block_cache_capacity: u64,
+}
+
 pub(crate) struct TableStore {
     pub def: TableDef,
     pub layout: Layout,
@@ -134,6 +166,9 @@ pub(crate) struct TableStore {
     /// successive `TableStore`s of one table across schema changes, new on
     /// TRUNCATE.
     pub mem: Arc<RwLock<Memtables>>,
+    /// Latencies and scan counts (`metrics::table`); shared, as `gc_grace`,
+    /// by the successive `TableStore`s of one table, TRUNCATE's included.
+    pub metrics: Arc<metrics::TableMetrics>,
 }
 
 impl TableStore {
@@ -160,6 +195,15 @@ impl TableStore {
             compressing,
             full_merge,
             mem,
+            metrics: Arc::default(),
+        }
+    }
+
+    /// The store with `from`'s metrics (a new store of the same table).
+    fn keeping_metrics(self, from: Option<&TableStore>) -> TableStore {
+        match from {
+            Some(old) => TableStore { metrics: Arc::clone(&old.metrics), ..self },
+            None => self,
         }
     }
 }
@@ -514,7 +558,10 @@ impl Storage {
                 ),
             };
             gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
-            let store = Arc::new(TableStore::new(table, cf_name, ks.durable_writes, gc_grace, horizon, mem));
+            let store = Arc::new(
+                TableStore::new(table, cf_name, ks.durable_writes, gc_grace, horizon, mem)
+                    .keeping_metrics(existing.as_deref()),
+            );
             if let Some(old) = &existing {
                 self.retune(old, &store)?;
             }
@@ -669,7 +716,9 @@ impl Storage {
         let name = format!("t_{}_{}", table.simple(), generation);
         let gc_grace = Arc::new(AtomicI32::new(old.gc_grace.load(Ordering::Relaxed)));
         let horizon = Arc::clone(&old.horizon);
-        let store = Arc::new(TableStore::new(&old.def, name.clone(), old.durable, gc_grace, horizon, None));
+        let store = Arc::new(
+            TableStore::new(&old.def, name.clone(), old.durable, gc_grace, horizon, None).keeping_metrics(Some(&old)),
+        );
         self.gc_registry.register(&store);
         self.db.create_cf(
             &name,
@@ -842,6 +891,51 @@ impl Storage {
             running_flushes: db_int("rocksdb.num-running-flushes"),
             major_compaction: self.compacting.try_lock().is_err(),
             tables,
+        }
+    }
+
+    /// Every table's metrics and gauges (secondary index tables included),
+    /// sorted by keyspace and name: what a scrape and `tablestats` read.
+    pub fn table_samples(&self) -> Vec<TableSample> {
+        let stores: Vec<Arc<TableStore>> = read_lock(&self.tables).values().cloned().collect();
+        let mut out: Vec<TableSample> = stores
+            .iter()
+            .map(|store| {
+                let cf = self.cf(store).ok();
+                let cf_int = |name: &str| {
+                    cf.as_ref().and_then(|cf| self.db.property_int_value_cf(cf, name).ok().flatten()).unwrap_or(0)
+                };
+                let (memtable_bytes, pending_flushes) = {
+                    let mem = read_lock(&store.mem);
+                    (mem.bytes() as u64, mem.frozen.len() as u64)
+                };
+                TableSample {
+                    keyspace: store.def.keyspace.clone(),
+                    table: store.def.name.clone(),
+                    metrics: Arc::clone(&store.metrics),
+                    live_sstables: (0..7).map(|l| cf_int(&format!("rocksdb.num-files-at-level{l}"))).sum(),
+                    live_disk_bytes: cf_int("rocksdb.live-sst-files-size"),
+                    total_disk_bytes: cf_int("rocksdb.total-sst-files-size"),
+                    memtable_bytes,
+                    pending_flushes,
+                    pending_compactions: cf_int("rocksdb.compaction-pending").min(1),
+                    pending_compaction_bytes: cf_int("rocksdb.estimate-pending-compaction-bytes"),
+                    estimated_rows: cf_int("rocksdb.estimate-num-keys"),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.keyspace, &a.table).cmp(&(&b.keyspace, &b.table)));
+        out
+    }
+
+    /// Node-wide storage gauges: commit log bytes on disk, its fsync
+    /// latencies, and the block cache's usage and capacity.
+    pub fn node_samples(&self) -> NodeSample {
+        NodeSample {
+            commitlog_bytes: self.log.total_bytes(),
+            commitlog_fsync: self.log.fsync_latency.snapshot(),
+            block_cache_bytes: self.cache.get_usage() as u64,
+            block_cache_capacity: self.config.cache_bytes as u64,
         }
     }
 

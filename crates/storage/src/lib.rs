@@ -82,7 +82,9 @@ mod write;
 
 pub use counter::LocalShard;
 pub use disk_usage::{adds_data, usage_percent, DiskUsageConfig, DiskUsageState, MONITOR_INTERVAL};
-pub use engine::{CommitlogSync, CompactionStats, Storage, StorageConfig, TableCompactionStats};
+pub use engine::{
+    CommitlogSync, CompactionStats, NodeSample, Storage, StorageConfig, TableCompactionStats, TableSample,
+};
 pub use index::{entry_value as index_entry_value, IndexScan, INDEX_NOT_AVAILABLE};
 pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};

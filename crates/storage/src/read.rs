@@ -128,7 +128,10 @@ impl Storage {
     /// Reads one partition; `None` when it holds no live data in the slices.
     pub fn read_partition(&self, read: &PartitionRead) -> Result<Option<Partition>, StorageError> {
         let store = self.table(&read.table)?;
-        self.read_partition_in(&store, read)
+        let start = std::time::Instant::now();
+        let out = self.read_partition_in(&store, read);
+        store.metrics.read_latency.record_since(start);
+        out
     }
 
     fn read_partition_in(&self, store: &TableStore, read: &PartitionRead) -> Result<Option<Partition>, StorageError> {
@@ -139,6 +142,7 @@ impl Storage {
     /// Scans partitions in token order within `[start_token, end_token]`.
     pub fn scan(&self, scan: &ScanRange) -> Result<Vec<Partition>, StorageError> {
         let store = self.table(&scan.table)?;
+        let _timer = metrics::Timer::start(&store.metrics.range_latency);
         let cf = self.cf(&store)?;
         let mut lower = keys::token_bytes(scan.start_token).to_vec();
         if let Some(after) = &scan.after_key {
@@ -190,6 +194,7 @@ impl Storage {
     /// `partition_limit` of them. Partitions may hold only deleted data.
     pub fn scan_keys(&self, scan: &ScanRange) -> Result<Vec<(i64, Vec<u8>)>, StorageError> {
         let store = self.table(&scan.table)?;
+        let _timer = metrics::Timer::start(&store.metrics.range_latency);
         let cf = self.cf(&store)?;
         let mut next = keys::token_bytes(scan.start_token).to_vec();
         if let Some(after) = &scan.after_key {

@@ -1,0 +1,101 @@
+//! The node's metrics: lock-free latency histograms with Cassandra's bucket
+//! layout, the client request metrics every request records, per-table
+//! metrics, and the Prometheus text format they are scraped in.
+//!
+//! Invariants:
+//! - Recording is a few relaxed atomic adds and never blocks, allocates or
+//!   takes a lock: the write path pays for it per request, not per scrape.
+//! - Reading (a scrape, `nodetool`-style commands) takes a snapshot by
+//!   loading each atomic once; a snapshot taken during recording may be off
+//!   by the requests in flight, never torn in a way that makes a count
+//!   smaller than an earlier one (counts only grow).
+//! - Names and labels follow Cassandra's metric names (the mapping is in
+//!   README's "Operating Shoal"), written `shoal_<group>_<name>` in
+//!   Prometheus' conventions: seconds, bytes, `_total` for counters.
+
+pub mod client;
+pub mod histogram;
+pub mod prom;
+pub mod table;
+
+pub use client::{ClientRequests, Op, Outcome, CLIENT};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Reads that found replicas disagreeing and wrote the difference back
+/// before answering (Cassandra's `ReadRepair.RepairedBlocking`).
+pub static READ_REPAIRS: AtomicU64 = AtomicU64::new(0);
+
+/// Native protocol connections open now (Cassandra's `Client.connectedNativeClients`).
+pub static CONNECTED_CLIENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a client connection while it lives.
+pub struct ClientConnection(());
+
+impl ClientConnection {
+    pub fn open() -> ClientConnection {
+        CONNECTED_CLIENTS.fetch_add(1, Ordering::Relaxed);
+        ClientConnection(())
+    }
+}
+
+impl Drop for ClientConnection {
+    fn drop(&mut self) {
+        CONNECTED_CLIENTS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A request stage's counts (Cassandra's thread pool metrics): tasks
+/// running, waiting for a slot, and done.
+#[derive(Default)]
+pub struct Stage {
+    pub active: AtomicU64,
+    pub pending: AtomicU64,
+    pub completed: AtomicU64,
+}
+
+impl Stage {
+    /// Counts a task waiting for the stage until [`Queued::run`].
+    pub fn queue(&self) -> Queued<'_> {
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        Queued(self, false)
+    }
+}
+
+/// A task of a [`Stage`]: pending until `run`, then active until dropped.
+pub struct Queued<'a>(&'a Stage, bool);
+
+impl Queued<'_> {
+    pub fn run(&mut self) {
+        if !self.1 {
+            self.1 = true;
+            self.0.pending.fetch_sub(1, Ordering::Relaxed);
+            self.0.active.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.active.fetch_sub(1, Ordering::Relaxed);
+            self.0.completed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.0.pending.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The node's request stages: Cassandra's `ReadStage` and `MutationStage`
+/// for client requests, as `concurrent_reads`/`concurrent_writes` bound them.
+pub static READ_STAGE: Stage = Stage::new_const();
+pub static MUTATION_STAGE: Stage = Stage::new_const();
+
+impl Stage {
+    pub const fn new_const() -> Stage {
+        Stage { active: AtomicU64::new(0), pending: AtomicU64::new(0), completed: AtomicU64::new(0) }
+    }
+}
+pub use histogram::{Histogram, Snapshot, Timer};
+pub use prom::Writer;
+pub use table::TableMetrics;

@@ -1,0 +1,16 @@
+//! Per-table metrics (Cassandra's `Table` group) recorded by the storage
+//! engine: local read, range and write latencies. Shared by every `TableStore` of a table
+//! across schema changes; gauges (SSTables, disk, memtables, pending
+//! compactions) are read from the engine at scrape time instead.
+
+use crate::histogram::Histogram;
+
+#[derive(Default)]
+pub struct TableMetrics {
+    /// Local partition reads (µs).
+    pub read_latency: Histogram,
+    /// Local range scans (µs).
+    pub range_latency: Histogram,
+    /// Local writes: the memtable merge of each mutation (µs).
+    pub write_latency: Histogram,
+}

@@ -13,7 +13,10 @@
 "use strict";
 (function () {
   const POLL_MS = 2000;
+  // The charts show the last 5 minutes, or since the page opened (at least 1 minute).
   const WINDOW_MS = 5 * 60 * 1000;
+  const MIN_WINDOW_MS = 60 * 1000;
+  const opened = Date.now();
   const OPS = ["read", "write", "range", "cas_read", "cas_write"];
   // Where the admin API is: the page's own path less "/dashboard" (it may sit behind a prefix).
   const ROOT = location.pathname.replace(/\/dashboard\/?$/, "");
@@ -56,12 +59,14 @@
     push(map.get(key), t, v);
   }
 
-  function bytes(n) {
+  // Bytes in binary units; `short`: at most 3 significant digits (axis labels).
+  function bytes(n, short) {
     if (n === null || n === undefined) return "-";
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let i = 0, v = n;
     while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-    return `${v.toFixed(i === 0 ? 0 : 2)} ${units[i]}`;
+    const digits = i === 0 ? 0 : (short ? (v >= 100 ? 0 : v >= 10 ? 1 : 2) : 2);
+    return `${Number(v.toFixed(digits))} ${units[i]}`;
   }
 
   function rate(v) {
@@ -144,7 +149,7 @@
       cell(tr, ok(r.compactions) ? String(r.compactions.pending_tasks) : "-");
       cell(tr, ok(r.hints) ? bytes(r.hints.total_bytes) : "-");
       cell(tr, ok(r.netstats) ? String(r.netstats.sessions.filter(s => s.state === "running").length) : "-");
-      cell(tr, n.host_id, "text");
+      cell(tr, n.host_id.slice(0, 8), "text").title = n.host_id;
       rows.push(tr);
     }
     tbody.replaceChildren(...rows);
@@ -213,7 +218,7 @@
   }
 
   function drawCharts(nodes, t) {
-    const common = { now: t, windowMs: WINDOW_MS };
+    const common = { now: t, windowMs: Math.min(WINDOW_MS, Math.max(MIN_WINDOW_MS, t - opened)) };
     Lines.draw(document.getElementById("chart-throughput"), Object.assign({
       series: [{ name: "writes/s", points: history.writes }, { name: "reads/s", points: history.reads }],
       format: v => v >= 1000 ? `${(v / 1000).toFixed(v >= 10000 ? 0 : 1)}k` : v.toFixed(0),
@@ -228,7 +233,7 @@
     Lines.draw(document.getElementById("chart-compactions"), Object.assign({
       series: keyedSeries(history.compactions, nodes), format: v => v.toFixed(0) }, common));
     Lines.draw(document.getElementById("chart-hints"), Object.assign({
-      series: keyedSeries(history.hints, nodes), format: v => bytes(v) }, common));
+      series: keyedSeries(history.hints, nodes), format: v => bytes(v, true), binary: true }, common));
   }
 
   async function poll() {

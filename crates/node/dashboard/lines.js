@@ -6,6 +6,7 @@
 //     windowMs: 300000,          // the x axis: the last windowMs before `now`
 //     now: Date.now(),
 //     format: v => v.toFixed(0), // y tick labels
+//     binary: false,             // true: y steps of 1-2-5 times a power of 1024 (bytes)
 //   });
 //
 // A series whose points are all null (or none at all) is not drawn; when no
@@ -34,7 +35,7 @@
   function draw(container, opts) {
     const width = Math.max(container.clientWidth || 420, 200);
     const height = Math.max(container.clientHeight || 190, 100);
-    const left = 54, right = 8, top = 18, bottom = 20;
+    const left = 60, right = 8, top = 18, bottom = 20;
     const plotW = width - left - right, plotH = height - top - bottom;
     const now = opts.now || Date.now();
     const windowMs = opts.windowMs || 300000;
@@ -50,7 +51,13 @@
 
     let max = 0;
     for (const s of series) for (const p of s.points) max = Math.max(max, p[1]);
-    const step = max > 0 ? niceStep(max, 4) : 1;
+    let step = 1;
+    if (max > 0 && opts.binary) {
+      const unit = Math.pow(1024, Math.max(0, Math.floor(Math.log(max) / Math.log(1024))));
+      step = niceStep(max / unit, 4) * unit;
+    } else if (max > 0) {
+      step = niceStep(max, 4);
+    }
     const yMax = max > 0 ? Math.ceil(max / step) * step : 1;
     const X = t => left + ((t - x0) / windowMs) * plotW;
     const Y = v => top + plotH - (v / yMax) * plotH;
@@ -61,11 +68,12 @@
     }
     svg.appendChild(el("line", { class: "axis", x1: left, x2: left, y1: top, y2: top + plotH }));
     svg.appendChild(el("line", { class: "axis", x1: left, x2: left + plotW, y1: top + plotH, y2: top + plotH }));
-    const minutes = windowMs / 60000;
-    for (let m = 0; m <= minutes; m++) {
-      const t = now - m * 60000;
-      svg.appendChild(el("text", { x: X(t), y: height - 5, "text-anchor": m === 0 ? "end" : "middle" },
-        m === 0 ? "now" : `-${m}m`));
+    // Time ticks: the first step giving at most 6 intervals.
+    const tickS = [10, 15, 30, 60, 120, 300, 600].find(s => windowMs / (s * 1000) <= 6) || 600;
+    for (let s = 0; s * 1000 <= windowMs; s += tickS) {
+      const t = now - s * 1000;
+      const label = s === 0 ? "now" : (s % 60 === 0 ? `-${s / 60}m` : `-${s}s`);
+      svg.appendChild(el("text", { x: X(t), y: height - 5, "text-anchor": s === 0 ? "end" : "middle" }, label));
     }
 
     if (series.length === 0) {

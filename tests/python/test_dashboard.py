@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def test_the_dashboard_and_its_proxy_answer(tmp_path):
         _, _, body = get(f"{base}/dashboard/peer/{c.address(2)}/v1/proxyhistograms")
         assert set(json.loads(body)) >= {"read", "write", "range", "cas_read", "cas_write"}
         # Not an open relay: only ring members, only read-only endpoints, only GET.
-        for path, code in [(f"/dashboard/peer/127.0.0.99/v1/info", 404),
+        for path, code in [("/dashboard/peer/127.0.0.99/v1/info", 404),
                            (f"/dashboard/peer/{c.address(2)}/v1/decommission", 400),
                            (f"/dashboard/peer/{c.address(2)}/metrics", 400),
                            ("/dashboard/nosuch.js", 404), ("/dashboard/../v1/info", 404)]:

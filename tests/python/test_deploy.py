@@ -5,16 +5,14 @@ real `shoal server` accepts it, started by the image's entry point; the
 Dockerfile (which cannot be built here: no Docker daemon) is linted for the
 binary path, ports, volume and entry point."""
 
+import json
 import os
 import random
 import re
-import shutil
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
-import json
 from pathlib import Path
 
 import pytest
@@ -199,6 +197,14 @@ def test_dockerfile_is_consistent_with_the_server():
     [data_dir] = config["data_file_directories"]
     assert Path(data_dir).is_relative_to(volume)
     assert dict(runtime)["USER"] == "shoal"
+    # The pod runs as the image's user.
+    uid = re.search(r"useradd [^&]*--uid (\d+)", " ".join(rest for w, rest in runtime if w == "RUN")).group(1)
+    pod = manifests()[("StatefulSet", "shoal")]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == int(uid) == pod["securityContext"]["fsGroup"]
+    # hadolint's rules that apply here: apt without recommends and its lists removed in the same layer.
+    for word, rest in ins:
+        if word == "RUN" and "apt-get install" in rest:
+            assert "--no-install-recommends" in rest and "rm -rf /var/lib/apt/lists/*" in rest, rest
     # The build context leaves the build outputs out.
     ignored = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
     assert "target" in ignored and ".git" in ignored

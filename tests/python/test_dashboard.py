@@ -2,12 +2,15 @@
 a 3-node cluster under `shoal stress`: the page shows the 3 nodes UN and non-zero cluster and
 per-node throughput (from each node's /v1/proxyhistograms, read through the page's node), and a
 node that is stopped turns DN on the open page within 10 s. Screenshots of the page under load
-and with a node down are saved as bench/dashboard.png and bench/dashboard-node-down.png.
+and with a node down are taken into the test's directory, and with SHOAL_SAVE_SCREENSHOTS=1 into
+bench/dashboard.png and bench/dashboard-node-down.png (the committed pictures).
 
 The page is driven over Chromium's DevTools pipe (headless.py): it runs in real time, so the test
 watches the same page poll across the node's stop."""
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import time
@@ -24,6 +27,14 @@ from shoal_harness import EXTERNAL
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own cluster of shoal processes")
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
+SAVE = os.environ.get("SHOAL_SAVE_SCREENSHOTS") == "1"
+
+
+def keep(path):
+    """A screenshot the test took: checked to be a PNG, copied to bench/ when asked."""
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+    if SAVE:
+        shutil.copy(path, BENCH / path.name)
 STRESS = ["-schema", "keyspace=dash", "replication(factor=3)", "-col", "n=5", "size=FIXED(64)"]
 
 ROWS = """[...document.querySelectorAll('#nodes tbody tr')].map(r => ({
@@ -109,7 +120,8 @@ def test_the_dashboard_shows_a_loaded_cluster_and_a_node_going_down(tmp_path):
                 polls = int(page.evaluate("document.getElementById('updated').dataset.polls"))
                 page.wait_for(f"Number(document.getElementById('updated').dataset.polls) >= {polls + 8}", 40)
                 assert int(page.evaluate("document.getElementById('chart-throughput').dataset.points")) >= 10
-                page.screenshot(BENCH / "dashboard.png")
+                page.screenshot(tmp_path / "dashboard.png")
+                keep(tmp_path / "dashboard.png")
 
                 stopped_at = time.time() * 1000
                 c.stop(3)
@@ -121,7 +133,8 @@ def test_the_dashboard_shows_a_loaded_cluster_and_a_node_going_down(tmp_path):
                 assert all(r["state"] == "UN" for r in others)
                 assert page.evaluate("document.getElementById('nodes-up').textContent") == "2 / 3"
                 time.sleep(4)
-                page.screenshot(BENCH / "dashboard-node-down.png")
+                page.screenshot(tmp_path / "dashboard-node-down.png")
+                keep(tmp_path / "dashboard-node-down.png")
         finally:
             stress.send_signal(signal.SIGINT)
             try:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Shoal's build and tests need on a fresh Debian machine:
 #   - apt: clang + libclang-dev (RocksDB's bindgen), python3-venv, openssl (bench/compare
-#     --tls), and for the driver suites of other languages (scripts/driver-tests.sh) Go,
+#     --tls), chromium (the dashboard's test), and for the driver suites of other languages (scripts/driver-tests.sh) Go,
 #     Maven and a JDK when they are missing
 #   - a Python venv under $SHOAL_VENV (default $HOME/.cache/shoal/venv) with the
 #     DataStax Python driver, cqlsh and pytest, pinned.
@@ -19,6 +19,8 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 command -v javac >/dev/null 2>&1 || need_apt+=(default-jdk-headless)
+# The dashboard's test (tests/python/test_dashboard.py) drives headless Chromium.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # bench/compare --tls makes its throw-away certificates with the openssl command.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo (Rust) is required; install rustup first" >&2; exit 1; }
@@ -35,7 +37,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # Pinned client versions (checked against Cassandra 5.0.9).
-PY_PKGS=(cassandra-driver==3.30.1 cqlsh==6.2.2 pytest==8.3.4 lz4==4.4.5 python-snappy==0.7.3 prometheus-client==0.26.0)
+# kubernetes-validate: the deploy manifests' schemas, offline (tests/python/test_deploy.py).
+PY_PKGS=(cassandra-driver==3.30.1 cqlsh==6.2.2 pytest==8.3.4 lz4==4.4.5 python-snappy==0.7.3 prometheus-client==0.26.0
+         kubernetes-validate==1.37.0)
 STAMP="$SHOAL_VENV/.shoal-pkgs"
 if [ ! -x "$SHOAL_VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "${PY_PKGS[*]}" ]; then
   echo "setup: creating Python venv at $SHOAL_VENV"

@@ -13,6 +13,8 @@
 //! (answers when the node has left), `POST /v1/bootstrap/resume` (resumes a failed bootstrap;
 //! answers when the node joined), `GET /v1/netstats`, `GET /v1/repair_admin` (the repairs
 //! run on this node, by an operator or the `auto_repair` schedule).
+//! `GET /dashboard` (and its assets and peer proxy, `dashboard`) is the live
+//! dashboard: HTML, JavaScript and CSS, not JSON.
 //!
 //! Invariants:
 //! - A hand-written, minimal server: one request per connection, always
@@ -73,6 +75,8 @@ pub struct AdminState {
     pub snitch: String,
     /// When the node started (info's uptime).
     pub started: Instant,
+    /// The admin port, the same on every node: the dashboard's proxy reads peers on it.
+    pub admin_port: u16,
 }
 
 /// Serves the admin API until `shutdown` turns true.
@@ -130,26 +134,32 @@ impl Request {
     }
 }
 
-/// An answer: HTTP status and JSON body, or a text body (`/metrics`).
+/// An answer: HTTP status and JSON body, or a body of other bytes (`/metrics`, the dashboard).
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
     pub body: Json,
-    /// A body other than JSON: its content type and bytes.
-    pub raw: Option<(&'static str, Vec<u8>)>,
+    /// When set, sent instead of `body`: its content type and bytes.
+    pub raw: Option<(&'static str, std::borrow::Cow<'static, [u8]>)>,
+    /// A `Location` header (a redirect).
+    pub location: Option<&'static str>,
 }
 
 impl Response {
     fn ok(body: Json) -> Response {
-        Response { status: 200, body, raw: None }
+        Response { status: 200, body, raw: None, location: None }
     }
 
     fn error(status: u16, message: impl Into<String>) -> Response {
-        Response { status, body: json!({ "error": message.into() }), raw: None }
+        Response { status, body: json!({ "error": message.into() }), raw: None, location: None }
+    }
+
+    fn bytes(status: u16, content_type: &'static str, bytes: impl Into<std::borrow::Cow<'static, [u8]>>) -> Response {
+        Response { status, body: Json::Null, raw: Some((content_type, bytes.into())), location: None }
     }
 
     fn raw(content_type: &'static str, bytes: Vec<u8>) -> Response {
-        Response { status: 200, body: Json::Null, raw: Some((content_type, bytes)) }
+        Response::bytes(200, content_type, bytes)
     }
 }
 
@@ -167,6 +177,7 @@ pub enum Listener {
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        301 => "Moved Permanently",
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
@@ -174,6 +185,7 @@ fn reason(status: u16) -> &'static str {
         413 => "Payload Too Large",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        502 => "Bad Gateway",
         _ => "Error",
     }
 }
@@ -196,15 +208,16 @@ async fn handle_connection(mut stream: TcpStream, kind: Listener, state: &AdminS
 
 async fn write_response(stream: &mut TcpStream, response: &Response) -> std::io::Result<()> {
     let (content_type, body) = match &response.raw {
-        Some((content_type, bytes)) => (*content_type, std::borrow::Cow::Borrowed(bytes.as_slice())),
+        Some((content_type, bytes)) => (*content_type, std::borrow::Cow::Borrowed(bytes.as_ref())),
         None => {
             let mut body = serde_json::to_vec_pretty(&response.body).unwrap_or_else(|_| b"{}".to_vec());
             body.push(b'\n');
             ("application/json", std::borrow::Cow::Owned(body))
         }
     };
+    let location = response.location.map(|l| format!("Location: {l}\r\n")).unwrap_or_default();
     let head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{location}Cache-Control: no-store\r\nConnection: close\r\n\r\n",
         response.status,
         reason(response.status),
         body.len()
@@ -362,6 +375,9 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
 // ---------------------------------------------------------------- routes
 
 async fn route(request: &Request, state: &AdminState) -> Response {
+    if request.path == "/dashboard" || request.path.starts_with("/dashboard/") {
+        return dashboard_route(request, state).await;
+    }
     let path = request.path.trim_end_matches('/');
     let method = match path {
         "/v1/flush"
@@ -434,6 +450,48 @@ async fn route(request: &Request, state: &AdminState) -> Response {
 }
 
 type Answer = Result<Json, Response>;
+
+/// `GET /dashboard`, `/dashboard/<asset>` and `/dashboard/peer/<address>/v1/<endpoint>` (module `dashboard`).
+async fn dashboard_route(request: &Request, state: &AdminState) -> Response {
+    if request.method != "GET" {
+        return Response::error(405, format!("{} takes GET, not {}", truncate(&request.path), request.method));
+    }
+    let rest = request.path.strip_prefix("/dashboard").unwrap_or_default();
+    if rest.is_empty() {
+        return Response::bytes(200, "text/html; charset=utf-8", crate::dashboard::INDEX_HTML);
+    }
+    if rest == "/" {
+        // The page's relative links assume `/dashboard` (it may sit behind a proxy's prefix).
+        let mut r = Response::error(301, "the dashboard is at ../dashboard");
+        r.location = Some("../dashboard");
+        return r;
+    }
+    if let Some(peer) = rest.strip_prefix("/peer/") {
+        return peer_proxy(peer, state).await;
+    }
+    match crate::dashboard::asset(rest.trim_start_matches('/')) {
+        Some((content_type, bytes)) => Response::bytes(200, content_type, bytes),
+        None => Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
+    }
+}
+
+/// The dashboard's read of another node's admin API (`dashboard::get`): only ring members,
+/// only the read-only endpoints.
+async fn peer_proxy(rest: &str, state: &AdminState) -> Response {
+    let peer = match crate::dashboard::parse_peer_path(rest) {
+        Ok(p) => p,
+        Err(e) => return Response::error(400, e),
+    };
+    let member =
+        state.view.snapshot().endpoints.values().any(|e| e.status != Status::Left && e.address() == peer.address);
+    if !member {
+        return Response::error(404, format!("{} is not a node of this cluster", peer.address));
+    }
+    match crate::dashboard::get(SocketAddr::new(peer.address, state.admin_port), peer.endpoint).await {
+        Ok(answer) => Response::bytes(answer.status, "application/json", answer.body),
+        Err(e) => Response::error(502, format!("node {} did not answer: {e}", peer.address)),
+    }
+}
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)

@@ -14,7 +14,7 @@
 //! - CQL clients are served only after the node is NORMAL (the caller starts
 //!   the CQL server after `join` returns).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,18 +50,45 @@ pub struct Joined {
     events: Option<tokio::sync::mpsc::UnboundedReceiver<ClusterEvent>>,
 }
 
-fn seed_addrs(config: &NodeConfig) -> Vec<SocketAddr> {
-    config
-        .seeds
-        .iter()
-        .filter_map(|s| {
-            let s = s.trim();
-            s.parse::<SocketAddr>()
-                .ok()
-                .or_else(|| s.parse::<std::net::IpAddr>().ok().map(|ip| SocketAddr::new(ip, config.storage_port)))
-        })
-        .collect()
+/// The seeds' internode addresses. A seed is an IP (with or without a port) or a host name (a
+/// StatefulSet pod's DNS name, say), resolved once at start to every address of the listen
+/// address's family, as Cassandra's SimpleSeedProvider does; a name that does not resolve (a pod
+/// not created yet) is left out with a warning.
+async fn seed_addrs(config: &NodeConfig) -> Vec<SocketAddr> {
+    let mut out = Vec::new();
+    for seed in &config.seeds {
+        let s = seed.trim();
+        if let Some(a) = s
+            .parse::<SocketAddr>()
+            .ok()
+            .or_else(|| s.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, config.storage_port)))
+        {
+            out.push(a);
+            continue;
+        }
+        let (host, port) = match s.rsplit_once(':').map(|(h, p)| (h, p.parse::<u16>())) {
+            Some((h, Ok(p))) => (h, p),
+            _ => (s, config.storage_port),
+        };
+        match tokio::time::timeout(SEED_LOOKUP_TIMEOUT, tokio::net::lookup_host((host, port))).await {
+            Ok(Ok(addrs)) => {
+                let before = out.len();
+                out.extend(addrs.filter(|a| a.is_ipv4() == config.listen_address.is_ipv4()));
+                if out.len() == before {
+                    tracing::warn!("seed {s} has no address of the listen address's family; left out of the seeds");
+                }
+            }
+            Ok(Err(e)) => tracing::warn!("seed {s} does not resolve ({e}); left out of the seeds"),
+            Err(_) => tracing::warn!("seed {s} did not resolve within {SEED_LOOKUP_TIMEOUT:?}; left out of the seeds"),
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
+
+/// How long one seed's name lookup may take at start.
+const SEED_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn join(
     config: &NodeConfig,
@@ -95,7 +122,7 @@ pub async fn join(
         rack: config.rack.clone(),
         release_version: release_version.to_string(),
     };
-    let seeds = seed_addrs(config);
+    let seeds = seed_addrs(config).await;
     let mut gossip_config = GossipConfig::new(&config.cluster_name, generation, internode, seeds.clone());
     gossip_config.phi_convict_threshold = config.phi_convict_threshold;
     if config.internode_encryption.all {
@@ -390,5 +417,36 @@ impl Joined {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ConfigFile, Overrides};
+
+    fn config(seeds: &str) -> NodeConfig {
+        ConfigFile::default()
+            .build(Overrides {
+                seeds: Some(seeds.to_string()),
+                listen_address: Some("127.0.0.1".into()),
+                ..Default::default()
+            })
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn seeds_may_be_addresses_or_host_names() {
+        let c = config("127.0.0.5, 127.0.0.6:7001, localhost, no-such-host.invalid");
+        let seeds = seed_addrs(&c).await;
+        assert_eq!(
+            seeds,
+            vec![
+                "127.0.0.1:7000".parse::<SocketAddr>().unwrap(),
+                "127.0.0.5:7000".parse().unwrap(),
+                "127.0.0.6:7001".parse().unwrap()
+            ]
+        );
+        assert_eq!(seed_addrs(&config("localhost:7005")).await, vec!["127.0.0.1:7005".parse::<SocketAddr>().unwrap()]);
     }
 }

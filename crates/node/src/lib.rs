@@ -23,6 +23,7 @@
 pub mod admin;
 mod auto_repair;
 pub mod config;
+pub mod dashboard;
 pub mod exporter;
 mod horizon;
 mod join;
@@ -184,6 +185,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             },
             snitch: format!("org.apache.cassandra.locator.{}", config.endpoint_snitch),
             started: std::time::Instant::now(),
+            admin_port: config.admin_port,
         });
         // Prometheus metrics (`/metrics`) on prometheus_address:prometheus_port (ScyllaDB's 9180); 0 turns it off.
         let metrics_task = match config.prometheus_port {

@@ -88,8 +88,8 @@ struct ServerArgs {
     /// Rack name (used by the cluster).
     #[arg(long, value_name = "RACK")]
     rack: Option<String>,
-    /// Comma-separated seed addresses (used by the cluster).
-    #[arg(long, value_name = "IP,IP")]
+    /// Comma-separated seeds: addresses or host names, resolved at start (used by the cluster).
+    #[arg(long, value_name = "HOST,HOST")]
     seeds: Option<String>,
     /// Port of the HTTP/JSON admin API (`shoal tool`), on the listen address; default 7199.
     #[arg(long, value_name = "PORT")]

@@ -534,3 +534,44 @@ def test_two_dcs_three_racks_local_quorum_and_each_quorum(tmp_path):
             assert e.value.alive_replicas == 0 and e.value.required_replicas == 2
         finally:
             cluster.shutdown()
+
+
+OPS_COMMANDS = [["tpstats"], ["tablestats", KS], ["tablehistograms", KS, "kv"], ["proxyhistograms"],
+                ["compactionstats"], ["netstats"], ["gossipinfo"]]
+VIEWS = ["clients", "settings", "thread_pools", "local_read_latency", "local_write_latency", "local_scan_latency",
+         "disk_usage", "caches"]
+
+
+def test_ops_commands_and_virtual_tables_on_every_node(three, cqlsh_bin):
+    """Issue 25: after writes and reads at QUORUM through every node, each node prints `tpstats`,
+    `tablestats`, `tablehistograms`, `proxyhistograms`, `compactionstats`, `netstats` and `gossipinfo`
+    (nodetool's text, and `--json` that parses), and cqlsh reads each `system_views` table on it."""
+    cl, s = session_on(three, three.contact_points)
+    try:
+        ins = s.prepare(f"INSERT INTO {KS}.kv (k, v) VALUES (?, ?)")
+        ins.consistency_level = ConsistencyLevel.QUORUM
+        sel = s.prepare(f"SELECT v FROM {KS}.kv WHERE k = ?")
+        sel.consistency_level = ConsistencyLevel.QUORUM
+        for i in range(300):
+            s.execute(ins, (f"ops{i}", i))
+            s.execute(sel, (f"ops{i}",))
+    finally:
+        cl.shutdown()
+    for node in (1, 2, 3):
+        host = three.address(node)
+        for command in OPS_COMMANDS:
+            text = subprocess.run([three.bin_path, "tool", "-h", host, "-p", str(three.admin_port), *command],
+                                  capture_output=True, text=True, timeout=60)
+            assert text.returncode == 0 and text.stdout.strip(), (node, command, text.stderr)
+            doc = three.tool(*command, node=node)
+            assert isinstance(doc, dict) and "error" not in doc, (node, command, doc)
+        gossip = three.tool("gossipinfo", node=node)
+        assert len(gossip["endpoints"]) == 3 and all(e["status"] == "NORMAL" for e in gossip["endpoints"]), gossip
+        proxy = three.tool("proxyhistograms", node=node)
+        assert proxy["write"]["count"] > 0 and proxy["read"]["count"] > 0, (node, proxy)
+        local = three.tool("tablestats", KS, node=node)["keyspaces"][0]["tables"][0]
+        assert local["local_write_count"] >= 300, (node, local)  # RF=3: every node holds every row
+        for view in VIEWS:
+            out = subprocess.run([cqlsh_bin, host, str(three.native_port), "-e", f"SELECT * FROM system_views.{view}"],
+                                 capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0 and "rows)" in out.stdout, (node, view, out.stdout, out.stderr)

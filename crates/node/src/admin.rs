@@ -401,6 +401,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/tablehistograms"
         | "/v1/tablestats"
         | "/v1/tpstats"
+        | "/v1/gossipinfo"
         | "/metrics" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
@@ -422,6 +423,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         }
         "/v1/proxyhistograms" => Ok(crate::exporter::proxyhistograms()),
         "/v1/tpstats" => Ok(crate::exporter::tpstats()),
+        "/v1/gossipinfo" => Ok(gossipinfo(state)),
         "/v1/tablestats" => tablestats(request, state),
         "/v1/tablehistograms" => tablehistograms(request, state),
         "/v1/rebuild" => rebuild(request, state).await,
@@ -615,6 +617,37 @@ fn state_word(status: Status) -> &'static str {
         Status::Leaving | Status::Left => "Leaving",
         Status::Normal | Status::Shutdown => "Normal",
     }
+}
+
+/// `nodetool gossipinfo`: what this node holds of every endpoint's gossiped
+/// state (this node's own load and schema are its current ones).
+fn gossipinfo(state: &AdminState) -> Json {
+    let view = state.view.snapshot();
+    let local_load = local_load(&state.schema.snapshot(), &state.storage);
+    let endpoints: Vec<Json> = view
+        .endpoints
+        .values()
+        .map(|e| {
+            let schema = if e.host_id == view.local { Some(state.schema.snapshot().version) } else { e.schema_version };
+            json!({
+                "address": e.address().to_string(),
+                "port": e.internode.port(),
+                "generation": e.generation,
+                "alive": e.alive,
+                "status": e.status.as_str(),
+                "load": load_of(e, &view, local_load),
+                "schema": schema.map(|s| s.to_string()),
+                "dc": e.dc,
+                "rack": e.rack,
+                "release_version": e.release_version,
+                "rpc_address": e.rpc_address.to_string(),
+                "native_port": e.native_port,
+                "host_id": e.host_id.to_string(),
+                "tokens": e.tokens.len(),
+            })
+        })
+        .collect();
+    json!({ "endpoints": endpoints })
 }
 
 fn describecluster(state: &AdminState) -> Json {

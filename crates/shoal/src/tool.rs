@@ -109,6 +109,8 @@ enum ToolCommand {
     Tablestats { tables: Vec<String> },
     /// The request stages (Cassandra's thread pools): active, pending and completed requests.
     Tpstats,
+    /// What this node holds of every endpoint's gossiped state.
+    Gossipinfo,
     /// Repair: replicas compare per-partition hashes of this node's ranges; partitions that
     /// differ are reconciled and written back. All user keyspaces, a keyspace, or some tables.
     Repair {
@@ -336,6 +338,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::RepairAdmin { .. } => ("GET", vec!["/v1/repair_admin".to_string()], QUICK_TIMEOUT),
         ToolCommand::Proxyhistograms => ("GET", vec!["/v1/proxyhistograms".to_string()], QUICK_TIMEOUT),
         ToolCommand::Tpstats => ("GET", vec!["/v1/tpstats".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Gossipinfo => ("GET", vec!["/v1/gossipinfo".to_string()], QUICK_TIMEOUT),
         ToolCommand::Tablehistograms { keyspace, table } => {
             let (ks, t) = match (table, keyspace.split_once('.')) {
                 (Some(t), _) => (keyspace.as_str(), t.as_str()),
@@ -435,6 +438,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Tablehistograms { .. } => format_tablehistograms(answer),
         ToolCommand::Tablestats { .. } => format_tablestats(&answers),
         ToolCommand::Tpstats => format_tpstats(answer),
+        ToolCommand::Gossipinfo => format_gossipinfo(answer),
         ToolCommand::Removenode { host_id } if host_id == "status" => format_removal_status(answer),
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }
@@ -541,6 +545,31 @@ fn format_tablestats(answers: &[Json]) -> String {
             out.push('\n');
         }
         out.push_str("----------------\n");
+    }
+    out
+}
+
+/// `gossipinfo` as nodetool prints it: `/ADDRESS` and the application states under it
+/// (without the versions Cassandra's gossip numbers them with: Shoal's gossip has none per state).
+fn format_gossipinfo(v: &Json) -> String {
+    let mut out = String::new();
+    for e in v["endpoints"].as_array().into_iter().flatten() {
+        let int = |k: &str| e.get(k).and_then(Json::as_u64).unwrap_or(0);
+        out.push_str(&format!("/{}\n", text(&e["address"])));
+        out.push_str(&format!("  generation:{}\n", int("generation")));
+        out.push_str(&format!("  STATUS:{}\n", text(&e["status"])));
+        out.push_str(&format!("  LOAD:{}\n", int("load")));
+        out.push_str(&format!("  SCHEMA:{}\n", text(&e["schema"])));
+        out.push_str(&format!("  DC:{}\n", text(&e["dc"])));
+        out.push_str(&format!("  RACK:{}\n", text(&e["rack"])));
+        out.push_str(&format!("  RELEASE_VERSION:{}\n", text(&e["release_version"])));
+        out.push_str(&format!("  INTERNAL_ADDRESS_AND_PORT:{}:{}\n", text(&e["address"]), int("port")));
+        out.push_str(&format!("  NATIVE_ADDRESS_AND_PORT:{}:{}\n", text(&e["rpc_address"]), int("native_port")));
+        out.push_str(&format!("  HOST_ID:{}\n", text(&e["host_id"])));
+        out.push_str("  TOKENS:<hidden>\n");
+        if !e["alive"].as_bool().unwrap_or(false) {
+            out.push_str("  (down: the failure detector convicted it)\n");
+        }
     }
     out
 }

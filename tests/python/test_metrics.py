@@ -32,6 +32,7 @@ FAMILIES = {
     "shoal_table_pending_flushes": "gauge",
     "shoal_table_pending_compactions": "gauge",
     "shoal_table_estimated_rows": "gauge",
+    "shoal_table_bytes_flushed": "counter",
     "shoal_pending_compactions": "gauge",
     "shoal_pending_compaction_bytes": "gauge",
     "shoal_thread_pool_active_tasks": "gauge",
@@ -131,6 +132,11 @@ def test_every_family_is_scraped_and_request_counts_are_exact(shoal_node_factory
     assert sample(after, "shoal_table_write_latency_seconds", "_count", keyspace="mx", table="t") >= 200
     assert sample(after, "shoal_table_read_latency_seconds", "_count", keyspace="mx", table="t") >= 120
     assert sample(after, "shoal_table_memtable_live_data_size_bytes", keyspace="mx", table="t") > 0
+    node.tool("flush", "mx")
+    flushed = scrape(node)
+    assert sample(flushed, "shoal_table_bytes_flushed", "_total", keyspace="mx", table="t") > 0
+    assert sample(flushed, "shoal_table_live_sstables", keyspace="mx", table="t") >= 1
+    assert sample(flushed, "shoal_table_live_disk_space_used_bytes", keyspace="mx", table="t") > 0
     assert sample(after, "shoal_memory_rss_bytes") > 10 << 20
     assert sample(after, "shoal_connected_native_clients") >= 1
     assert sample(after, "shoal_thread_pool_completed_tasks", "_total", pool="MutationStage") > 0

@@ -3,6 +3,8 @@
 //! across schema changes; gauges (SSTables, disk, memtables, pending
 //! compactions) are read from the engine at scrape time instead.
 
+use std::sync::atomic::AtomicU64;
+
 use crate::histogram::Histogram;
 
 #[derive(Default)]
@@ -13,4 +15,6 @@ pub struct TableMetrics {
     pub range_latency: Histogram,
     /// Local writes: the memtable merge of each mutation (µs).
     pub write_latency: Histogram,
+    /// Bytes of the SSTables flushes wrote (Table.BytesFlushed).
+    pub bytes_flushed: AtomicU64,
 }

@@ -126,6 +126,16 @@ fn tables(w: &mut Writer, state: &AdminState) {
             w.gauge(name, help, &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)], read(s) as f64);
         }
     }
+    for s in &samples {
+        let l = labels(s);
+        let flushed = s.metrics.bytes_flushed.load(Ordering::Relaxed);
+        w.counter(
+            "shoal_table_bytes_flushed_total",
+            "Bytes of SSTables the table's flushes wrote (Table.BytesFlushed).",
+            &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)],
+            flushed,
+        );
+    }
     let pending: u64 = samples.iter().map(|s| s.pending_compactions).sum();
     w.gauge(
         "shoal_pending_compactions",

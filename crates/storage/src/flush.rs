@@ -331,12 +331,14 @@ impl Flusher {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         let mut ingest = IngestExternalFileOptions::default();
         ingest.set_move_files(true);
         let result = self.db.ingest_external_file_cf_opts(&cf, &ingest, vec![&path]);
         // Moved files are linked into the database; the name here is spare.
         let _ = std::fs::remove_file(&path);
         result?;
+        store.metrics.bytes_flushed.fetch_add(bytes, Ordering::Relaxed);
         Ok(())
     }
 

@@ -33,6 +33,8 @@ FAMILIES = {
     "shoal_table_pending_compactions": "gauge",
     "shoal_table_estimated_rows": "gauge",
     "shoal_table_bytes_flushed": "counter",
+    "shoal_table_tombstones_scanned": "histogram",
+    "shoal_table_live_scanned": "histogram",
     "shoal_pending_compactions": "gauge",
     "shoal_pending_compaction_bytes": "gauge",
     "shoal_thread_pool_active_tasks": "gauge",
@@ -91,6 +93,11 @@ def test_every_family_is_scraped_and_request_counts_are_exact(shoal_node_factory
             s.execute(sel, (i % 20,))
         for _ in range(7):
             list(s.execute(SimpleStatement("SELECT * FROM mx.t", consistency_level=ConsistencyLevel.ONE)))
+        # Partition 0 holds 10 rows; delete 4 of them: a read of it goes through 4 row tombstones.
+        for ck in range(0, 80, 20):
+            s.execute("DELETE FROM mx.t WHERE k = 0 AND c = %s", (ck,))
+        tomb_before = scrape(node)
+        s.execute(sel, (0,))
         s.execute("INSERT INTO mx.t (k, c, v) VALUES (1000, 1, 'x') IF NOT EXISTS")
         # RF 3 on one node: QUORUM is unavailable, counted as such (and in the latency histogram).
         create_keyspace(s, "mx3", rf=3)
@@ -114,7 +121,12 @@ def test_every_family_is_scraped_and_request_counts_are_exact(shoal_node_factory
         return count(after, op, cl) - count(before, op, cl)
 
     assert delta("write", "QUORUM") == 200 + 3
-    assert delta("read", "ONE") == 120
+    tombstones = after["shoal_table_tombstones_scanned"]
+    sums = [x.value for x in tombstones.samples if x.name.endswith("_sum") and x.labels.get("table") == "t"]
+    before_sums = [x.value for x in tomb_before["shoal_table_tombstones_scanned"].samples
+                   if x.name.endswith("_sum") and x.labels.get("table") == "t"] or [0]
+    assert sums and sums[0] - before_sums[0] >= 4, (sums, before_sums)
+    assert delta("read", "ONE") == 121
     assert delta("range", "ONE") == 7
     assert delta("cas_write", "SERIAL") == 1
     unavailable = sample(after, "shoal_client_request_unavailables", "_total", op="write", cl="QUORUM") - sample(

@@ -15,6 +15,10 @@ pub struct TableMetrics {
     pub range_latency: Histogram,
     /// Local writes: the memtable merge of each mutation (µs).
     pub write_latency: Histogram,
+    /// Tombstones (deletion markers, cell tombstones) each local read went through.
+    pub tombstones_scanned: Histogram,
+    /// Other cells each local read went through.
+    pub live_scanned: Histogram,
     /// Bytes of the SSTables flushes wrote (Table.BytesFlushed).
     pub bytes_flushed: AtomicU64,
 }

@@ -18,6 +18,9 @@ use serde_json::{json, Value as Json};
 
 use crate::admin::AdminState;
 
+/// The `le` bounds of the cells-per-read histograms.
+const SCANNED_BOUNDS: [u64; 10] = [0, 1, 10, 100, 1_000, 5_000, 10_000, 50_000, 100_000, 1_000_000];
+
 /// The request stages, by Cassandra's pool names.
 const STAGES: [(&str, &Stage); 2] = [("ReadStage", &metrics::READ_STAGE), ("MutationStage", &metrics::MUTATION_STAGE)];
 
@@ -124,6 +127,28 @@ fn tables(w: &mut Writer, state: &AdminState) {
         for s in &samples {
             let l = labels(s);
             w.gauge(name, help, &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)], read(s) as f64);
+        }
+    }
+    let scanned: [(&str, &str, Latency); 2] = [
+        (
+            "shoal_table_tombstones_scanned",
+            "Tombstones each local read of the table went through (Table.TombstoneScannedHistogram).",
+            |m| m.tombstones_scanned.snapshot(),
+        ),
+        (
+            "shoal_table_live_scanned",
+            "Live cells each local read of the table went through (Table.LiveScannedHistogram).",
+            |m| m.live_scanned.snapshot(),
+        ),
+    ];
+    for (name, help, read) in scanned {
+        for s in &samples {
+            let snapshot = read(&s.metrics);
+            if snapshot.count == 0 {
+                continue;
+            }
+            let l = labels(s);
+            w.values(name, help, &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)], &snapshot, &SCANNED_BOUNDS);
         }
     }
     for s in &samples {

@@ -255,6 +255,7 @@ struct Recording {
     cells: Vec<(Vec<u8>, Vec<u8>)>,
     stopped: bool,
     last_row: Option<Vec<u8>>,
+    scanned: read::Scanned,
 }
 
 impl Visitor for Recording {
@@ -264,6 +265,9 @@ impl Visitor for Recording {
     fn stopped(&mut self, rows_start: &[u8], last_row: Option<&[u8]>) {
         self.stopped = true;
         self.last_row = last_row.map(|row| [rows_start, row].concat());
+    }
+    fn scanned(&mut self, tombstones: u64, cells: u64) {
+        self.scanned.scanned(tombstones, cells);
     }
 }
 
@@ -298,24 +302,43 @@ impl Storage {
     /// (header section, then the slices in the read direction, stopping after
     /// `row_limit` live rows), returning every key and merged value it used,
     /// tombstones, markers and expired cells included.
+    /// A replica's read for a coordinator: counted in the table's read metrics.
     pub fn read_raw(&self, read: &PartitionRead) -> Result<RawPartition, StorageError> {
         let store = self.table(&read.table)?;
-        let cf = self.cf(&store)?;
+        let start = std::time::Instant::now();
+        let (raw, scanned) = self.read_raw_in(&store, read)?;
+        scanned.record(&store, start);
+        Ok(raw)
+    }
+
+    /// `read_raw` without counting it in the metrics (repair's validation).
+    pub(crate) fn read_raw_uncounted(&self, read: &PartitionRead) -> Result<RawPartition, StorageError> {
+        let store = self.table(&read.table)?;
+        Ok(self.read_raw_in(&store, read)?.0)
+    }
+
+    fn read_raw_in(
+        &self,
+        store: &crate::engine::TableStore,
+        read: &PartitionRead,
+    ) -> Result<(RawPartition, read::Scanned), StorageError> {
+        let cf = self.cf(store)?;
         let mut recording = Recording::default();
-        read::traverse(&store, read, |lower, upper| self.cells(&store, &cf, lower, upper), &mut recording)?;
+        read::traverse(store, read, |lower, upper| self.cells(store, &cf, lower, upper), &mut recording)?;
         // Reversed reads visit rows in descending key order.
         let cells = match sorted(&recording.cells) {
             Cow::Borrowed(_) => recording.cells,
             Cow::Owned(cells) => cells,
         };
-        Ok(RawPartition {
+        let raw = RawPartition {
             table: read.table,
             token: read.token,
             partition_key: read.partition_key.clone(),
             cells,
             exhausted: !recording.stopped,
             last_key: recording.last_row,
-        })
+        };
+        Ok((raw, recording.scanned))
     }
 
     /// What `read_partition(read)` returns on a replica holding exactly

@@ -129,8 +129,10 @@ impl Storage {
     pub fn read_partition(&self, read: &PartitionRead) -> Result<Option<Partition>, StorageError> {
         let store = self.table(&read.table)?;
         let start = std::time::Instant::now();
-        let out = self.read_partition_in(&store, read);
-        store.metrics.read_latency.record_since(start);
+        let mut scanned = Scanned::default();
+        let cf = self.cf(&store)?;
+        let out = traverse(&store, read, |lower, upper| self.cells(&store, &cf, lower, upper), &mut scanned);
+        scanned.record(&store, start);
         out
     }
 
@@ -490,6 +492,11 @@ pub(crate) trait Visitor {
     /// `rows_start | last_row` is the key prefix of the last row it covered
     /// (`None` when it covered no row).
     fn stopped(&mut self, rows_start: &[u8], last_row: Option<&[u8]>);
+    /// At the end: the tombstones (deletion markers and cell tombstones) and
+    /// the other cells the read went through (Cassandra's tombstones and
+    /// live cells scanned).
+    #[inline(always)]
+    fn scanned(&mut self, _tombstones: u64, _cells: u64) {}
 }
 
 impl Visitor for () {
@@ -497,6 +504,33 @@ impl Visitor for () {
     fn entry(&mut self, _key: &[u8], _value: &[u8]) {}
     #[inline(always)]
     fn stopped(&mut self, _rows_start: &[u8], _last_row: Option<&[u8]>) {}
+}
+
+/// Counts what a read went through, for the table's metrics.
+#[derive(Default)]
+pub(crate) struct Scanned {
+    pub tombstones: u64,
+    pub cells: u64,
+}
+
+impl Visitor for Scanned {
+    #[inline(always)]
+    fn entry(&mut self, _key: &[u8], _value: &[u8]) {}
+    #[inline(always)]
+    fn stopped(&mut self, _rows_start: &[u8], _last_row: Option<&[u8]>) {}
+    fn scanned(&mut self, tombstones: u64, cells: u64) {
+        self.tombstones += tombstones;
+        self.cells += cells;
+    }
+}
+
+impl Scanned {
+    /// Records a read of `store` that began at `start` and went through these.
+    pub(crate) fn record(&self, store: &TableStore, start: std::time::Instant) {
+        store.metrics.read_latency.record_since(start);
+        store.metrics.tombstones_scanned.record(self.tombstones);
+        store.metrics.live_scanned.record(self.cells);
+    }
 }
 
 /// Reads one partition as `read` asks, from the entries `open(lower, upper)`
@@ -525,6 +559,7 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
     // Deletion info and the static row come first in the partition.
     let header_end = with_section(&prefix, if read.include_static { keys::SECTION_ROWS } else { keys::SECTION_STATIC });
     let mut header = Header { partition_deletion: None, ranges: Vec::new() };
+    let (mut tombstones, mut cells) = (0u64, 0u64);
     let mut static_row = None;
     {
         let mut it = Window { it: &mut cursor, lower: &partition_start, upper: &header_end };
@@ -537,11 +572,13 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
             {
                 match section {
                     keys::SECTION_PARTITION_DELETION => {
+                        tombstones += 1;
                         visitor.entry(k, v);
                         header.partition_deletion = Some(c.timestamp)
                     }
                     keys::SECTION_RANGE_TOMBSTONE => {
                         if let Some(b) = keys::decode_range_bounds(body) {
+                            tombstones += 1;
                             visitor.entry(k, v);
                             header.ranges.push((
                                 b.start.to_vec(),
@@ -553,6 +590,11 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
                         }
                     }
                     keys::SECTION_STATIC => {
+                        if c.is_tombstone() {
+                            tombstones += 1;
+                        } else {
+                            cells += 1;
+                        }
                         visitor.entry(k, v);
                         static_acc.add(store, body, &c)
                     }
@@ -627,6 +669,11 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
                 acc = Some(RowAcc::new(row_key.to_vec(), read.reversed));
             }
             if let (Some(a), Some(c)) = (acc.as_mut(), CellRef::decode(v)) {
+                if c.is_tombstone() {
+                    tombstones += 1;
+                } else {
+                    cells += 1;
+                }
                 visitor.entry(k, v);
                 a.add(store, column_part, &c);
             }
@@ -639,6 +686,7 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
             }
         }
     }
+    visitor.scanned(tombstones, cells);
     if stopped {
         // Rows still hold their encoded clustering (one element, or none).
         visitor.stopped(&rows_start, rows.last().map(|r: &Row| r.clustering.first().map_or(&[][..], Vec::as_slice)));

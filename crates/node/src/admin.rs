@@ -12,7 +12,11 @@
 //! `POST /v1/decommission`
 //! (answers when the node has left), `POST /v1/bootstrap/resume` (resumes a failed bootstrap;
 //! answers when the node joined), `GET /v1/netstats`, `GET /v1/repair_admin` (the repairs
-//! run on this node, by an operator or the `auto_repair` schedule).
+//! run on this node, by an operator or the `auto_repair` schedule),
+//! `POST /v1/snapshot[?tag=&keyspace=...&table=&skip_flush=true]`, `GET /v1/snapshots`,
+//! `POST /v1/clearsnapshot?tag=|all=true[&keyspace=...]`,
+//! `POST /v1/restore?tag=&keyspace=[&table=&consistency=]` and `POST /v1/load?dir=[&consistency=]`
+//! (answer when done; `snapshots`).
 //!
 //! Invariants:
 //! - A hand-written, minimal server: one request per connection, always
@@ -71,6 +75,9 @@ pub struct AdminState {
     pub snitch: String,
     /// When the node started (info's uptime).
     pub started: Instant,
+    /// Told after a schema change made here (restore re-creating a table):
+    /// the node gossips its new schema version at once.
+    pub schema_changed: Arc<dyn Fn() + Send + Sync>,
 }
 
 /// Serves the admin API until `shutdown` turns true.
@@ -135,7 +142,7 @@ impl Response {
         Response { status: 200, body }
     }
 
-    fn error(status: u16, message: impl Into<String>) -> Response {
+    pub(crate) fn error(status: u16, message: impl Into<String>) -> Response {
         Response { status, body: json!({ "error": message.into() }) }
     }
 }
@@ -338,6 +345,10 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/bootstrap/resume"
         | "/v1/cleanup"
         | "/v1/decommission"
+        | "/v1/snapshot"
+        | "/v1/clearsnapshot"
+        | "/v1/restore"
+        | "/v1/load"
         | "/v1/removenode" => "POST",
         "/v1/status"
         | "/v1/ring"
@@ -347,7 +358,8 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/info"
         | "/v1/netstats"
         | "/v1/compactionstats"
-        | "/v1/repair_admin" => "GET",
+        | "/v1/repair_admin"
+        | "/v1/snapshots" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
     if request.method != method {
@@ -367,6 +379,11 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/repair" => repair(request, state).await,
         "/v1/bootstrap/resume" => state.lifecycle.resume_bootstrap().await.map_err(|e| Response::error(500, e)),
         "/v1/cleanup" => cleanup(request, state).await,
+        "/v1/snapshot" => crate::snapshots::snapshot(request, state).await,
+        "/v1/snapshots" => crate::snapshots::list(state),
+        "/v1/clearsnapshot" => crate::snapshots::clear(request, state).await,
+        "/v1/restore" => crate::snapshots::restore(request, state).await,
+        "/v1/load" => crate::snapshots::load(request, state).await,
         "/v1/decommission" => state.lifecycle.decommission(&state.storage).await.map_err(|e| Response::error(500, e)),
         "/v1/removenode" => match (request.param("action"), request.param("host_id").map(str::parse::<Uuid>)) {
             (Some("status"), _) => Ok(state.lifecycle.removal_status()),

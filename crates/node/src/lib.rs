@@ -27,6 +27,7 @@ mod horizon;
 mod join;
 pub mod lifecycle;
 mod plane;
+mod snapshots;
 
 use serde_json::Value as Json;
 use std::net::SocketAddr;
@@ -117,6 +118,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         };
         let schema = Arc::new(SchemaService::new(Arc::clone(&storage), keyspaces));
         let (schema_tx, schema_rx) = tokio::sync::mpsc::unbounded_channel();
+        let admin_schema_tx = schema_tx.clone();
         let data_plane = Arc::new(plane::ClusterPlane {
             coordinator: Arc::clone(&joined.coordinator),
             schema: Arc::clone(&schema),
@@ -178,6 +180,9 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             pending_hints: Arc::new(move || hints.targets().into_iter().map(|t| (t, hints.pending_bytes(t))).collect()),
             snitch: format!("org.apache.cassandra.locator.{}", config.endpoint_snitch),
             started: std::time::Instant::now(),
+            schema_changed: Arc::new(move || {
+                let _ = admin_schema_tx.send(());
+            }),
         });
         let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state, stop_rx.clone()));
         // A new node streams its ranges before it serves anyone (JOINING until then). A failed

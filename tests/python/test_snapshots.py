@@ -1,0 +1,249 @@
+"""Snapshots, restore and load, end to end: real `shoal server` processes, `shoal tool` and the
+DataStax Python driver.
+
+- snapshot -> DROP TABLE -> restore gives back every row, with its write time, TTL and
+  deletions as they were;
+- a snapshot taken on a 1-node cluster, loaded (`shoal tool load DIR`) into a 3-node RF=3
+  cluster of another token layout, puts every row on each of its 3 replicas (reads at ONE
+  against each node alone);
+- listsnapshots / clearsnapshot print nodetool's shapes; bad input gets nodetool's wording.
+"""
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import WhiteListRoundRobinPolicy
+
+from cluster_harness import ShoalCluster
+from shoal_harness import EXTERNAL, connect_cluster
+
+pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own shoal processes")
+
+ROWS = 200
+
+
+def tool(node, *args):
+    """`shoal tool` against `node`: (exit code, stdout, stderr)."""
+    cmd = [node.bin_path, "tool", "-h", node.host, "-p", str(node.config["admin_port"]), *map(str, args)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    return out.returncode, out.stdout, out.stderr
+
+
+def ok(node, *args):
+    code, out, err = tool(node, *args)
+    assert code == 0, f"shoal tool {' '.join(map(str, args))}: exit {code}\n{out}\n{err}"
+    return out
+
+
+def fill(session, ks):
+    """A table with live rows, a TTL'd row, a deleted row and a deleted cell."""
+    session.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+    session.execute(f"CREATE TABLE {ks}.t (k int, c int, v text, n int, s set<int>, PRIMARY KEY (k, c))")
+    insert = session.prepare(f"INSERT INTO {ks}.t (k, c, v, n, s) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?")
+    for i in range(ROWS):
+        session.execute(insert, (i % 37, i, f"v{i}", i * 3, {i, i + 1}, 1_000_000 + i))
+    session.execute(f"INSERT INTO {ks}.t (k, c, v) VALUES (1000, 1, 'ttl') USING TTL 86400")
+    session.execute(f"DELETE FROM {ks}.t WHERE k = 0 AND c = 0")
+    session.execute(f"DELETE n FROM {ks}.t WHERE k = 1 AND c = 1")
+
+
+def normalize(rows):
+    return sorted((r.k, r.c, r.v, r.n, tuple(sorted(r.s or ())), r.writetime_v) for r in rows)
+
+
+def table_rows(session, ks, cl=ConsistencyLevel.ONE):
+    from cassandra.query import SimpleStatement
+
+    q = SimpleStatement(f"SELECT k, c, v, n, s, writetime(v) FROM {ks}.t", consistency_level=cl, fetch_size=1000)
+    return normalize(session.execute(q))
+
+
+def test_snapshot_drop_restore_gives_back_every_row(shoal_node_factory):
+    node = shoal_node_factory()
+    cluster = connect_cluster(node)
+    s = cluster.connect()
+    try:
+        fill(s, "snapks")
+        before = table_rows(s, "snapks")
+        assert len(before) == ROWS  # the TTL row in, the deleted row out
+        ttl_before = s.execute("SELECT ttl(v) FROM snapks.t WHERE k = 1000 AND c = 1").one()[0]
+
+        out = ok(node, "snapshot", "-t", "before_drop", "snapks")
+        assert out.splitlines() == [
+            "Requested creating snapshot(s) for [snapks] with snapshot name [before_drop] and options {skipFlush=false}",
+            "Snapshot directory: before_drop",
+        ]
+        table_id = s.execute("SELECT id FROM system_schema.tables WHERE keyspace_name = 'snapks' AND table_name = 't'").one()[0]
+        snap = node.data_dir / "snapshots" / "before_drop" / "snapks"
+        schema_cql = (snap / f"t-{table_id.hex}" / "schema.cql").read_text()
+        assert "CREATE TABLE IF NOT EXISTS snapks.t" in schema_cql, schema_cql
+        manifest = json.loads((snap / "manifest.json").read_text())
+        assert [t["table"] for t in manifest["tables"]] == ["t"]
+        # Hard links: the snapshot's files are the live files (a second link each).
+        files = [snap / "db" / f for f in manifest["tables"][0]["files"]]
+        assert files and all(f.stat().st_nlink >= 2 for f in files), [(f, f.stat().st_nlink) for f in files]
+
+        s.execute("DROP TABLE snapks.t")
+        out = ok(node, "restore", "-t", "before_drop", "snapks", "t")
+        assert "Re-created table snapks.t from the snapshot's schema" in out, out
+        after = table_rows(s, "snapks")
+        assert after == before
+        ttl_after = s.execute("SELECT ttl(v) FROM snapks.t WHERE k = 1000 AND c = 1").one()[0]
+        assert 0 < ttl_after <= ttl_before
+        assert s.execute("SELECT * FROM snapks.t WHERE k = 0 AND c = 0").one() is None
+        assert s.execute("SELECT n FROM snapks.t WHERE k = 1 AND c = 1").one()[0] is None
+
+        # Restoring over live rows changes nothing: the same cells, the same timestamps.
+        ok(node, "restore", "-t", "before_drop", "snapks")
+        assert table_rows(s, "snapks") == before
+        # A newer write wins over the snapshot's older one.
+        s.execute("UPDATE snapks.t SET v = 'new' WHERE k = 2 AND c = 2")
+        ok(node, "restore", "--tag", "before_drop", "snapks", "t", "--consistency", "ALL")
+        assert s.execute("SELECT v FROM snapks.t WHERE k = 2 AND c = 2").one()[0] == "new"
+    finally:
+        cluster.shutdown()
+
+
+def test_listsnapshots_and_clearsnapshot_shapes(shoal_node_factory):
+    node = shoal_node_factory()
+    cluster = connect_cluster(node)
+    s = cluster.connect()
+    try:
+        assert ok(node, "listsnapshots") == "Snapshot Details: \nThere are no snapshots\n"
+        s.execute("CREATE KEYSPACE lsa WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE KEYSPACE lsb WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        for ks in ("lsa", "lsb"):
+            s.execute(f"CREATE TABLE {ks}.t1 (k int PRIMARY KEY, v text)")
+            s.execute(f"CREATE TABLE {ks}.t2 (k int PRIMARY KEY, v text)")
+            for i in range(20):
+                s.execute(f"INSERT INTO {ks}.t1 (k, v) VALUES ({i}, 'x')")
+                s.execute(f"INSERT INTO {ks}.t2 (k, v) VALUES ({i}, 'y')")
+
+        # Default tag: the time in milliseconds, as nodetool's.
+        t0 = int(time.time() * 1000)
+        out = ok(node, "snapshot")
+        first = out.splitlines()[0]
+        m = re.fullmatch(r"Requested creating snapshot\(s\) for \[all keyspaces\] with snapshot name \[(\d+)\] "
+                         r"and options \{skipFlush=false\}", first)
+        assert m, out
+        default_tag = m.group(1)
+        assert t0 <= int(default_tag) <= int(time.time() * 1000)
+        assert out.splitlines()[1] == f"Snapshot directory: {default_tag}"
+        # One table (nodetool's -cf), skipping the flush (-sf).
+        out = ok(node, "snapshot", "-t", "one", "-cf", "t2", "-sf", "lsa")
+        assert out.splitlines()[0] == (
+            "Requested creating snapshot(s) for [lsa] with snapshot name [one] and options {skipFlush=true}")
+
+        listed = json.loads(ok(node, "listsnapshots", "--json"))
+        got = sorted((e["tag"], e["keyspace"], e["table"]) for e in listed["snapshots"])
+        want = sorted([(default_tag, ks, t) for ks in ("lsa", "lsb") for t in ("t1", "t2")] + [("one", "lsa", "t2")])
+        assert got == want
+        assert all(e["size_on_disk"] > 0 and e["true_size"] == 0 for e in listed["snapshots"]), listed
+        text = ok(node, "listsnapshots")
+        lines = text.splitlines()
+        assert lines[0] == "Snapshot Details: "
+        assert re.match(r"Snapshot name\s+Keyspace name\s+Column family name\s+True size\s+Size on disk\s+"
+                        r"Creation time\s+Expiration time$", lines[1]), text
+        assert any(re.match(r"one\s+lsa\s+t2\s+0 bytes\s+[\d.]+ (bytes|KiB)\s+\d{4}-\d\d-\d\dT", l) for l in lines), text
+        assert text.endswith("\n\nTotal TrueDiskSpaceUsed: 0 bytes\n\n"), text
+
+        # Once compaction replaces the live files, the snapshot alone holds its own: true size.
+        for i in range(20, 40):
+            s.execute(f"INSERT INTO lsa.t2 (k, v) VALUES ({i}, 'z')")
+        ok(node, "compact", "lsa", "t2")
+        listed = json.loads(ok(node, "listsnapshots", "--json"))
+        one = [e for e in listed["snapshots"] if e["tag"] == "one"]
+        assert one[0]["true_size"] == one[0]["size_on_disk"] > 0, listed
+        assert listed["total_true_size"] >= one[0]["true_size"]
+
+        # clearsnapshot: nodetool's request line; a keyspace's part only; unknown tags are no error.
+        out = ok(node, "clearsnapshot", "-t", default_tag, "lsb")
+        assert out == f"Requested clearing snapshot(s) for [lsb] with snapshot name [{default_tag}]\n"
+        listed = json.loads(ok(node, "listsnapshots", "--json"))
+        assert sorted((e["tag"], e["keyspace"]) for e in listed["snapshots"]) == sorted(
+            [(default_tag, "lsa"), (default_tag, "lsa"), ("one", "lsa")])
+        assert ok(node, "clearsnapshot", "-t", "nosuch") == (
+            "Requested clearing snapshot(s) for [all keyspaces] with snapshot name [nosuch]\n")
+        out = ok(node, "clearsnapshot", "--all")
+        assert out == "Requested clearing snapshot(s) for [all keyspaces] with [all snapshots]\n"
+        assert ok(node, "listsnapshots") == "Snapshot Details: \nThere are no snapshots\n"
+        assert not any((node.data_dir / "snapshots").iterdir())
+    finally:
+        cluster.shutdown()
+
+
+def test_bad_input_gets_nodetools_wording(shoal_node_factory):
+    node = shoal_node_factory()
+    cluster = connect_cluster(node)
+    s = cluster.connect()
+    try:
+        s.execute("CREATE KEYSPACE badks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        s.execute("CREATE TABLE badks.t (k int PRIMARY KEY)")
+        code, out, err = tool(node, "snapshot", "-t", "x", "nosuch")
+        assert code == 1 and err.strip() == "error: Keyspace nosuch does not exist", (out, err)
+        code, out, err = tool(node, "snapshot", "-t", "x", "-cf", "nosuch", "badks")
+        assert code == 1 and err.strip() == "error: Unknown keyspace/cf pair (badks.nosuch)", err
+        code, out, err = tool(node, "snapshot", "-t", "x", "-cf", "t", "badks", "system_auth")
+        assert code == 1 and "you must specify one and only one keyspace" in err, err
+        ok(node, "snapshot", "-t", "x", "badks")
+        code, out, err = tool(node, "snapshot", "-t", "x", "badks")
+        assert code == 1 and err.strip() == "error: Snapshot x already exists.", err
+        code, out, err = tool(node, "clearsnapshot")
+        assert code == 1 and err.strip() == "error: Specify snapshot name or --all", err
+        code, out, err = tool(node, "clearsnapshot", "-t", "x", "--all")
+        assert code == 1 and err.strip() == "error: Specify only one of snapshot name or --all", err
+        code, out, err = tool(node, "restore", "-t", "nosuch", "badks")
+        assert code == 1 and err.strip() == "error: Snapshot nosuch does not exist", err
+        code, out, err = tool(node, "restore", "-t", "x", "badks", "nosuch")
+        assert code == 1 and "Unknown keyspace/cf pair (badks.nosuch)" in err, err
+        code, out, err = tool(node, "load", str(node.data_dir / "nowhere"))
+        assert code == 1 and err.startswith("error: "), err
+        # Load needs the tables to exist, as sstableloader does.
+        s.execute("DROP TABLE badks.t")
+        code, out, err = tool(node, "load", str(node.data_dir / "snapshots" / "x"))
+        assert code == 1 and err.strip() == "error: Unknown keyspace/cf pair (badks.t)", err
+    finally:
+        cluster.shutdown()
+
+
+def test_snapshot_of_one_node_loads_into_three_replicas(shoal_node_factory, tmp_path):
+    node = shoal_node_factory(num_tokens=4)
+    cluster = connect_cluster(node)
+    s = cluster.connect()
+    try:
+        fill(s, "loadks")
+        before = table_rows(s, "loadks")
+        ok(node, "snapshot", "-t", "ship", "loadks")
+    finally:
+        cluster.shutdown()
+    node.stop()
+    snapshot_dir = node.data_dir / "snapshots" / "ship"
+
+    with ShoalCluster(tmp_path / "three", nodes=3, num_tokens=16) as three:
+        c = Cluster(three.contact_points, port=three.native_port, protocol_version=4)
+        s = c.connect()
+        try:
+            s.execute("CREATE KEYSPACE loadks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TABLE loadks.t (k int, c int, v text, n int, s set<int>, PRIMARY KEY (k, c))")
+        finally:
+            c.shutdown()
+        report = three.tool("load", str(snapshot_dir), node=2)
+        [ks] = report["keyspaces"]
+        assert ks["keyspace"] == "loadks" and ks["tables"][0]["partitions"] == 38, report
+        for i in (1, 2, 3):
+            profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([three.address(i)]),
+                                       consistency_level=ConsistencyLevel.ONE, request_timeout=30)
+            c = Cluster([three.address(i)], port=three.native_port, protocol_version=4,
+                        execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+            s = c.connect()
+            try:
+                assert table_rows(s, "loadks") == before, f"node {i}"
+                assert s.execute("SELECT * FROM loadks.t WHERE k = 0 AND c = 0").one() is None
+                assert 0 < s.execute("SELECT ttl(v) FROM loadks.t WHERE k = 1000 AND c = 1").one()[0] <= 86400
+            finally:
+                c.shutdown()

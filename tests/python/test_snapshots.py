@@ -247,3 +247,38 @@ def test_snapshot_of_one_node_loads_into_three_replicas(shoal_node_factory, tmp_
                 assert 0 < s.execute("SELECT ttl(v) FROM loadks.t WHERE k = 1000 AND c = 1").one()[0] <= 86400
             finally:
                 c.shutdown()
+
+
+def backups_of(node, ks, table):
+    root = node.data_dir / "backups" / ks
+    dirs = [d for d in root.iterdir() if d.name.startswith(f"{table}-")] if root.exists() else []
+    return sorted(f for d in dirs for f in d.iterdir())
+
+
+def test_incremental_backups_link_every_flushed_sstable(shoal_node_factory):
+    node = shoal_node_factory(config={"incremental_backups": True})
+    plain = shoal_node_factory()
+    for n in (node, plain):
+        cluster = connect_cluster(n)
+        s = cluster.connect()
+        try:
+            s.execute("CREATE KEYSPACE bk WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+            s.execute("CREATE TABLE bk.t (k int PRIMARY KEY, v text)")
+            for round_ in range(3):
+                for i in range(50):
+                    s.execute("INSERT INTO bk.t (k, v) VALUES (%s, %s)", (round_ * 100 + i, f"r{round_}"))
+                ok(n, "flush", "bk", "t")
+            # A flush with nothing to write writes no file, and backs up none.
+            ok(n, "flush", "bk", "t")
+        finally:
+            cluster.shutdown()
+    files = backups_of(node, "bk", "t")
+    assert len(files) == 3, files
+    # Hard links of the live files, which compaction then replaces: the backups stay.
+    assert all(f.suffix == ".sst" and f.stat().st_size > 0 and f.stat().st_nlink == 2 for f in files), \
+        [(f, f.stat().st_nlink) for f in files]
+    ok(node, "compact", "bk", "t")
+    assert backups_of(node, "bk", "t") == files
+    assert all(f.stat().st_nlink == 1 for f in files)
+    # Off by default (cassandra.yaml's default).
+    assert not (plain.data_dir / "backups").exists()

@@ -440,6 +440,12 @@ impl Storage {
         Ok(())
     }
 
+    /// `incremental_backups`: from now on every flushed file is also
+    /// hard-linked under `<data dir>/backups/` (`flush`), or no longer.
+    pub fn set_incremental_backups(&self, on: bool) {
+        self.flusher.set_backups(on.then(|| self.config.data_dir.join("backups")));
+    }
+
     /// The disk usage guardrail's state now (one atomic load).
     pub fn disk_usage(&self) -> DiskUsageState {
         self.disk_usage.state()

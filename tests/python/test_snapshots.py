@@ -105,6 +105,19 @@ def test_snapshot_drop_restore_gives_back_every_row(shoal_node_factory):
         s.execute("UPDATE snapks.t SET v = 'new' WHERE k = 2 AND c = 2")
         ok(node, "restore", "--tag", "before_drop", "snapks", "t", "--consistency", "ALL")
         assert s.execute("SELECT v FROM snapks.t WHERE k = 2 AND c = 2").one()[0] == "new"
+
+        # The keyspace dropped too (with a user type): both come back from the snapshot's schema.
+        s.execute("CREATE TYPE snapks.pt (x int, y text)")
+        s.execute("CREATE TABLE snapks.u (k int PRIMARY KEY, p frozen<pt>)")
+        s.execute("INSERT INTO snapks.u (k, p) VALUES (1, {x: 1, y: 'one'})")
+        ok(node, "snapshot", "-t", "whole", "snapks")
+        rows_t = table_rows(s, "snapks")
+        s.execute("DROP KEYSPACE snapks")
+        out = ok(node, "restore", "-t", "whole", "snapks")
+        assert "Re-created table snapks.t" in out and "Re-created table snapks.u" in out, out
+        assert table_rows(s, "snapks") == rows_t
+        p = s.execute("SELECT p FROM snapks.u WHERE k = 1").one()[0]
+        assert (p.x, p.y) == (1, "one")
     finally:
         cluster.shutdown()
 

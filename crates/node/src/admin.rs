@@ -380,7 +380,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/bootstrap/resume" => state.lifecycle.resume_bootstrap().await.map_err(|e| Response::error(500, e)),
         "/v1/cleanup" => cleanup(request, state).await,
         "/v1/snapshot" => crate::snapshots::snapshot(request, state).await,
-        "/v1/snapshots" => crate::snapshots::list(state),
+        "/v1/snapshots" => crate::snapshots::list(state).await,
         "/v1/clearsnapshot" => crate::snapshots::clear(request, state).await,
         "/v1/restore" => crate::snapshots::restore(request, state).await,
         "/v1/load" => crate::snapshots::load(request, state).await,

@@ -160,10 +160,13 @@ pub async fn snapshot(request: &Request, state: &AdminState) -> Answer {
     }))
 }
 
-/// `GET /v1/snapshots`: nodetool listsnapshots.
-pub fn list(state: &AdminState) -> Answer {
-    let entries =
-        state.storage.list_snapshots().map_err(|e| Response::error(500, format!("Error during list snapshot: {e}")))?;
+/// `GET /v1/snapshots`: nodetool listsnapshots (read on the blocking pool: it walks directories).
+pub async fn list(state: &AdminState) -> Answer {
+    let storage = Arc::clone(&state.storage);
+    let entries = tokio::task::spawn_blocking(move || storage.list_snapshots())
+        .await
+        .map_err(|e| Response::error(500, format!("Error during list snapshot: {e}")))?
+        .map_err(|e| Response::error(500, format!("Error during list snapshot: {e}")))?;
     let total: u64 = entries.iter().map(|e| e.true_size).sum();
     let snapshots: Vec<Json> = entries
         .iter()
@@ -334,9 +337,8 @@ async fn wait_for_schema_agreement(state: &AdminState) {
 /// partition to its replicas; the report counts partitions per table.
 async fn load_dir(state: &AdminState, dir: &Path, table: Option<&str>, cl: Consistency) -> Answer {
     let started = Instant::now();
-    let scratch = state.storage.snapshots_dir();
-    let dir_owned = dir.to_path_buf();
-    let reader = tokio::task::spawn_blocking(move || storage::SnapshotReader::open(&dir_owned, &scratch))
+    let (live, dir_owned) = (Arc::clone(&state.storage), dir.to_path_buf());
+    let reader = tokio::task::spawn_blocking(move || live.open_snapshot(&dir_owned))
         .await
         .map_err(|e| Response::error(500, e.to_string()))?
         .map_err(|e| Response::error(500, format!("cannot open the snapshot {}: {e}", dir.display())))?;

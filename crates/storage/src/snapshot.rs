@@ -228,6 +228,16 @@ impl Storage {
         Ok(target)
     }
 
+    /// Opens the keyspace snapshot in `dir` for reading (`SnapshotReader`),
+    /// its scratch directory beside this node's snapshots. The reader's
+    /// storage sized the process's compaction pool for its own tables at
+    /// open: this storage sizes it again for the live ones.
+    pub fn open_snapshot(&self, dir: &Path) -> Result<SnapshotReader, StorageError> {
+        let reader = SnapshotReader::open(dir, &self.snapshots_dir());
+        self.flusher.tune_merges();
+        reader
+    }
+
     /// Removes scratch directories a crash left behind.
     fn remove_scratch(&self) {
         let Ok(entries) = std::fs::read_dir(self.snapshots_dir()) else { return };

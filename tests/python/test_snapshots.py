@@ -295,3 +295,41 @@ def test_incremental_backups_link_every_flushed_sstable(shoal_node_factory):
     assert all(f.stat().st_nlink == 1 for f in files)
     # Off by default (cassandra.yaml's default).
     assert not (plain.data_dir / "backups").exists()
+
+
+def test_backup_to_a_directory_restores_into_a_fresh_cluster(shoal_node_factory, tmp_path):
+    import shutil
+
+    node = shoal_node_factory()
+    cluster = connect_cluster(node)
+    s = cluster.connect()
+    try:
+        fill(s, "bkpks")
+        before = table_rows(s, "bkpks")
+        host_id = str(s.execute("SELECT host_id FROM system.local").one()[0])
+    finally:
+        cluster.shutdown()
+    target = tmp_path / "backup"
+    out = ok(node, "backup", str(target), "-t", "nightly", "bkpks")
+    assert re.fullmatch(rf"Backed up snapshot nightly to {re.escape(str(target / host_id / 'nightly'))} "
+                        r"\(\d+ files, [\d.]+ (bytes|KiB|MiB)\)\n", out), out
+    copied = target / host_id / "nightly" / "bkpks"
+    manifest = json.loads((copied / "manifest.json").read_text())
+    # Copies, not links: the backup owes nothing to the node's disk.
+    files = [copied / "db" / f for f in manifest["tables"][0]["files"]]
+    assert files and all(f.stat().st_nlink == 1 for f in files)
+    code, _, err = tool(node, "backup", str(target), "-t", "nightly")
+    assert code == 1 and "already exists" in err, err
+    # The node and its disk are gone.
+    node.stop()
+    shutil.rmtree(node.data_dir)
+
+    fresh = shoal_node_factory()
+    out = ok(fresh, "load", str(target), "--create-schema")
+    assert re.search(r"bkpks\s+t\s+38\s+", out), out
+    c = connect_cluster(fresh)
+    s = c.connect()
+    try:
+        assert table_rows(s, "bkpks") == before
+    finally:
+        c.shutdown()

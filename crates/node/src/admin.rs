@@ -15,8 +15,8 @@
 //! run on this node, by an operator or the `auto_repair` schedule),
 //! `POST /v1/snapshot[?tag=&keyspace=...&table=&skip_flush=true]`, `GET /v1/snapshots`,
 //! `POST /v1/clearsnapshot?tag=|all=true[&keyspace=...]`,
-//! `POST /v1/restore?tag=&keyspace=[&table=&consistency=]` and `POST /v1/load?dir=[&consistency=]`
-//! (answer when done; `snapshots`).
+//! `POST /v1/restore?tag=&keyspace=[&table=&consistency=]`, `POST /v1/load?dir=[&consistency=&create_schema=true]`
+//! and `POST /v1/backup?dir=[&tag=&keyspace=...]` (answer when done; `snapshots`).
 //!
 //! Invariants:
 //! - A hand-written, minimal server: one request per connection, always
@@ -349,6 +349,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/clearsnapshot"
         | "/v1/restore"
         | "/v1/load"
+        | "/v1/backup"
         | "/v1/removenode" => "POST",
         "/v1/status"
         | "/v1/ring"
@@ -384,6 +385,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/clearsnapshot" => crate::snapshots::clear(request, state).await,
         "/v1/restore" => crate::snapshots::restore(request, state).await,
         "/v1/load" => crate::snapshots::load(request, state).await,
+        "/v1/backup" => crate::snapshots::backup(request, state).await,
         "/v1/decommission" => state.lifecycle.decommission(&state.storage).await.map_err(|e| Response::error(500, e)),
         "/v1/removenode" => match (request.param("action"), request.param("host_id").map(str::parse::<Uuid>)) {
             (Some("status"), _) => Ok(state.lifecycle.removal_status()),

@@ -1,7 +1,7 @@
 //! Snapshots, restore and load: the admin API's `POST /v1/snapshot`,
 //! `GET /v1/snapshots`, `POST /v1/clearsnapshot`, `POST /v1/restore` and
-//! `POST /v1/load` (`shoal tool snapshot`, `listsnapshots`,
-//! `clearsnapshot`, `restore`, `load`).
+//! `POST /v1/load`, `POST /v1/backup` (`shoal tool snapshot`,
+//! `listsnapshots`, `clearsnapshot`, `restore`, `load`, `backup`).
 //!
 //! A snapshot is storage's (`storage::snapshot`): per keyspace, hard links
 //! of the tables' sorted files, with each table's `schema.cql` (its CREATE
@@ -250,6 +250,46 @@ pub async fn restore(request: &Request, state: &AdminState) -> Answer {
     Ok(report)
 }
 
+/// `POST /v1/backup?dir=&tag=&keyspace=...`: this node's snapshot `tag`
+/// (taken now unless it exists; every user keyspace, or those given)
+/// copied to `dir/<host id>/<tag>/`, every file synced: a backup the node's
+/// disk can be lost without. `load` (with `create_schema`) restores it into
+/// any cluster.
+pub async fn backup(request: &Request, state: &AdminState) -> Answer {
+    let Some(dir) = param(request, "dir") else {
+        return Err(Response::error(400, "backup needs the directory to copy to"));
+    };
+    let dir = PathBuf::from(dir);
+    if !dir.is_absolute() {
+        return Err(Response::error(400, format!("the backup directory must be absolute: {}", dir.display())));
+    }
+    let tag = param(request, "tag").map(str::to_string).unwrap_or_else(|| now_millis().to_string());
+    let took = !state.storage.snapshot_exists(&tag);
+    if took {
+        let mut query = vec![("tag".to_string(), tag.clone())];
+        query.extend(params(request, "keyspace").into_iter().map(|k| ("keyspace".to_string(), k.to_string())));
+        let snap = Request { method: "POST".into(), path: "/v1/snapshot".into(), query };
+        snapshot(&snap, state).await?;
+    }
+    let host = state.view.snapshot().local.to_string();
+    let from = state.storage.snapshots_dir().join(&tag);
+    let to = dir.join(&host).join(&tag);
+    let started = Instant::now();
+    let to2 = to.clone();
+    let (files, bytes) = tokio::task::spawn_blocking(move || storage::snapshot::copy_tree(&from, &to2))
+        .await
+        .map_err(|e| Response::error(500, e.to_string()))?
+        .map_err(|e| Response::error(500, format!("Error during backup: {e}")))?;
+    Ok(json!({
+        "tag": tag,
+        "snapshot_taken": took,
+        "directory": to.display().to_string(),
+        "files": files,
+        "bytes": bytes,
+        "millis": started.elapsed().as_millis() as u64,
+    }))
+}
+
 /// `POST /v1/load?dir=&consistency=`: sstableloader's job for a snapshot
 /// directory (a tag's, or one keyspace's under it) readable by this node:
 /// every row to its replicas in this cluster, whose tables must exist.
@@ -267,8 +307,15 @@ pub async fn load(request: &Request, state: &AdminState) -> Answer {
             format!("{} holds no snapshot (no {})", dir.display(), storage::snapshot::SNAPSHOT_MANIFEST),
         ));
     }
+    let create_schema = param(request, "create_schema") == Some("true");
     let mut reports = Vec::new();
     for d in &dirs {
+        if create_schema {
+            let manifest = storage::snapshot::read_manifest(d).map_err(|e| Response::error(500, e.to_string()))?;
+            if !recreate(state, &manifest.keyspace, None).await?.is_empty() {
+                wait_for_schema_agreement(state).await;
+            }
+        }
         reports.push(load_dir(state, d, None, cl).await?);
     }
     Ok(json!({ "directory": dir.display().to_string(), "keyspaces": reports }))

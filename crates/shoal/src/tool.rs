@@ -188,6 +188,20 @@ enum ToolCommand {
         /// Consistency level of the writes.
         #[arg(long = "consistency", default_value = "ONE")]
         consistency: String,
+        /// Create the keyspaces, types and tables the cluster lacks from the snapshot's schema
+        /// (restoring a backup into a fresh cluster).
+        #[arg(long = "create-schema")]
+        create_schema: bool,
+    },
+    /// Back this node up: its snapshot TAG (taken now unless it exists) of every user keyspace,
+    /// or of those given, copied to DIR/HOST_ID/TAG/ with every file synced. `load DIR
+    /// --create-schema` restores a cluster's backups into any cluster.
+    Backup {
+        dir: String,
+        keyspaces: Vec<String>,
+        /// The snapshot's name (default: the time now in milliseconds).
+        #[arg(short = 't', long = "tag")]
+        tag: Option<String>,
     },
     /// Remove a node that is down for good: its ranges are re-replicated from the surviving
     /// replicas. `removenode status` shows removals in progress; `removenode force` completes
@@ -406,14 +420,21 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             )],
             MAINTENANCE_TIMEOUT,
         ),
-        ToolCommand::Load { dir, consistency } => {
+        ToolCommand::Load { dir, consistency, create_schema } => {
             // The node opens the directory: give it an absolute path.
             let dir = std::path::absolute(dir).map(|p| p.display().to_string()).unwrap_or_else(|_| dir.clone());
-            (
-                "POST",
-                vec![with_query("/v1/load", &[("dir", Some(&dir)), ("consistency", Some(consistency))])],
-                MAINTENANCE_TIMEOUT,
-            )
+            let params = [
+                ("dir", Some(dir.as_str())),
+                ("consistency", Some(consistency)),
+                ("create_schema", create_schema.then_some("true")),
+            ];
+            ("POST", vec![with_query("/v1/load", &params)], MAINTENANCE_TIMEOUT)
+        }
+        ToolCommand::Backup { dir, keyspaces, tag } => {
+            let dir = std::path::absolute(dir).map(|p| p.display().to_string()).unwrap_or_else(|_| dir.clone());
+            let mut params: Vec<(&str, Option<&str>)> = vec![("dir", Some(&dir)), ("tag", tag.as_deref())];
+            params.extend(keyspaces.iter().map(|k| ("keyspace", Some(k.as_str()))));
+            ("POST", vec![with_query("/v1/backup", &params)], MAINTENANCE_TIMEOUT)
         }
         ToolCommand::Snapshot { .. } | ToolCommand::Clearsnapshot { .. } => return Ok(()),
         ToolCommand::Bootstrap { .. } => ("POST", vec!["/v1/bootstrap/resume".to_string()], MAINTENANCE_TIMEOUT),
@@ -474,6 +495,13 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Removenode { host_id } if host_id == "status" => format_removal_status(answer),
         ToolCommand::Listsnapshots => format_listsnapshots(answer),
         ToolCommand::Restore { .. } | ToolCommand::Load { .. } => format_load(answer),
+        ToolCommand::Backup { .. } => format!(
+            "Backed up snapshot {} to {} ({} files, {})\n",
+            text(&answer["tag"]),
+            text(&answer["directory"]),
+            text(&answer["files"]),
+            human_bytes(answer.get("bytes").and_then(Json::as_u64).unwrap_or(0))
+        ),
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }
         | ToolCommand::Compact { .. }

@@ -108,18 +108,57 @@ pub fn read_manifest(dir: &Path) -> Result<SnapshotManifest, StorageError> {
 }
 
 /// The keyspace snapshots under `dir`: `dir` itself when it is one (holds
-/// a manifest), else its subdirectories that are (a whole tag's directory).
+/// a manifest), else those below it, up to three levels down (a tag's
+/// directory, a backup's `HOST/TAG/KS`), in path order. Hidden directories
+/// (scratch) are skipped.
 pub fn keyspace_dirs(dir: &Path) -> Result<Vec<PathBuf>, StorageError> {
-    if dir.join(SNAPSHOT_MANIFEST).is_file() {
-        return Ok(vec![dir.to_path_buf()]);
-    }
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join(SNAPSHOT_MANIFEST).is_file())
-        .collect();
+    let mut out = Vec::new();
+    find_keyspace_dirs(dir, 3, &mut out)?;
     out.sort();
     Ok(out)
+}
+
+fn find_keyspace_dirs(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) -> Result<(), StorageError> {
+    if dir.join(SNAPSHOT_MANIFEST).is_file() {
+        out.push(dir.to_path_buf());
+        return Ok(());
+    }
+    if depth == 0 {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir)?.filter_map(Result::ok) {
+        if entry.file_name().to_string_lossy().starts_with('.') || !entry.path().is_dir() {
+            continue;
+        }
+        find_keyspace_dirs(&entry.path(), depth - 1, out)?;
+    }
+    Ok(())
+}
+
+/// Copies the tree `from` into `to` (which must not exist), syncing every
+/// file: a backup that owes nothing to the data directory's files.
+/// Returns (files, bytes).
+pub fn copy_tree(from: &Path, to: &Path) -> Result<(u64, u64), StorageError> {
+    if to.exists() {
+        return Err(StorageError::Invalid(format!("{} already exists", to.display())));
+    }
+    std::fs::create_dir_all(to)?;
+    let (mut files, mut bytes) = (0, 0);
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            let (f, b) = copy_tree(&entry.path(), &target)?;
+            files += f;
+            bytes += b;
+        } else {
+            bytes += std::fs::copy(entry.path(), &target)?;
+            std::fs::File::open(&target)?.sync_all()?;
+            files += 1;
+        }
+    }
+    sync_dir(to)?;
+    Ok((files, bytes))
 }
 
 /// Links (or, across file systems, copies) every file of `from` into `to`.

@@ -35,7 +35,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # Pinned client versions (checked against Cassandra 5.0.9).
-PY_PKGS=(cassandra-driver==3.30.1 cqlsh==6.2.2 pytest==8.3.4 lz4==4.4.5 python-snappy==0.7.3)
+PY_PKGS=(cassandra-driver==3.30.1 cqlsh==6.2.2 pytest==8.3.4 lz4==4.4.5 python-snappy==0.7.3 "moto[server]==5.2.5")
 STAMP="$SHOAL_VENV/.shoal-pkgs"
 if [ ! -x "$SHOAL_VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "${PY_PKGS[*]}" ]; then
   echo "setup: creating Python venv at $SHOAL_VENV"

@@ -10,6 +10,7 @@ DataStax Python driver.
 """
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -333,3 +334,90 @@ def test_backup_to_a_directory_restores_into_a_fresh_cluster(shoal_node_factory,
         assert table_rows(s, "bkpks") == before
     finally:
         c.shutdown()
+
+
+def test_backup_to_an_s3_store_restores_into_a_fresh_cluster(shoal_node_factory, tmp_path, monkeypatch):
+    """The same through an S3-compatible store: moto's server, on loopback."""
+    import shutil
+    import socket
+    import sys
+    from pathlib import Path
+
+    import boto3
+
+    from shoal_harness import free_port, wait_until
+
+    port = free_port()
+    moto_bin = Path(sys.executable).parent / "moto_server"
+    log = open(tmp_path / "moto.log", "wb")
+    # moto checks signatures and IAM policies after its first 4 requests (the set-up below): a
+    # request Shoal signs wrongly is refused.
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="4")
+    moto = subprocess.Popen([str(moto_bin), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log,
+                            stdin=subprocess.DEVNULL, env=env)
+    try:
+        def listening():
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+        wait_until(listening, 30, what="moto_server")
+        endpoint = f"http://127.0.0.1:{port}"
+        setup = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup",
+                     aws_secret_access_key="setup")
+        iam = boto3.client("iam", **setup)
+        iam.create_user(UserName="shoal")
+        iam.put_user_policy(UserName="shoal", PolicyName="s3", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        key = iam.create_access_key(UserName="shoal")["AccessKey"]
+        boto3.client("s3", **setup).create_bucket(Bucket="shoal-backups")
+        creds = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+                 "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"], "AWS_REGION": "us-east-1"}
+        for k, v in creds.items():
+            monkeypatch.setenv(k, v)
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
+
+        node = shoal_node_factory()
+        cluster = connect_cluster(node)
+        s = cluster.connect()
+        try:
+            fill(s, "s3ks")
+            before = table_rows(s, "s3ks")
+            host_id = str(s.execute("SELECT host_id FROM system.local").one()[0])
+        finally:
+            cluster.shutdown()
+        out = ok(node, "backup", "s3://shoal-backups/nightly", "-t", "t1", "s3ks")
+        assert out.startswith(f"Backed up snapshot t1 to s3://shoal-backups/nightly/{host_id}/t1 ("), out
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="shoal-backups")["Contents"]]
+        assert f"nightly/{host_id}/t1/s3ks/manifest.json" in keys, keys
+        assert any(k.endswith(".sst") for k in keys), keys
+        code, _, err = tool(node, "backup", "s3://shoal-backups/nightly", "-t", "t1")
+        assert code == 1 and "already exists" in err, err
+        node.stop()
+        shutil.rmtree(node.data_dir)
+
+        # A wrong secret is refused by the store: the signature is checked.
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+        wrong = shoal_node_factory()
+        code, _, err = tool(wrong, "load", "s3://shoal-backups/nightly", "--create-schema")
+        assert code == 1 and "HTTP 403" in err, err
+        wrong.stop()
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+
+        fresh = shoal_node_factory()
+        out = ok(fresh, "load", "s3://shoal-backups/nightly", "--create-schema")
+        assert re.search(r"s3ks\s+t\s+38\s+", out), out
+        c = connect_cluster(fresh)
+        s = c.connect()
+        try:
+            assert table_rows(s, "s3ks") == before
+        finally:
+            c.shutdown()
+        # The fetched copy is gone once loaded.
+        assert not [p for p in (fresh.data_dir / "snapshots").iterdir() if p.name.startswith(".s3-")]
+    finally:
+        moto.terminate()
+        try:
+            moto.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            moto.kill()
+        log.close()

@@ -27,6 +27,7 @@ mod horizon;
 mod join;
 pub mod lifecycle;
 mod plane;
+mod s3;
 mod snapshots;
 
 use serde_json::Value as Json;

@@ -259,8 +259,15 @@ pub async fn backup(request: &Request, state: &AdminState) -> Answer {
     let Some(dir) = param(request, "dir") else {
         return Err(Response::error(400, "backup needs the directory to copy to"));
     };
+    let s3 = match crate::s3::parse_url(dir) {
+        Some(place) => Some((place, crate::s3::S3::from_env().map_err(|e| Response::error(400, e))?)),
+        None if dir.starts_with("s3:") => {
+            return Err(Response::error(400, format!("not an s3://BUCKET/PREFIX url: {dir}")))
+        }
+        None => None,
+    };
     let dir = PathBuf::from(dir);
-    if !dir.is_absolute() {
+    if s3.is_none() && !dir.is_absolute() {
         return Err(Response::error(400, format!("the backup directory must be absolute: {}", dir.display())));
     }
     let tag = param(request, "tag").map(str::to_string).unwrap_or_else(|| now_millis().to_string());
@@ -273,8 +280,30 @@ pub async fn backup(request: &Request, state: &AdminState) -> Answer {
     }
     let host = state.view.snapshot().local.to_string();
     let from = state.storage.snapshots_dir().join(&tag);
-    let to = dir.join(&host).join(&tag);
     let started = Instant::now();
+    if let Some(((bucket, prefix), store)) = s3 {
+        let base = [prefix.as_str(), host.as_str(), tag.as_str()]
+            .iter()
+            .filter(|p| !p.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join("/");
+        let place = format!("s3://{bucket}/{base}");
+        let base2 = base.clone();
+        let (files, bytes) = tokio::task::spawn_blocking(move || upload(&store, &bucket, &base2, &from))
+            .await
+            .map_err(|e| Response::error(500, e.to_string()))?
+            .map_err(|e| Response::error(500, format!("Error during backup: {e}")))?;
+        return Ok(json!({
+            "tag": tag,
+            "snapshot_taken": took,
+            "directory": place,
+            "files": files,
+            "bytes": bytes,
+            "millis": started.elapsed().as_millis() as u64,
+        }));
+    }
+    let to = dir.join(&host).join(&tag);
     let to2 = to.clone();
     let (files, bytes) = tokio::task::spawn_blocking(move || storage::snapshot::copy_tree(&from, &to2))
         .await
@@ -298,7 +327,36 @@ pub async fn load(request: &Request, state: &AdminState) -> Answer {
         return Err(Response::error(400, "load needs the snapshot directory"));
     };
     let cl = consistency(request)?;
-    let dir = PathBuf::from(dir);
+    // From an S3 store: the objects are fetched into a scratch directory first.
+    let fetched = match crate::s3::parse_url(dir) {
+        Some((bucket, prefix)) => {
+            let store = crate::s3::S3::from_env().map_err(|e| Response::error(400, e))?;
+            let scratch = state.storage.snapshots_dir().join(format!(".s3-{}-{}", std::process::id(), now_millis()));
+            let scratch2 = scratch.clone();
+            let got = tokio::task::spawn_blocking(move || download(&store, &bucket, &prefix, &scratch2)).await;
+            match got {
+                Ok(Ok(())) => Some(scratch),
+                Ok(Err(e)) => {
+                    let _ = std::fs::remove_dir_all(&scratch);
+                    return Err(Response::error(500, format!("cannot fetch {dir}: {e}")));
+                }
+                Err(e) => return Err(Response::error(500, e.to_string())),
+            }
+        }
+        None => None,
+    };
+    let result = load_from(request, state, fetched.clone().unwrap_or_else(|| PathBuf::from(dir)), cl).await;
+    if let Some(scratch) = fetched {
+        let _ = std::fs::remove_dir_all(scratch);
+    }
+    let mut report = result?;
+    if let Some(obj) = report.as_object_mut() {
+        obj.insert("directory".into(), json!(dir));
+    }
+    Ok(report)
+}
+
+async fn load_from(request: &Request, state: &AdminState, dir: PathBuf, cl: Consistency) -> Answer {
     let dirs =
         storage::snapshot::keyspace_dirs(&dir).map_err(|e| Response::error(404, format!("{}: {e}", dir.display())))?;
     if dirs.is_empty() {
@@ -319,6 +377,51 @@ pub async fn load(request: &Request, state: &AdminState) -> Answer {
         reports.push(load_dir(state, d, None, cl).await?);
     }
     Ok(json!({ "directory": dir.display().to_string(), "keyspaces": reports }))
+}
+
+/// Uploads every file under `from` to `bucket` at `base/<relative path>`,
+/// refusing a place that already holds objects. Returns (files, bytes).
+fn upload(store: &crate::s3::S3, bucket: &str, base: &str, from: &Path) -> Result<(u64, u64), String> {
+    if !store.list(bucket, &format!("{base}/"))?.is_empty() {
+        return Err(format!("s3://{bucket}/{base} already exists"));
+    }
+    let mut stack = vec![from.to_path_buf()];
+    let (mut files, mut bytes) = (0, 0);
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(|e| e.to_string())?.filter_map(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let relative = path.strip_prefix(from).map_err(|e| e.to_string())?.to_string_lossy().to_string();
+            let body = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            store.put(bucket, &format!("{base}/{relative}"), &body)?;
+            files += 1;
+            bytes += body.len() as u64;
+        }
+    }
+    Ok((files, bytes))
+}
+
+/// Fetches every object under `prefix` into `to`, at its key's path below the prefix.
+fn download(store: &crate::s3::S3, bucket: &str, prefix: &str, to: &Path) -> Result<(), String> {
+    let listed = store.list(bucket, prefix)?;
+    if listed.is_empty() {
+        return Err(format!("no objects under s3://{bucket}/{prefix}"));
+    }
+    for key in listed {
+        let relative = key.strip_prefix(prefix).unwrap_or(&key).trim_start_matches('/');
+        if relative.is_empty() || relative.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
+            return Err(format!("refusing the object key {key}"));
+        }
+        let path = to.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&path, store.get(bucket, &key)?).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Creates what of `ks` (the snapshot's; only `table` when given) the

@@ -422,7 +422,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ),
         ToolCommand::Load { dir, consistency, create_schema } => {
             // The node opens the directory: give it an absolute path.
-            let dir = std::path::absolute(dir).map(|p| p.display().to_string()).unwrap_or_else(|_| dir.clone());
+            let dir = absolute_unless_url(dir);
             let params = [
                 ("dir", Some(dir.as_str())),
                 ("consistency", Some(consistency)),
@@ -431,7 +431,7 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             ("POST", vec![with_query("/v1/load", &params)], MAINTENANCE_TIMEOUT)
         }
         ToolCommand::Backup { dir, keyspaces, tag } => {
-            let dir = std::path::absolute(dir).map(|p| p.display().to_string()).unwrap_or_else(|_| dir.clone());
+            let dir = absolute_unless_url(dir);
             let mut params: Vec<(&str, Option<&str>)> = vec![("dir", Some(&dir)), ("tag", tag.as_deref())];
             params.extend(keyspaces.iter().map(|k| ("keyspace", Some(k.as_str()))));
             ("POST", vec![with_query("/v1/backup", &params)], MAINTENANCE_TIMEOUT)
@@ -513,6 +513,15 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
     };
     print!("{text}");
     Ok(())
+}
+
+/// A directory the node opens, made absolute (the node's working directory
+/// is not this one); an `s3://` url as it is.
+fn absolute_unless_url(dir: &str) -> String {
+    if dir.starts_with("s3://") {
+        return dir.to_string();
+    }
+    std::path::absolute(dir).map(|p| p.display().to_string()).unwrap_or_else(|_| dir.to_string())
 }
 
 /// `nodetool snapshot`: the request line, the snapshot, then its directory's name.

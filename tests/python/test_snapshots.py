@@ -296,6 +296,21 @@ def test_incremental_backups_link_every_flushed_sstable(shoal_node_factory):
     assert all(f.stat().st_nlink == 1 for f in files)
     # Off by default (cassandra.yaml's default).
     assert not (plain.data_dir / "backups").exists()
+    # nodetool's statusbackup / enablebackup / disablebackup, until the node restarts.
+    assert ok(node, "statusbackup") == "running\n"
+    assert ok(plain, "statusbackup") == "not running\n"
+    ok(plain, "enablebackup")
+    assert ok(plain, "statusbackup") == "running\n"
+    cluster = connect_cluster(plain)
+    s = cluster.connect()
+    try:
+        s.execute("INSERT INTO bk.t (k, v) VALUES (1, 'after')")
+    finally:
+        cluster.shutdown()
+    ok(plain, "flush", "bk", "t")
+    assert len(backups_of(plain, "bk", "t")) == 1
+    ok(plain, "disablebackup")
+    assert ok(plain, "statusbackup") == "not running\n"
 
 
 def test_backup_to_a_directory_restores_into_a_fresh_cluster(shoal_node_factory, tmp_path):

@@ -16,7 +16,9 @@
 //! `POST /v1/snapshot[?tag=&keyspace=...&table=&skip_flush=true]`, `GET /v1/snapshots`,
 //! `POST /v1/clearsnapshot?tag=|all=true[&keyspace=...]`,
 //! `POST /v1/restore?tag=&keyspace=[&table=&consistency=]`, `POST /v1/load?dir=[&consistency=&create_schema=true]`
-//! and `POST /v1/backup?dir=[&tag=&keyspace=...]` (answer when done; `snapshots`).
+//! and `POST /v1/backup?dir=[&tag=&keyspace=...]` (answer when done; `snapshots`),
+//! `GET /v1/incremental_backup`, `POST /v1/incremental_backup/enable|disable` (the
+//! `incremental_backups` setting, until the node restarts).
 //!
 //! Invariants:
 //! - A hand-written, minimal server: one request per connection, always
@@ -350,6 +352,8 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/restore"
         | "/v1/load"
         | "/v1/backup"
+        | "/v1/incremental_backup/enable"
+        | "/v1/incremental_backup/disable"
         | "/v1/removenode" => "POST",
         "/v1/status"
         | "/v1/ring"
@@ -360,7 +364,8 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/netstats"
         | "/v1/compactionstats"
         | "/v1/repair_admin"
-        | "/v1/snapshots" => "GET",
+        | "/v1/snapshots"
+        | "/v1/incremental_backup" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
     if request.method != method {
@@ -386,6 +391,11 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/restore" => crate::snapshots::restore(request, state).await,
         "/v1/load" => crate::snapshots::load(request, state).await,
         "/v1/backup" => crate::snapshots::backup(request, state).await,
+        "/v1/incremental_backup" => Ok(json!({ "enabled": state.storage.incremental_backups() })),
+        "/v1/incremental_backup/enable" | "/v1/incremental_backup/disable" => {
+            state.storage.set_incremental_backups(path.ends_with("enable"));
+            Ok(json!({ "enabled": state.storage.incremental_backups() }))
+        }
         "/v1/decommission" => state.lifecycle.decommission(&state.storage).await.map_err(|e| Response::error(500, e)),
         "/v1/removenode" => match (request.param("action"), request.param("host_id").map(str::parse::<Uuid>)) {
             (Some("status"), _) => Ok(state.lifecycle.removal_status()),

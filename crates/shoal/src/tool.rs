@@ -203,6 +203,12 @@ enum ToolCommand {
         #[arg(short = 't', long = "tag")]
         tag: Option<String>,
     },
+    /// Turn incremental backups on (every flushed SSTable hard-linked under backups/) until restart.
+    Enablebackup,
+    /// Turn incremental backups off until restart.
+    Disablebackup,
+    /// Whether incremental backups are on: `running` or `not running`.
+    Statusbackup,
     /// Remove a node that is down for good: its ranges are re-replicated from the surviving
     /// replicas. `removenode status` shows removals in progress; `removenode force` completes
     /// them without their streams (repair afterwards).
@@ -407,6 +413,9 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         }
         ToolCommand::Decommission => ("POST", vec!["/v1/decommission".to_string()], MAINTENANCE_TIMEOUT),
         ToolCommand::Listsnapshots => ("GET", vec!["/v1/snapshots".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Statusbackup => ("GET", vec!["/v1/incremental_backup".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Enablebackup => ("POST", vec!["/v1/incremental_backup/enable".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Disablebackup => ("POST", vec!["/v1/incremental_backup/disable".to_string()], QUICK_TIMEOUT),
         ToolCommand::Restore { tag, keyspace, table, consistency } => (
             "POST",
             vec![with_query(
@@ -494,6 +503,9 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::RepairAdmin { .. } => format_repair_admin(answer),
         ToolCommand::Removenode { host_id } if host_id == "status" => format_removal_status(answer),
         ToolCommand::Listsnapshots => format_listsnapshots(answer),
+        ToolCommand::Statusbackup => {
+            if answer["enabled"].as_bool() == Some(true) { "running\n" } else { "not running\n" }.to_string()
+        }
         ToolCommand::Restore { .. } | ToolCommand::Load { .. } => format_load(answer),
         ToolCommand::Backup { .. } => format!(
             "Backed up snapshot {} to {} ({} files, {})\n",
@@ -509,6 +521,8 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         | ToolCommand::Decommission
         | ToolCommand::Snapshot { .. }
         | ToolCommand::Clearsnapshot { .. }
+        | ToolCommand::Enablebackup
+        | ToolCommand::Disablebackup
         | ToolCommand::Removenode { .. } => String::new(),
     };
     print!("{text}");

@@ -132,6 +132,11 @@ impl Flusher {
         }
     }
 
+    /// Whether incremental backups are on.
+    pub fn backing_up(&self) -> bool {
+        read_lock(&self.backups).is_some()
+    }
+
     /// Turns incremental backups on (into `dir`) or off (None).
     pub fn set_backups(&self, dir: Option<PathBuf>) {
         *write_lock(&self.backups) = dir;

@@ -207,6 +207,10 @@ def test_bad_input_gets_nodetools_wording(shoal_node_factory):
         ok(node, "snapshot", "-t", "x", "badks")
         code, out, err = tool(node, "snapshot", "-t", "x", "badks")
         assert code == 1 and err.strip() == "error: Snapshot x already exists.", err
+        code, out, err = tool(node, "snapshot", "-t", "a/b", "badks")
+        assert code == 1 and err.strip() == "error: Snapshot name cannot contain /", err
+        code, out, err = tool(node, "snapshot", "-t", "", "badks")
+        assert code == 1 and err.strip() == "error: You must supply a snapshot name.", err
         code, out, err = tool(node, "clearsnapshot")
         assert code == 1 and err.strip() == "error: Specify snapshot name or --all", err
         code, out, err = tool(node, "clearsnapshot", "-t", "x", "--all")

@@ -84,8 +84,14 @@ pub async fn snapshot(request: &Request, state: &AdminState) -> Answer {
     let keyspaces = params(request, "keyspace");
     let table = param(request, "table");
     let skip_flush = param(request, "skip_flush") == Some("true");
+    if tag.is_empty() {
+        return Err(Response::error(400, "You must supply a snapshot name."));
+    }
+    if tag.contains('/') {
+        return Err(Response::error(400, "Snapshot name cannot contain /"));
+    }
     if !storage::snapshot::valid_tag(&tag) {
-        return Err(Response::error(400, format!("Snapshot name cannot contain {tag}")));
+        return Err(Response::error(400, format!("Snapshot name cannot start with a dot: {tag}")));
     }
     let schema = state.schema.snapshot();
     let chosen: Vec<KeyspaceDef> = match (keyspaces.as_slice(), table) {

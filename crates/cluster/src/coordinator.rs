@@ -767,6 +767,55 @@ impl<T: Transport + Clone> Coordinator<T> {
         Ok((bytes, acked, total))
     }
 
+    /// Writes one partition's raw cells (a snapshot's, for `restore` and
+    /// `load`: write timestamps, TTLs and tombstones as they were) to every
+    /// live replica of `token` under the ring now: applied here for this
+    /// node, `RepairReq` for the others, all awaited. Succeeds once `cl`'s
+    /// count of replicas acknowledged it (Unavailable before sending when
+    /// too few are alive); replicas down get nothing (repair them after).
+    pub async fn load_partition(
+        &self,
+        ks: &KeyspaceDef,
+        table: Uuid,
+        token: i64,
+        cells: &[(Vec<u8>, Vec<u8>)],
+        cl: Consistency,
+    ) -> Result<(), CoordError> {
+        let view = self.view.snapshot();
+        let plan = WritePlan::new(&view, ks, token, cl)?;
+        let mut acked = 0usize;
+        let mut sends = Vec::new();
+        for (replica, _) in &plan.live {
+            if *replica == view.local {
+                self.storage.apply_raw(&table, cells).map_err(storage_err)?;
+                acked += 1;
+                continue;
+            }
+            let Some(addr) = Self::address(&view, *replica) else { continue };
+            sends.push(self.transport.send_request(
+                addr,
+                Verb::RepairReq,
+                wire::encode_repair(table, cells),
+                self.config.write_timeout,
+            ));
+        }
+        for send in sends {
+            if send.await.is_ok() {
+                acked += 1;
+            }
+        }
+        let block_for = plan.requirement.block_for;
+        if acked < block_for {
+            return Err(CoordError::WriteTimeout {
+                consistency: cl,
+                received: acked as i32,
+                block_for: block_for as i32,
+                write_type: WriteType::Simple,
+            });
+        }
+        Ok(())
+    }
+
     /// TRUNCATE: every node empties the table. Like Cassandra, refused with
     /// Unavailable (at ALL) when a node is down, and a timeout when one does
     /// not answer within the write timeout... which is reported as a server

@@ -12,7 +12,13 @@
 //! `POST /v1/decommission`
 //! (answers when the node has left), `POST /v1/bootstrap/resume` (resumes a failed bootstrap;
 //! answers when the node joined), `GET /v1/netstats`, `GET /v1/repair_admin` (the repairs
-//! run on this node, by an operator or the `auto_repair` schedule).
+//! run on this node, by an operator or the `auto_repair` schedule),
+//! `POST /v1/snapshot[?tag=&keyspace=...&table=&skip_flush=true]`, `GET /v1/snapshots`,
+//! `POST /v1/clearsnapshot?tag=|all=true[&keyspace=...]`,
+//! `POST /v1/restore?tag=&keyspace=[&table=&consistency=]`, `POST /v1/load?dir=[&consistency=&create_schema=true]`
+//! and `POST /v1/backup?dir=[&tag=&keyspace=...]` (answer when done; `snapshots`),
+//! `GET /v1/incremental_backup`, `POST /v1/incremental_backup/enable|disable` (the
+//! `incremental_backups` setting, until the node restarts).
 //! `GET /dashboard` (and its assets and peer proxy, `dashboard`) is the live
 //! dashboard: HTML, JavaScript and CSS, not JSON.
 //!
@@ -77,6 +83,9 @@ pub struct AdminState {
     pub started: Instant,
     /// The admin port, the same on every node: the dashboard's proxy reads peers on it.
     pub admin_port: u16,
+    /// Told after a schema change made here (restore re-creating a table):
+    /// the node gossips its new schema version at once.
+    pub schema_changed: Arc<dyn Fn() + Send + Sync>,
 }
 
 /// Serves the admin API until `shutdown` turns true.
@@ -150,7 +159,7 @@ impl Response {
         Response { status: 200, body, raw: None, location: None }
     }
 
-    fn error(status: u16, message: impl Into<String>) -> Response {
+    pub(crate) fn error(status: u16, message: impl Into<String>) -> Response {
         Response { status, body: json!({ "error": message.into() }), raw: None, location: None }
     }
 
@@ -387,6 +396,13 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/bootstrap/resume"
         | "/v1/cleanup"
         | "/v1/decommission"
+        | "/v1/snapshot"
+        | "/v1/clearsnapshot"
+        | "/v1/restore"
+        | "/v1/load"
+        | "/v1/backup"
+        | "/v1/incremental_backup/enable"
+        | "/v1/incremental_backup/disable"
         | "/v1/removenode" => "POST",
         "/v1/status"
         | "/v1/ring"
@@ -402,7 +418,9 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/tablestats"
         | "/v1/tpstats"
         | "/v1/gossipinfo"
-        | "/metrics" => "GET",
+        | "/metrics"
+        | "/v1/snapshots"
+        | "/v1/incremental_backup" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
     if request.method != method {
@@ -430,6 +448,17 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/repair" => repair(request, state).await,
         "/v1/bootstrap/resume" => state.lifecycle.resume_bootstrap().await.map_err(|e| Response::error(500, e)),
         "/v1/cleanup" => cleanup(request, state).await,
+        "/v1/snapshot" => crate::snapshots::snapshot(request, state).await,
+        "/v1/snapshots" => crate::snapshots::list(state).await,
+        "/v1/clearsnapshot" => crate::snapshots::clear(request, state).await,
+        "/v1/restore" => crate::snapshots::restore(request, state).await,
+        "/v1/load" => crate::snapshots::load(request, state).await,
+        "/v1/backup" => crate::snapshots::backup(request, state).await,
+        "/v1/incremental_backup" => Ok(json!({ "enabled": state.storage.incremental_backups() })),
+        "/v1/incremental_backup/enable" | "/v1/incremental_backup/disable" => {
+            state.storage.set_incremental_backups(path.ends_with("enable"));
+            Ok(json!({ "enabled": state.storage.incremental_backups() }))
+        }
         "/v1/decommission" => state.lifecycle.decommission(&state.storage).await.map_err(|e| Response::error(500, e)),
         "/v1/removenode" => match (request.param("action"), request.param("host_id").map(str::parse::<Uuid>)) {
             (Some("status"), _) => Ok(state.lifecycle.removal_status()),

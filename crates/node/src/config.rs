@@ -130,6 +130,8 @@ pub struct ConfigFile {
     pub auto_repair: Option<bool>,
     /// How often the schedule looks for tables due (default 60s).
     pub auto_repair_check_interval: Option<Dur>,
+    /// Hard-link every flushed SSTable under `<data dir>/backups/` (default false).
+    pub incremental_backups: Option<bool>,
     /// `AllowAllAuthenticator` (the default: no login) or
     /// `PasswordAuthenticator`, short or fully qualified
     /// (`org.apache.cassandra.auth.PasswordAuthenticator`).
@@ -464,6 +466,8 @@ pub struct NodeConfig {
     pub tombstone_gc_propagation_delay: Duration,
     /// The automatic repair schedule (`auto_repair`), checking this often; None when off.
     pub auto_repair: Option<Duration>,
+    /// `incremental_backups`: every flushed file also hard-linked under `<data dir>/backups/`.
+    pub incremental_backups: bool,
     /// Who may connect (`authenticator`), what they may do (`authorizer`)
     /// and how long roles and permissions are cached.
     pub auth: cql_server::auth::AuthConfig,
@@ -798,6 +802,7 @@ impl ConfigFile {
                 Some(d) => duration("tombstone_gc_propagation_delay", &d)?,
                 None => Duration::from_secs(3600),
             },
+            incremental_backups: self.incremental_backups.unwrap_or(false),
             auto_repair: match (self.auto_repair.unwrap_or(true), self.auto_repair_check_interval) {
                 (false, _) => None,
                 (true, Some(d)) => Some(duration("auto_repair_check_interval", &d)?)
@@ -1074,6 +1079,9 @@ mod tests {
         let c = ConfigFile::parse("tombstone_gc_propagation_delay: 0s\n").unwrap().build(Overrides::default()).unwrap();
         assert_eq!(c.tombstone_gc_propagation_delay, Duration::ZERO);
         assert_eq!(c.auto_repair, Some(Duration::from_secs(60)), "on by default");
+        assert!(!c.incremental_backups, "off by default");
+        let b = ConfigFile::parse("incremental_backups: true\n").unwrap().build(Overrides::default()).unwrap();
+        assert!(b.incremental_backups);
         let c = ConfigFile::parse("auto_repair: false\n").unwrap().build(Overrides::default()).unwrap();
         assert_eq!(c.auto_repair, None);
         let c = ConfigFile::parse("auto_repair_check_interval: 2s\n").unwrap().build(Overrides::default()).unwrap();

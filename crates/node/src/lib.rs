@@ -29,6 +29,8 @@ mod horizon;
 mod join;
 pub mod lifecycle;
 mod plane;
+mod s3;
+mod snapshots;
 
 use serde_json::Value as Json;
 use std::net::SocketAddr;
@@ -99,6 +101,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
     }
     // The disk usage guardrail (`data_disk_usage_*`): storage samples the data directory's disk.
     storage.monitor_disk_usage(config.disk_usage).context("cannot start the disk usage guardrail")?;
+    storage.set_incremental_backups(config.incremental_backups);
     let addr = SocketAddr::new(config.rpc_address, config.native_port);
     let result = runtime.block_on(async {
         // Join the ring first: CQL clients are served once the node is NORMAL.
@@ -119,6 +122,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         };
         let schema = Arc::new(SchemaService::new(Arc::clone(&storage), keyspaces));
         let (schema_tx, schema_rx) = tokio::sync::mpsc::unbounded_channel();
+        let admin_schema_tx = schema_tx.clone();
         let data_plane = Arc::new(plane::ClusterPlane {
             coordinator: Arc::clone(&joined.coordinator),
             schema: Arc::clone(&schema),
@@ -186,6 +190,9 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             snitch: format!("org.apache.cassandra.locator.{}", config.endpoint_snitch),
             started: std::time::Instant::now(),
             admin_port: config.admin_port,
+            schema_changed: Arc::new(move || {
+                let _ = admin_schema_tx.send(());
+            }),
         });
         // Prometheus metrics (`/metrics`) on prometheus_address:prometheus_port (ScyllaDB's 9180); 0 turns it off.
         let metrics_task = match config.prometheus_port {

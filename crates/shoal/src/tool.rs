@@ -150,6 +150,76 @@ enum ToolCommand {
         #[arg(value_parser = ["resume"])]
         action: String,
     },
+    /// Take a snapshot of every user keyspace, some keyspaces, or one table (`--table`, nodetool's
+    /// `-cf`, with one keyspace): hard links of the tables' files under
+    /// `<data dir>/snapshots/TAG/KEYSPACE/`, with each table's schema.cql.
+    Snapshot {
+        keyspaces: Vec<String>,
+        /// The snapshot's name (default: the time now in milliseconds).
+        #[arg(short = 't', long = "tag")]
+        tag: Option<String>,
+        /// One table of the (one) keyspace given.
+        #[arg(long = "table", visible_alias = "column-family")]
+        table: Option<String>,
+        /// Do not flush memtables first (the snapshot misses what they hold); nodetool's -sf.
+        #[arg(long = "skip-flush")]
+        skip_flush: bool,
+    },
+    /// Every snapshot on this node: per table its true size (files only the snapshot still
+    /// holds), size on disk and creation time.
+    Listsnapshots,
+    /// Remove the snapshot named by -t, or all snapshots (--all), of every keyspace or of some.
+    Clearsnapshot {
+        keyspaces: Vec<String>,
+        /// The snapshot to remove.
+        #[arg(short = 't')]
+        tag: Option<String>,
+        /// Remove every snapshot.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Write the rows of this node's snapshot TAG of KEYSPACE (or of one TABLE) back into the
+    /// cluster, with their original timestamps, TTLs and tombstones, re-creating a table
+    /// dropped since from the snapshot's schema.
+    Restore {
+        /// The snapshot (its tag).
+        #[arg(short = 't', long = "tag")]
+        tag: String,
+        keyspace: String,
+        table: Option<String>,
+        /// Consistency level of the writes.
+        #[arg(long = "consistency", default_value = "ONE")]
+        consistency: String,
+    },
+    /// sstableloader's job: read a snapshot directory (a tag's, or one keyspace's in it; the node
+    /// asked must be able to read it) and write every row to its replicas in this cluster, with
+    /// its original timestamps, TTLs and tombstones. The tables must exist.
+    Load {
+        dir: String,
+        /// Consistency level of the writes.
+        #[arg(long = "consistency", default_value = "ONE")]
+        consistency: String,
+        /// Create the keyspaces, types and tables the cluster lacks from the snapshot's schema
+        /// (restoring a backup into a fresh cluster).
+        #[arg(long = "create-schema")]
+        create_schema: bool,
+    },
+    /// Back this node up: its snapshot TAG (taken now unless it exists) of every user keyspace,
+    /// or of those given, copied to DIR/HOST_ID/TAG/ with every file synced. `load DIR
+    /// --create-schema` restores a cluster's backups into any cluster.
+    Backup {
+        dir: String,
+        keyspaces: Vec<String>,
+        /// The snapshot's name (default: the time now in milliseconds).
+        #[arg(short = 't', long = "tag")]
+        tag: Option<String>,
+    },
+    /// Turn incremental backups on (every flushed SSTable hard-linked under backups/) until restart.
+    Enablebackup,
+    /// Turn incremental backups off until restart.
+    Disablebackup,
+    /// Whether incremental backups are on: `running` or `not running`.
+    Statusbackup,
     /// Remove a node that is down for good: its ranges are re-replicated from the surviving
     /// replicas. `removenode status` shows removals in progress; `removenode force` completes
     /// them without their streams (repair afterwards).
@@ -167,10 +237,11 @@ pub fn nodetool_flags(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std
         if a == "tool" {
             in_tool = true;
         }
-        if in_tool && a == "-pr" {
-            "--pr".into()
-        } else {
-            a
+        match a.to_str() {
+            Some("-pr") if in_tool => "--pr".into(),
+            Some("-cf") if in_tool => "--table".into(),
+            Some("-sf") if in_tool => "--skip-flush".into(),
+            _ => a,
         }
     })
     .collect()
@@ -315,6 +386,12 @@ fn call(args: &ToolArgs, method: &str, path: &str, timeout: Duration) -> Result<
 }
 
 fn run(args: &ToolArgs) -> Result<(), Failure> {
+    if let ToolCommand::Snapshot { keyspaces, tag, table, skip_flush } = &args.command {
+        return snapshot(args, keyspaces, tag.as_deref(), table.as_deref(), *skip_flush);
+    }
+    if let ToolCommand::Clearsnapshot { keyspaces, tag, all } = &args.command {
+        return clearsnapshot(args, keyspaces, tag.as_deref(), *all);
+    }
     let (method, paths, timeout): (&str, Vec<String>, Duration) = match &args.command {
         ToolCommand::Status { keyspace } => {
             ("GET", vec![with_query("/v1/status", &[("keyspace", keyspace.as_deref())])], QUICK_TIMEOUT)
@@ -379,6 +456,40 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             ("POST", vec![with_query("/v1/repair", &params)], MAINTENANCE_TIMEOUT)
         }
         ToolCommand::Decommission => ("POST", vec!["/v1/decommission".to_string()], MAINTENANCE_TIMEOUT),
+        ToolCommand::Listsnapshots => ("GET", vec!["/v1/snapshots".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Statusbackup => ("GET", vec!["/v1/incremental_backup".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Enablebackup => ("POST", vec!["/v1/incremental_backup/enable".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Disablebackup => ("POST", vec!["/v1/incremental_backup/disable".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Restore { tag, keyspace, table, consistency } => (
+            "POST",
+            vec![with_query(
+                "/v1/restore",
+                &[
+                    ("tag", Some(tag)),
+                    ("keyspace", Some(keyspace)),
+                    ("table", table.as_deref()),
+                    ("consistency", Some(consistency)),
+                ],
+            )],
+            MAINTENANCE_TIMEOUT,
+        ),
+        ToolCommand::Load { dir, consistency, create_schema } => {
+            // The node opens the directory: give it an absolute path.
+            let dir = absolute_unless_url(dir);
+            let params = [
+                ("dir", Some(dir.as_str())),
+                ("consistency", Some(consistency)),
+                ("create_schema", create_schema.then_some("true")),
+            ];
+            ("POST", vec![with_query("/v1/load", &params)], MAINTENANCE_TIMEOUT)
+        }
+        ToolCommand::Backup { dir, keyspaces, tag } => {
+            let dir = absolute_unless_url(dir);
+            let mut params: Vec<(&str, Option<&str>)> = vec![("dir", Some(&dir)), ("tag", tag.as_deref())];
+            params.extend(keyspaces.iter().map(|k| ("keyspace", Some(k.as_str()))));
+            ("POST", vec![with_query("/v1/backup", &params)], MAINTENANCE_TIMEOUT)
+        }
+        ToolCommand::Snapshot { .. } | ToolCommand::Clearsnapshot { .. } => return Ok(()),
         ToolCommand::Bootstrap { .. } => ("POST", vec!["/v1/bootstrap/resume".to_string()], MAINTENANCE_TIMEOUT),
         ToolCommand::Removenode { host_id } => match host_id.as_str() {
             "status" | "force" => (
@@ -440,14 +551,95 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Tpstats => format_tpstats(answer),
         ToolCommand::Gossipinfo => format_gossipinfo(answer),
         ToolCommand::Removenode { host_id } if host_id == "status" => format_removal_status(answer),
+        ToolCommand::Listsnapshots => format_listsnapshots(answer),
+        ToolCommand::Statusbackup => {
+            if answer["enabled"].as_bool() == Some(true) { "running\n" } else { "not running\n" }.to_string()
+        }
+        ToolCommand::Restore { .. } | ToolCommand::Load { .. } => format_load(answer),
+        ToolCommand::Backup { .. } => format!(
+            "Backed up snapshot {} to {} ({} files, {})\n",
+            text(&answer["tag"]),
+            text(&answer["directory"]),
+            text(&answer["files"]),
+            human_bytes(answer.get("bytes").and_then(Json::as_u64).unwrap_or(0))
+        ),
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }
         | ToolCommand::Compact { .. }
         | ToolCommand::Cleanup { .. }
         | ToolCommand::Decommission
+        | ToolCommand::Snapshot { .. }
+        | ToolCommand::Clearsnapshot { .. }
+        | ToolCommand::Enablebackup
+        | ToolCommand::Disablebackup
         | ToolCommand::Removenode { .. } => String::new(),
     };
     print!("{text}");
+    Ok(())
+}
+
+/// A directory the node opens, made absolute (the node's working directory
+/// is not this one); an `s3://` url as it is.
+fn absolute_unless_url(dir: &str) -> String {
+    if dir.starts_with("s3://") {
+        return dir.to_string();
+    }
+    std::path::absolute(dir).map(|p| p.display().to_string()).unwrap_or_else(|_| dir.to_string())
+}
+
+/// `nodetool snapshot`: the request line, the snapshot, then its directory's name.
+fn snapshot(
+    args: &ToolArgs,
+    keyspaces: &[String],
+    tag: Option<&str>,
+    table: Option<&str>,
+    skip_flush: bool,
+) -> Result<(), Failure> {
+    let millis = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    let tag = tag.map(str::to_string).unwrap_or_else(|| millis.to_string());
+    if !args.json {
+        let which = if keyspaces.is_empty() { "all keyspaces".to_string() } else { keyspaces.join(", ") };
+        let name = if tag.is_empty() { String::new() } else { format!(" with snapshot name [{tag}]") };
+        println!("Requested creating snapshot(s) for [{which}]{name} and options {{skipFlush={skip_flush}}}");
+    }
+    if tag.is_empty() {
+        return Err(Failure::Error("You must supply a snapshot name.".to_string()));
+    }
+    let mut params: Vec<(&str, Option<&str>)> = vec![("tag", Some(&tag))];
+    params.extend(keyspaces.iter().map(|k| ("keyspace", Some(k.as_str()))));
+    params.push(("table", table));
+    params.push(("skip_flush", skip_flush.then_some("true")));
+    let answer = call(args, "POST", &with_query("/v1/snapshot", &params), MAINTENANCE_TIMEOUT)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&answer).unwrap_or_default());
+    } else {
+        println!("Snapshot directory: {tag}");
+    }
+    Ok(())
+}
+
+/// `nodetool clearsnapshot`: the request line, then the removal.
+fn clearsnapshot(args: &ToolArgs, keyspaces: &[String], tag: Option<&str>, all: bool) -> Result<(), Failure> {
+    let tag = tag.filter(|t| !t.is_empty());
+    match (tag, all) {
+        (None, false) => return Err(Failure::Error("Specify snapshot name or --all".to_string())),
+        (Some(_), true) => return Err(Failure::Error("Specify only one of snapshot name or --all".to_string())),
+        _ => {}
+    }
+    if !args.json {
+        let which = if keyspaces.is_empty() { "all keyspaces".to_string() } else { keyspaces.join(", ") };
+        let name = match tag {
+            Some(t) => format!("snapshot name [{t}]"),
+            None => "[all snapshots]".to_string(),
+        };
+        println!("Requested clearing snapshot(s) for [{which}] with {name}");
+    }
+    let mut params: Vec<(&str, Option<&str>)> = vec![("tag", tag), ("all", all.then_some("true"))];
+    params.extend(keyspaces.iter().map(|k| ("keyspace", Some(k.as_str()))));
+    let answer = call(args, "POST", &with_query("/v1/clearsnapshot", &params), QUICK_TIMEOUT)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&answer).unwrap_or_default());
+    }
     Ok(())
 }
 
@@ -591,6 +783,77 @@ fn format_tpstats(v: &Json) -> String {
         rows.push(row);
     }
     table(&rows)
+}
+
+/// `listsnapshots` as Cassandra 5.0's nodetool prints it (without -e: no
+/// Ephemeral column).
+fn format_listsnapshots(v: &Json) -> String {
+    let mut out = "Snapshot Details: \n".to_string();
+    let snapshots = v.get("snapshots").and_then(Json::as_array).cloned().unwrap_or_default();
+    if snapshots.is_empty() {
+        out.push_str("There are no snapshots\n");
+        return out;
+    }
+    let size = |s: &Json, k: &str| human_bytes(s.get(k).and_then(Json::as_u64).unwrap_or(0));
+    let mut rows = vec![[
+        "Snapshot name",
+        "Keyspace name",
+        "Column family name",
+        "True size",
+        "Size on disk",
+        "Creation time",
+        "Expiration time",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect::<Vec<String>>()];
+    for s in &snapshots {
+        rows.push(vec![
+            text(&s["tag"]),
+            text(&s["keyspace"]),
+            text(&s["table"]),
+            size(s, "true_size"),
+            size(s, "size_on_disk"),
+            text(&s["creation_time"]),
+            String::new(),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    let total = human_bytes(v.get("total_true_size").and_then(Json::as_u64).unwrap_or(0));
+    out.push_str(&format!("\nTotal TrueDiskSpaceUsed: {total}\n\n"));
+    out
+}
+
+/// `restore` and `load`: what was written, per table.
+fn format_load(v: &Json) -> String {
+    let keyspaces: Vec<Json> = match v.get("keyspaces").and_then(Json::as_array) {
+        Some(list) => list.clone(),
+        None => vec![v.clone()],
+    };
+    let mut rows = vec![["Keyspace", "Table", "Partitions", "Cells", "Bytes"].iter().map(|s| s.to_string()).collect()];
+    let mut millis = 0;
+    for ks in &keyspaces {
+        millis += ks.get("millis").and_then(Json::as_u64).unwrap_or(0);
+        for t in ks.get("tables").and_then(Json::as_array).into_iter().flatten() {
+            rows.push(vec![
+                text(&ks["keyspace"]),
+                text(&t["table"]),
+                text(&t["partitions"]),
+                text(&t["cells"]),
+                human_bytes(t.get("bytes").and_then(Json::as_u64).unwrap_or(0)),
+            ]);
+        }
+    }
+    let mut out = String::new();
+    for created in v.get("created").and_then(Json::as_array).into_iter().flatten() {
+        out.push_str(&format!("Re-created table {} from the snapshot's schema\n", text(created)));
+    }
+    out.push_str(&table(&rows));
+    out.push_str(&format!(
+        "Written at {} in {millis} ms\n",
+        text(&keyspaces.first().map(|k| k["consistency"].clone()).unwrap_or(Json::Null))
+    ));
+    out
 }
 
 /// `compactionstats` as Cassandra 5.0's nodetool prints it: one table of

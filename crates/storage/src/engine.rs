@@ -484,6 +484,17 @@ impl Storage {
         Ok(())
     }
 
+    /// `incremental_backups`: from now on every flushed file is also
+    /// hard-linked under `<data dir>/backups/` (`flush`), or no longer.
+    pub fn set_incremental_backups(&self, on: bool) {
+        self.flusher.set_backups(on.then(|| self.config.data_dir.join("backups")));
+    }
+
+    /// Whether incremental backups are on (`set_incremental_backups`).
+    pub fn incremental_backups(&self) -> bool {
+        self.flusher.backing_up()
+    }
+
     /// The disk usage guardrail's state now (one atomic load).
     pub fn disk_usage(&self) -> DiskUsageState {
         self.disk_usage.state()

@@ -20,6 +20,11 @@
 //! waits for them: writes to a table with more than `MAX_FROZEN` memtables
 //! waiting are refused instead (`Flusher::admit`), until a flush works.
 //!
+//! With `incremental_backups` on, every file flushed is also hard-linked
+//! into `<data dir>/backups/<keyspace>/<table>-<id>/` before it is ingested
+//! (Cassandra's incremental backups): a sorted file of the merge operands
+//! the memtable held, which ingestion moves into the database unchanged.
+//!
 //! Invariants:
 //! - A frozen memtable leaves its table's list only after its file is
 //!   ingested (or its table is gone), so reads see its data throughout. A
@@ -90,6 +95,9 @@ pub(crate) struct Flusher {
     /// that works), with the failure: writers do not wait for flushes then.
     failing: AtomicBool,
     failure: Mutex<Option<String>>,
+    /// `incremental_backups`: where every flushed file is also hard-linked
+    /// (`<data dir>/backups`), None while off.
+    backups: RwLock<Option<PathBuf>>,
 }
 
 /// How long after the last flush the flush thread frees the spare arena
@@ -120,6 +128,33 @@ impl Flusher {
             last_flush: Mutex::new(Instant::now()),
             failing: AtomicBool::new(false),
             failure: Mutex::new(None),
+            backups: RwLock::new(None),
+        }
+    }
+
+    /// Whether incremental backups are on.
+    pub fn backing_up(&self) -> bool {
+        read_lock(&self.backups).is_some()
+    }
+
+    /// Turns incremental backups on (into `dir`) or off (None).
+    pub fn set_backups(&self, dir: Option<PathBuf>) {
+        *write_lock(&self.backups) = dir;
+    }
+
+    /// With incremental backups on, hard-links a flushed file (before its
+    /// ingestion, which moves it into the database without changing it)
+    /// into `backups/<keyspace>/<table>-<id>/`, under a name no other flush
+    /// of the table takes. A failure is logged; the flush goes on.
+    fn back_up(&self, store: &TableStore, path: &std::path::Path, n: u64) {
+        let Some(root) = read_lock(&self.backups).clone() else { return };
+        let dir = root.join(&store.def.keyspace).join(format!("{}-{}", store.def.name, store.def.id.simple()));
+        let millis =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        let target = dir.join(format!("{}-{millis}-{n}.sst", store.cf_name));
+        let linked = std::fs::create_dir_all(&dir).and_then(|()| std::fs::hard_link(path, &target));
+        if let Err(e) = linked {
+            tracing::error!(table = %store.cf_name, "incremental backup: cannot link {}: {e}", target.display());
         }
     }
 
@@ -332,6 +367,7 @@ impl Flusher {
             return Err(e);
         }
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        self.back_up(store, &path, n);
         let mut ingest = IngestExternalFileOptions::default();
         ingest.set_move_files(true);
         let result = self.db.ingest_external_file_cf_opts(&cf, &ingest, vec![&path]);

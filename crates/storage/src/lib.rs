@@ -33,6 +33,10 @@
 //! and skips the ranges no write reached since every replica last agreed
 //! (`unrepaired`: `set_ring`, `repair_states`, `set_repaired`).
 //!
+//! Snapshots (`snapshot`) keep a keyspace's tables as hard links to their
+//! sorted files (a RocksDB checkpoint trimmed to those tables), and open
+//! them again read-only as a storage of their own to read their raw cells.
+//!
 //! Invariants:
 //! - The manifest (`schema.json`) names every column family in use; it is
 //!   written atomically (temp file, fsync, rename, fsync dir) and column
@@ -73,6 +77,7 @@ pub mod packed;
 mod paxos;
 mod raw;
 mod read;
+pub mod snapshot;
 mod stream;
 mod tuning;
 mod unrepaired;
@@ -89,6 +94,7 @@ pub use index::{entry_value as index_entry_value, IndexScan, INDEX_NOT_AVAILABLE
 pub use manifest::STORAGE_FORMAT;
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
+pub use snapshot::{SnapshotEntry, SnapshotManifest, SnapshotReader};
 pub use stream::StreamedFile;
 pub use unrepaired::RangeState;
 pub use validate::{bucket_count, bucket_of, bucket_range, fold_buckets, PartitionHash};

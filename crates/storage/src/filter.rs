@@ -71,7 +71,7 @@ impl GcRegistry {
         lock(&self.0).remove(cf);
     }
     /// Tombstones deleted before this (unix seconds) may be purged.
-    fn gc_before(&self, cf: &str, now: i64) -> i64 {
+    pub fn gc_before(&self, cf: &str, now: i64) -> i64 {
         let (gc_grace, horizon) = lock(&self.0)
             .get(cf)
             .map(|(g, h)| (g.load(Ordering::Relaxed), h.load(Ordering::Relaxed)))

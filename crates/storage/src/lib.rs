@@ -71,6 +71,7 @@ mod manifest;
 mod memtable;
 pub mod packed;
 mod paxos;
+mod purge;
 mod raw;
 mod read;
 mod stream;
@@ -85,6 +86,7 @@ pub use disk_usage::{adds_data, usage_percent, DiskUsageConfig, DiskUsageState, 
 pub use engine::{CommitlogSync, CompactionStats, Storage, StorageConfig, TableCompactionStats};
 pub use index::{entry_value as index_entry_value, IndexScan, INDEX_NOT_AVAILABLE};
 pub use manifest::STORAGE_FORMAT;
+pub use purge::{DEFAULT_INTERVAL_SECS as TOMBSTONE_COMPACTION_INTERVAL, DEFAULT_THRESHOLD as TOMBSTONE_THRESHOLD};
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 pub use stream::StreamedFile;

@@ -416,7 +416,10 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::RepairAdmin { .. } => format_repair_admin(answer),
         ToolCommand::Removenode { host_id } if host_id == "status" => format_removal_status(answer),
         ToolCommand::Gettraceprobability => {
-            format!("Current trace probability: {:?}\n", answer.get("probability").and_then(Json::as_f64).unwrap_or(0.0))
+            format!(
+                "Current trace probability: {:?}\n",
+                answer.get("probability").and_then(Json::as_f64).unwrap_or(0.0)
+            )
         }
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }

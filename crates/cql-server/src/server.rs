@@ -143,7 +143,8 @@ impl Stages {
     }
 }
 
-/// Serves connections from `listener` until `shutdown` fires.
+/// Serves connections from `listener` until `shutdown` fires; then closes
+/// the connections it accepted too (`shoal tool drain`, or the node's stop).
 pub async fn serve(
     listener: TcpListener,
     processor: Arc<Processor>,
@@ -158,9 +159,15 @@ pub async fn serve(
                     Ok(admission) => {
                         let processor = Arc::clone(&processor);
                         let config = config.clone();
+                        let mut stop = shutdown.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = connection(stream, peer, processor, config, admission).await {
-                                tracing::debug!(%peer, error = %e, "connection ended with an error");
+                            tokio::select! {
+                                ended = connection(stream, peer, processor, config, admission) => {
+                                    if let Err(e) = ended {
+                                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                                    }
+                                }
+                                _ = stop.wait_for(|stopped| *stopped) => {}
                             }
                         });
                     }

@@ -6,7 +6,10 @@
 //! `GET /v1/status[?keyspace=]`, `GET /v1/ring[?keyspace=]`,
 //! `GET /v1/describecluster`, `GET /v1/getendpoints?keyspace=&table=&key=`,
 //! `GET /v1/hints`, `GET /v1/info`, `GET /v1/compactionstats`, `POST /v1/flush[?keyspace=&table=]`,
-//! `POST /v1/compact[?keyspace=&table=]`, `POST /v1/rebuild[?keyspace=&source_dc=]`
+//! `POST /v1/compact[?keyspace=&table=]`, `POST /v1/garbagecollect[?keyspace=&table=]` (the same purge
+//! as compact: what gc_grace and the repaired horizon let go), `POST /v1/drain` (flushes every
+//! memtable and stops serving CQL clients; the node stays up), `GET /v1/traceprobability`,
+//! `POST /v1/traceprobability?value=`, `POST /v1/rebuild[?keyspace=&source_dc=]`
 //! (answers when the streams are done), `POST /v1/repair[?keyspace=&table=...&pr=true&preview=true&full=true&validate=true]`
 //! (answers when done), `POST /v1/cleanup[?keyspace=&table=...]`, `POST /v1/removenode?host_id=` (or `?action=status|force`),
 //! `POST /v1/decommission`
@@ -86,6 +89,12 @@ pub struct AdminState {
     /// Told after a schema change made here (restore re-creating a table):
     /// the node gossips its new schema version at once.
     pub schema_changed: Arc<dyn Fn() + Send + Sync>,
+    /// The node's request tracer (`settraceprobability`).
+    pub tracer: Arc<trace::Tracer>,
+    /// Turned true by `drain`: the CQL server stops accepting and closes its connections.
+    pub native_stop: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Where `drain` stands: 0 not drained, 1 draining, 2 drained.
+    pub drain_state: std::sync::atomic::AtomicU8,
 }
 
 /// Serves the admin API until `shutdown` turns true.
@@ -391,6 +400,8 @@ async fn route(request: &Request, state: &AdminState) -> Response {
     let method = match path {
         "/v1/flush"
         | "/v1/compact"
+        | "/v1/garbagecollect"
+        | "/v1/drain"
         | "/v1/rebuild"
         | "/v1/repair"
         | "/v1/bootstrap/resume"
@@ -413,6 +424,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/netstats"
         | "/v1/compactionstats"
         | "/v1/repair_admin"
+        | "/v1/traceprobability"
         | "/v1/proxyhistograms"
         | "/v1/tablehistograms"
         | "/v1/tablestats"
@@ -423,6 +435,8 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/incremental_backup" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
+    // The one endpoint with both: reading and setting the trace probability.
+    let method = if path == "/v1/traceprobability" && request.method == "POST" { "POST" } else { method };
     if request.method != method {
         return Response::error(405, format!("{path} takes {method}, not {}", request.method));
     }
@@ -444,6 +458,8 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/gossipinfo" => Ok(gossipinfo(state)),
         "/v1/tablestats" => tablestats(request, state),
         "/v1/tablehistograms" => tablehistograms(request, state),
+        "/v1/traceprobability" => traceprobability(request, state),
+        "/v1/drain" => drain(state).await,
         "/v1/rebuild" => rebuild(request, state).await,
         "/v1/repair" => repair(request, state).await,
         "/v1/bootstrap/resume" => state.lifecycle.resume_bootstrap().await.map_err(|e| Response::error(500, e)),
@@ -472,7 +488,9 @@ async fn route(request: &Request, state: &AdminState) -> Response {
             (None, Some(Err(_))) => Err(Response::error(400, "host_id is not a UUID".to_string())),
             (None, None) => Err(Response::error(400, "removenode needs host_id (or action=status|force)".to_string())),
         },
-        _ => maintenance(request, state, path == "/v1/compact").await,
+        "/v1/compact" => maintenance(request, state, Maintenance::Compact).await,
+        "/v1/garbagecollect" => maintenance(request, state, Maintenance::Garbagecollect).await,
+        _ => maintenance(request, state, Maintenance::Flush).await,
     };
     match result {
         Ok(body) => Response::ok(body),
@@ -933,9 +951,26 @@ fn bootstrap_state(state: &AdminState) -> Json {
     json!({ "state": now.name(), "error": error })
 }
 
-/// `POST /v1/flush` and `/v1/compact`: every table, one keyspace's, or one table.
-async fn maintenance(request: &Request, state: &AdminState, compact: bool) -> Answer {
-    let operation = if compact { "compact" } else { "flush" };
+/// What `maintenance` does to each table.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Maintenance {
+    Flush,
+    /// A major compaction: merges everything and purges.
+    Compact,
+    /// nodetool garbagecollect: purges what can be purged now. Storage's
+    /// purge is the major compaction's two passes (`Storage::compact`), the
+    /// only safe way to drop deletion markers (storage's `filter`).
+    Garbagecollect,
+}
+
+/// `POST /v1/flush`, `/v1/compact` and `/v1/garbagecollect`: every table, one keyspace's, or one table.
+async fn maintenance(request: &Request, state: &AdminState, what: Maintenance) -> Answer {
+    let operation = match what {
+        Maintenance::Flush => "flush",
+        Maintenance::Compact => "compact",
+        Maintenance::Garbagecollect => "garbagecollect",
+    };
+    let compact = what != Maintenance::Flush;
     let schema = state.schema.snapshot();
     let keyspace = request.param("keyspace");
     let table = request.param("table");
@@ -1003,6 +1038,53 @@ async fn maintenance(request: &Request, state: &AdminState, compact: bool) -> An
     }
 }
 
+/// `GET /v1/traceprobability`: `{probability}`; `POST ?value=P` sets it
+/// (nodetool settraceprobability's check and wording).
+fn traceprobability(request: &Request, state: &AdminState) -> Answer {
+    if request.method == "POST" {
+        let value = request.param("value").ok_or_else(|| Response::error(400, "settraceprobability needs value"))?;
+        let p = value
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| Response::error(400, format!("Trace probability must be a number: {}", truncate(value))))?;
+        if !(0.0..=1.0).contains(&p) {
+            return Err(Response::error(400, "Trace probability must be between 0 and 1"));
+        }
+        state.tracer.set_probability(p);
+    }
+    Ok(json!({ "probability": state.tracer.probability() }))
+}
+
+/// `POST /v1/drain`, as Cassandra's drain: stops the CQL server (no new
+/// connections; open ones are closed), then flushes every memtable on the
+/// blocking pool. The node stays up, serving no clients, until it is
+/// stopped. A second drain flushes again and answers the same.
+async fn drain(state: &AdminState) -> Answer {
+    use std::sync::atomic::Ordering;
+    let _ = state.drain_state.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst);
+    state.native_stop.send_replace(true);
+    let storage = Arc::clone(&state.storage);
+    let started = Instant::now();
+    match tokio::task::spawn_blocking(move || storage.flush(None)).await {
+        Ok(Ok(())) => {
+            state.drain_state.store(2, Ordering::SeqCst);
+            Ok(json!({ "operation": "drain", "mode": "DRAINED", "millis": started.elapsed().as_millis() as u64 }))
+        }
+        Ok(Err(e)) => Err(Response::error(500, format!("drain failed: {e}"))),
+        Err(e) => Err(Response::error(500, format!("drain failed: {e}"))),
+    }
+}
+
+/// The node's operation mode as nodetool netstats and info print it.
+fn mode(state: &AdminState, streaming: bool) -> &'static str {
+    match state.drain_state.load(std::sync::atomic::Ordering::SeqCst) {
+        2 => "DRAINED",
+        1 => "DRAINING",
+        _ if streaming => "STREAMING",
+        _ => "NORMAL",
+    }
+}
+
 /// `nodetool compactionstats`: the background work owed and running
 /// (`storage::Storage::compaction_stats`): pending tasks, RocksDB's running
 /// compactions and flushes, and per table what it owes.
@@ -1020,6 +1102,9 @@ fn compactionstats(state: &AdminState) -> Json {
                 "mem_table_flush_pending": t.mem_table_flush_pending,
                 "frozen_memtables": t.frozen_memtables,
                 "frozen_bytes": t.frozen_bytes,
+                "tombstone_markers": t.tombstone_markers,
+                "droppable_tombstones": t.droppable_tombstones,
+                "tombstone_compactions": t.tombstone_compactions,
             })
         })
         .collect();
@@ -1028,6 +1113,7 @@ fn compactionstats(state: &AdminState) -> Json {
         "running_compactions": stats.running_compactions,
         "running_flushes": stats.running_flushes,
         "major_compaction": stats.major_compaction,
+        "tombstone_compaction": stats.tombstone_compaction,
         "idle": stats.idle(),
         "tables": tables,
     })
@@ -1066,7 +1152,7 @@ fn netstats(state: &AdminState) -> Json {
     let sessions = state.lifecycle.registry.list();
     let running = sessions.iter().filter(|s| s.state == "running").count();
     json!({
-        "mode": if running > 0 { "STREAMING" } else { "NORMAL" },
+        "mode": mode(state, running > 0),
         "sessions": sessions,
     })
 }

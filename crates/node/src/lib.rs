@@ -137,7 +137,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         joined.coordinator.set_tracer(Arc::clone(&tracer));
         let processor = Arc::new(
             Processor::new(Arc::clone(&schema), Arc::clone(&storage), node, data_plane)
-                .with_tracer(tracer)
+                .with_tracer(Arc::clone(&tracer))
                 .with_settings(config.settings())
                 .with_batch_limits(config.batch_limits)
                 .with_auth(config.auth)
@@ -171,6 +171,9 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             config.data_dir.join("streams").join("in"),
         ));
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        // The CQL server's own stop: at shutdown, or earlier by `shoal tool drain`.
+        let (native_stop, native_stop_rx) = tokio::sync::watch::channel(false);
+        let native_stop = Arc::new(native_stop);
         // Admin API (`shoal tool`, `shoal cluster`) on listen_address:admin_port.
         let admin_addr = SocketAddr::new(config.listen_address, config.admin_port);
         let admin_listener = tokio::net::TcpListener::bind(admin_addr)
@@ -193,6 +196,9 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             schema_changed: Arc::new(move || {
                 let _ = admin_schema_tx.send(());
             }),
+            tracer,
+            native_stop: Arc::clone(&native_stop),
+            drain_state: std::sync::atomic::AtomicU8::new(0),
         });
         // Prometheus metrics (`/metrics`) on prometheus_address:prometheus_port (ScyllaDB's 9180); 0 turns it off.
         let metrics_task = match config.prometheus_port {
@@ -261,7 +267,7 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
             tls,
             limits: config.native_limits,
         };
-        let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, stop_rx.clone()));
+        let server = tokio::spawn(cql_server::serve(listener, Arc::clone(&processor), server_config, native_stop_rx));
 
         // Storage's compression check (storage `tuning`): every 30 s, on a blocking thread.
         let tune_storage = Arc::clone(&storage);
@@ -272,6 +278,19 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
                 tick.tick().await;
                 let storage = Arc::clone(&tune_storage);
                 let _ = tokio::task::spawn_blocking(move || storage.tune_compression()).await;
+            }
+        });
+        // Tombstone compactions (storage `purge`): a check every 5 s, on the blocking pool.
+        let purge_storage = Arc::clone(&storage);
+        let purger = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let storage = Arc::clone(&purge_storage);
+                if let Ok(Err(e)) = tokio::task::spawn_blocking(move || storage.tombstone_compaction()).await {
+                    tracing::warn!("tombstone compaction failed: {e}");
+                }
             }
         });
         // Repair-based tombstone GC: each table's repaired horizon, every 2 s.
@@ -303,12 +322,14 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
         tracing::info!("shutting down: announce it, stop accepting, sync the commit log and hints, flush memtables");
         joined.gossip.shutdown().await;
         let _ = stop_tx.send(true);
+        native_stop.send_replace(true);
         let _ = server.await;
         let _ = admin_task.await;
         if let Some(task) = metrics_task {
             let _ = task.await;
         }
         tuner.abort();
+        purger.abort();
         horizons.abort();
         if let Some(task) = auto_repair {
             task.abort();

@@ -80,6 +80,19 @@ enum ToolCommand {
     Flush { keyspace: Option<String>, tables: Vec<String> },
     /// Major compaction (purges what gc_grace_seconds allows): all tables, a keyspace's, or some tables.
     Compact { keyspace: Option<String>, tables: Vec<String> },
+    /// Purge now what gc_grace_seconds and the repaired horizon let go (deleted data, expired
+    /// cells and deletion markers): all tables, a keyspace's, or some tables.
+    Garbagecollect { keyspace: Option<String>, tables: Vec<String> },
+    /// Flush every memtable and stop serving CQL clients (the native port closes, its
+    /// connections too); the node stays up, serving no clients, until it is stopped.
+    Drain,
+    /// Set the probability (0 to 1) of tracing a request the client did not ask to trace.
+    Settraceprobability {
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+    },
+    /// Print the probability of tracing a request the client did not ask to trace.
+    Gettraceprobability,
     /// Pending hints per target node.
     Listpendinghints,
     /// Stream this node's ranges from the other replicas (all user keyspaces, or one); prints
@@ -410,6 +423,11 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ),
         ToolCommand::Info { .. } => ("GET", vec!["/v1/info".to_string()], QUICK_TIMEOUT),
         ToolCommand::Listpendinghints => ("GET", vec!["/v1/hints".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Drain => ("POST", vec!["/v1/drain".to_string()], MAINTENANCE_TIMEOUT),
+        ToolCommand::Gettraceprobability => ("GET", vec!["/v1/traceprobability".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Settraceprobability { value } => {
+            ("POST", vec![with_query("/v1/traceprobability", &[("value", Some(value))])], QUICK_TIMEOUT)
+        }
         ToolCommand::Netstats => ("GET", vec!["/v1/netstats".to_string()], QUICK_TIMEOUT),
         ToolCommand::Compactionstats { .. } => ("GET", vec!["/v1/compactionstats".to_string()], QUICK_TIMEOUT),
         ToolCommand::RepairAdmin { .. } => ("GET", vec!["/v1/repair_admin".to_string()], QUICK_TIMEOUT),
@@ -509,8 +527,14 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             vec![with_query("/v1/rebuild", &[("keyspace", keyspace.as_deref()), ("source_dc", source_dc.as_deref())])],
             MAINTENANCE_TIMEOUT,
         ),
-        ToolCommand::Flush { keyspace, tables } | ToolCommand::Compact { keyspace, tables } => {
-            let path = if matches!(args.command, ToolCommand::Flush { .. }) { "/v1/flush" } else { "/v1/compact" };
+        ToolCommand::Flush { keyspace, tables }
+        | ToolCommand::Compact { keyspace, tables }
+        | ToolCommand::Garbagecollect { keyspace, tables } => {
+            let path = match args.command {
+                ToolCommand::Flush { .. } => "/v1/flush",
+                ToolCommand::Compact { .. } => "/v1/compact",
+                _ => "/v1/garbagecollect",
+            };
             let paths = if tables.is_empty() {
                 vec![with_query(path, &[("keyspace", keyspace.as_deref())])]
             } else {
@@ -563,9 +587,18 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             text(&answer["files"]),
             human_bytes(answer.get("bytes").and_then(Json::as_u64).unwrap_or(0))
         ),
+        ToolCommand::Gettraceprobability => {
+            format!(
+                "Current trace probability: {:?}\n",
+                answer.get("probability").and_then(Json::as_f64).unwrap_or(0.0)
+            )
+        }
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }
         | ToolCommand::Compact { .. }
+        | ToolCommand::Garbagecollect { .. }
+        | ToolCommand::Drain
+        | ToolCommand::Settraceprobability { .. }
         | ToolCommand::Cleanup { .. }
         | ToolCommand::Decommission
         | ToolCommand::Snapshot { .. }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rocksdb::{
     BlockBasedOptions, BoundColumnFamily, Cache, ColumnFamilyDescriptor, DBWithThreadMode, MultiThreaded, Options,
@@ -27,7 +27,7 @@ use crate::keys::Layout;
 use crate::manifest::{read_manifest, write_manifest, Manifest};
 use crate::memtable::{self, Memtables};
 use crate::write::{poison, GroupCommit};
-use crate::{filter, tuning, StorageError};
+use crate::{filter, purge, tuning, StorageError};
 
 /// Commit log segment size (Cassandra's `commitlog_segment_size` default).
 const SEGMENT_BYTES: u64 = 32 << 20;
@@ -80,6 +80,12 @@ pub struct TableCompactionStats {
     /// Shoal's memtables frozen and not yet written (flushes owed).
     pub frozen_memtables: u64,
     pub frozen_bytes: u64,
+    /// Deletion markers counted since the table's last purge (`purge`).
+    pub tombstone_markers: u64,
+    /// Of those, the ones gc_grace and the repaired horizon let go now.
+    pub droppable_tombstones: u64,
+    /// Tombstone compactions run on the table since the engine opened.
+    pub tombstone_compactions: u64,
 }
 
 /// The node's background work owed and running (`Storage::compaction_stats`).
@@ -89,8 +95,10 @@ pub struct CompactionStats {
     pub running_compactions: u64,
     /// RocksDB's `rocksdb.num-running-flushes` (the whole database).
     pub running_flushes: u64,
-    /// A major compaction (`Storage::compact`) runs now.
+    /// A major compaction (`Storage::compact`) or a tombstone compaction runs now.
     pub major_compaction: bool,
+    /// A tombstone compaction (`purge`) runs now.
+    pub tombstone_compaction: bool,
     pub tables: Vec<TableCompactionStats>,
 }
 
@@ -169,6 +177,9 @@ pub(crate) struct TableStore {
     /// Latencies and scan counts (`metrics::table`); shared, as `gc_grace`,
     /// by the successive `TableStore`s of one table, TRUNCATE's included.
     pub metrics: Arc<metrics::TableMetrics>,
+    /// Deletion markers written and tombstone compactions (`purge`); shared
+    /// as `mem` is.
+    pub markers: Arc<purge::Markers>,
 }
 
 impl TableStore {
@@ -179,11 +190,13 @@ impl TableStore {
         gc_grace: Arc<AtomicI32>,
         horizon: Arc<AtomicI64>,
         mem: Option<Arc<RwLock<Memtables>>>,
+        markers: Option<Arc<purge::Markers>>,
     ) -> TableStore {
         let shape = tuning::shape(&def.options);
         let compressing = Arc::new(AtomicBool::new(shape.compress));
         let mem = mem.unwrap_or_default();
         let full_merge = Arc::new(AtomicBool::new(false));
+        let markers = markers.unwrap_or_else(|| Arc::new(purge::Markers::new(unix_now())));
         TableStore {
             def: def.clone(),
             layout: Layout::of(def),
@@ -195,6 +208,7 @@ impl TableStore {
             compressing,
             full_merge,
             mem,
+            markers,
             metrics: Arc::default(),
         }
     }
@@ -222,8 +236,12 @@ pub struct Storage {
     pub(crate) gc_registry: filter::GcRegistry,
     /// On only during the purging pass of a major compaction (see filter.rs).
     pub(crate) purge_markers: Arc<AtomicBool>,
-    /// Serializes major compactions (the purge flag is global).
+    /// Serializes major and tombstone compactions (the purge flag is global).
     pub(crate) compacting: Mutex<()>,
+    /// A tombstone compaction runs now (`purge`).
+    pub(crate) tombstone_compacting: AtomicBool,
+    /// No tombstone compaction starts before this (`purge`'s pacing).
+    pub(crate) purge_pace: Mutex<Instant>,
     pub(crate) poisoned: Arc<Mutex<Option<String>>>,
     pub(crate) group: Arc<GroupCommit>,
     pub(crate) stop: Arc<AtomicBool>,
@@ -266,7 +284,7 @@ impl Storage {
                 let gc_grace = Arc::new(AtomicI32::new(table.options.gc_grace_seconds));
                 let horizon = Arc::new(AtomicI64::new(config.tombstone_horizon));
                 let store =
-                    Arc::new(TableStore::new(table, cf_name.clone(), ks.durable_writes, gc_grace, horizon, None));
+                    Arc::new(TableStore::new(table, cf_name.clone(), ks.durable_writes, gc_grace, horizon, None, None));
                 gc_registry.register(&store);
                 descriptors.push(ColumnFamilyDescriptor::new(
                     cf_name.clone(),
@@ -378,6 +396,8 @@ impl Storage {
             gc_registry,
             purge_markers,
             compacting: Mutex::new(()),
+            tombstone_compacting: AtomicBool::new(false),
+            purge_pace: Mutex::new(Instant::now()),
             poisoned: Arc::new(Mutex::new(None)),
             group: Arc::new(GroupCommit::default()),
             stop: Arc::new(AtomicBool::new(false)),
@@ -554,23 +574,25 @@ impl Storage {
             let existing = read_lock(&self.tables).get(id).cloned();
             // An existing table keeps its column family and the gc_grace and
             // horizon its compaction filter factory reads (via the registry).
-            let (cf_name, gc_grace, horizon, mem) = match &existing {
+            let (cf_name, gc_grace, horizon, mem, markers) = match &existing {
                 Some(store) => (
                     store.cf_name.clone(),
                     Arc::clone(&store.gc_grace),
                     Arc::clone(&store.horizon),
                     Some(Arc::clone(&store.mem)),
+                    Some(Arc::clone(&store.markers)),
                 ),
                 None => (
                     format!("t_{}_0", id.simple()),
                     Arc::new(AtomicI32::new(table.options.gc_grace_seconds)),
                     Arc::new(AtomicI64::new(self.config.tombstone_horizon)),
                     None,
+                    None,
                 ),
             };
             gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
             let store = Arc::new(
-                TableStore::new(table, cf_name, ks.durable_writes, gc_grace, horizon, mem)
+                TableStore::new(table, cf_name, ks.durable_writes, gc_grace, horizon, mem, markers)
                     .keeping_metrics(existing.as_deref()),
             );
             if let Some(old) = &existing {
@@ -728,7 +750,8 @@ impl Storage {
         let gc_grace = Arc::new(AtomicI32::new(old.gc_grace.load(Ordering::Relaxed)));
         let horizon = Arc::clone(&old.horizon);
         let store = Arc::new(
-            TableStore::new(&old.def, name.clone(), old.durable, gc_grace, horizon, None).keeping_metrics(Some(&old)),
+            TableStore::new(&old.def, name.clone(), old.durable, gc_grace, horizon, None, None)
+                .keeping_metrics(Some(&old)),
         );
         self.gc_registry.register(&store);
         self.db.create_cf(
@@ -814,17 +837,82 @@ impl Storage {
         let stores = self.tables_or_all(table)?;
         let _one_at_a_time = lock(&self.compacting);
         for store in stores {
-            let cf = self.cf(&store)?;
-            self.flusher.flush_now(&store)?;
-            let mut opts = rocksdb::CompactOptions::default();
-            opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
-            self.purge_markers.store(false, Ordering::SeqCst);
-            self.db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &opts);
-            self.purge_markers.store(true, Ordering::SeqCst);
-            self.db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &opts);
-            self.purge_markers.store(false, Ordering::SeqCst);
+            self.purge_table(&store)?;
         }
         Ok(())
+    }
+
+    /// `compact`'s two passes on one table; the caller holds `compacting`.
+    /// Forgets the deletion markers counted (`purge`) that the purge dropped.
+    pub(crate) fn purge_table(&self, store: &TableStore) -> Result<(), StorageError> {
+        let cf = self.cf(store)?;
+        let gc_before = self.gc_registry.gc_before(&store.cf_name, unix_now());
+        self.flusher.flush_now(store)?;
+        let mut opts = rocksdb::CompactOptions::default();
+        opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
+        self.purge_markers.store(false, Ordering::SeqCst);
+        self.db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &opts);
+        self.purge_markers.store(true, Ordering::SeqCst);
+        self.db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &opts);
+        self.purge_markers.store(false, Ordering::SeqCst);
+        store.markers.forget(gc_before);
+        store.markers.last_purge.store(unix_now(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A table's deletion markers gc_grace and its repaired horizon let go
+    /// now, and its estimated keys on disk (`purge`).
+    fn droppable(&self, store: &TableStore) -> (u64, u64) {
+        let droppable = store.markers.droppable(self.gc_registry.gc_before(&store.cf_name, unix_now()));
+        let keys = self
+            .cf(store)
+            .ok()
+            .and_then(|cf| self.db.property_int_value_cf(&cf, "rocksdb.estimate-num-keys").ok().flatten())
+            .unwrap_or(0);
+        (droppable, keys)
+    }
+
+    /// One check of the tombstone compactions (`purge`): runs the purge of
+    /// `compact` on the table most over its `tombstone_threshold` whose
+    /// `tombstone_compaction_interval` has passed, if any, and unless a
+    /// major or tombstone compaction runs or the pacing holds it back.
+    /// Returns the table purged. Blocks while it purges: call it off the
+    /// async runtime's workers.
+    pub fn tombstone_compaction(&self) -> Result<Option<Uuid>, StorageError> {
+        if self.stop.load(Ordering::Relaxed) || Instant::now() < *lock(&self.purge_pace) {
+            return Ok(None);
+        }
+        let now = unix_now();
+        let mut due: Option<(f64, Arc<TableStore>)> = None;
+        for store in read_lock(&self.tables).values() {
+            let options = purge::PurgeOptions::of(&store.def.options);
+            if !options.enabled || now - store.markers.last_purge.load(Ordering::Relaxed) < options.interval_secs {
+                continue;
+            }
+            let (droppable, keys) = self.droppable(store);
+            let ratio = droppable as f64 / keys.max(1) as f64;
+            if droppable > 0 && ratio > options.threshold && due.as_ref().is_none_or(|(r, _)| ratio > *r) {
+                due = Some((ratio, Arc::clone(store)));
+            }
+        }
+        let Some((ratio, store)) = due else { return Ok(None) };
+        let Ok(_one_at_a_time) = self.compacting.try_lock() else { return Ok(None) };
+        // A table dropped meanwhile has no column family any more.
+        if self.table(&store.def.id).is_err() {
+            return Ok(None);
+        }
+        tracing::info!(
+            table = %format!("{}.{}", store.def.keyspace, store.def.name),
+            ratio = format!("{ratio:.2}"),
+            "tombstone compaction: purging the deletion markers gc_grace_seconds lets go"
+        );
+        self.tombstone_compacting.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        let result = self.purge_table(&store);
+        self.tombstone_compacting.store(false, Ordering::SeqCst);
+        *lock(&self.purge_pace) = Instant::now() + started.elapsed();
+        store.markers.purges.fetch_add(1, Ordering::Relaxed);
+        result.map(|()| Some(store.def.id))
     }
 
     /// Size of a table's files and memtables in bytes (for `load`).
@@ -884,6 +972,7 @@ impl Storage {
                 let cf_int = |name: &str| {
                     cf.as_ref().and_then(|cf| self.db.property_int_value_cf(cf, name).ok().flatten()).unwrap_or(0)
                 };
+                let (droppable_tombstones, _) = self.droppable(store);
                 TableCompactionStats {
                     id: store.def.id,
                     keyspace: store.def.keyspace.clone(),
@@ -893,6 +982,9 @@ impl Storage {
                     mem_table_flush_pending: cf_int("rocksdb.mem-table-flush-pending") > 0,
                     frozen_memtables,
                     frozen_bytes,
+                    tombstone_markers: store.markers.total(),
+                    droppable_tombstones,
+                    tombstone_compactions: store.markers.purges.load(Ordering::Relaxed),
                 }
             })
             .collect();
@@ -901,6 +993,7 @@ impl Storage {
             running_compactions: db_int("rocksdb.num-running-compactions"),
             running_flushes: db_int("rocksdb.num-running-flushes"),
             major_compaction: self.compacting.try_lock().is_err(),
+            tombstone_compaction: self.tombstone_compacting.load(Ordering::SeqCst),
             tables,
         }
     }
@@ -1037,6 +1130,11 @@ fn direct_io_works(dir: &Path) -> bool {
     });
     let _ = std::fs::remove_file(&probe);
     works
+}
+
+/// Seconds since the epoch now.
+pub(crate) fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -31,8 +31,10 @@
 //!   may hold, which the filter cannot see. So markers are purged only in the second pass of a major
 //!   compaction (`Storage::compact`): the first pass turns every operand into
 //!   a plain value without purging markers; the second sees every shadowed
-//!   cell, drops it, and purges the marker in the same pass. Automatic
-//!   compactions never purge markers. A write arriving with an older
+//!   cell, drops it, and purges the marker in the same pass. RocksDB's
+//!   automatic compactions never purge markers; the node's background
+//!   tombstone compactions (`purge`) are this same two-pass purge, so the
+//!   argument holds for them unchanged. A write arriving with an older
 //!   timestamp after its tombstone is purged reappears: the gc_grace caveat
 //!   Cassandra shares, which the repaired horizon narrows to writes that
 //!   were on no replica when the last repair began (a late hint, a client's
@@ -71,7 +73,7 @@ impl GcRegistry {
         lock(&self.0).remove(cf);
     }
     /// Tombstones deleted before this (unix seconds) may be purged.
-    fn gc_before(&self, cf: &str, now: i64) -> i64 {
+    pub fn gc_before(&self, cf: &str, now: i64) -> i64 {
         let (gc_grace, horizon) = lock(&self.0)
             .get(cf)
             .map(|(g, h)| (g.load(Ordering::Relaxed), h.load(Ordering::Relaxed)))

@@ -8,7 +8,12 @@
 //! compaction filter (`filter`), at compaction time; tombstones and expired
 //! cells are purged after `gc_grace_seconds`, and only once deleted before
 //! the table's repaired horizon (`Storage::set_tombstone_horizon`, set by a
-//! cluster node from its repairs).
+//! cluster node from its repairs). Deletion markers go only in the two-pass
+//! purge of `Storage::compact`, which the node also runs by itself, as
+//! Cassandra's tombstone compactions, on a table whose droppable markers
+//! (counted on the write path) exceed its `tombstone_threshold`
+//! (`purge`: `Storage::tombstone_compaction`), so a delete-heavy table stops
+//! growing with no operator.
 //! A table's `compaction` and `compression` options shape its column family
 //! (`tuning`), and a compression check turns LZ4 off for data it cannot shrink.
 //!
@@ -75,6 +80,7 @@ mod manifest;
 mod memtable;
 pub mod packed;
 mod paxos;
+mod purge;
 mod raw;
 mod read;
 pub mod snapshot;
@@ -92,6 +98,7 @@ pub use engine::{
 };
 pub use index::{entry_value as index_entry_value, IndexScan, INDEX_NOT_AVAILABLE};
 pub use manifest::STORAGE_FORMAT;
+pub use purge::{DEFAULT_INTERVAL_SECS as TOMBSTONE_COMPACTION_INTERVAL, DEFAULT_THRESHOLD as TOMBSTONE_THRESHOLD};
 pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 pub use snapshot::{SnapshotEntry, SnapshotManifest, SnapshotReader};

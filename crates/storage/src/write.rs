@@ -300,12 +300,14 @@ pub(crate) fn encode_mutation(
     keys::partition_prefix(m.token, &m.partition_key, key)?;
     let prefix_len = key.len();
     if let Some(d) = m.partition_deletion {
+        store.markers.add(d.local_deletion_time);
         key.push(keys::SECTION_PARTITION_DELETION);
         value.clear();
         cell::encode_tombstone(d.timestamp, d.local_deletion_time, value);
         put(key, value);
     }
     for rt in &m.range_tombstones {
+        store.markers.add(rt.deletion.local_deletion_time);
         key.truncate(prefix_len);
         key.push(keys::SECTION_RANGE_TOMBSTONE);
         let mut start = Vec::new();
@@ -335,6 +337,7 @@ pub(crate) fn encode_mutation(
         }
         packer.clear();
         if let Some(d) = row.deletion {
+            store.markers.add(d.local_deletion_time);
             packer.add(
                 |k| k.extend_from_slice(&keys::COLUMN_ROW_DELETION.to_be_bytes()),
                 |v| cell::encode_tombstone(d.timestamp, d.local_deletion_time, v),
@@ -347,6 +350,7 @@ pub(crate) fn encode_mutation(
             );
         }
         for (column, d) in &row.complex_deletions {
+            store.markers.add(d.local_deletion_time);
             packer.add(
                 |k| {
                     k.extend_from_slice(&column.to_be_bytes());

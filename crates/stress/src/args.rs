@@ -40,7 +40,7 @@ pub enum Invocation {
 pub const USAGE: &str = "\
 usage: shoal stress write|read|mixed|verify|counter_write|counter_read|lwt [n=N | duration=30s] [cl=ONE]
          [no-warmup] [truncate=never|once|always] [interval=1s] [seed=N] [keep-going]
-         [ratio(read=9,write=1) | read=9 write=1]                 (mixed only)
+         [ratio(read=9,write=1[,delete=1]) | read=9 write=1]      (mixed only; delete: driver mode)
          [add=fixed(1) | add=uniform(1..10)]                      (counter_write: each increment)
          [ratio(insert=1,update=1)] [serial-cl=SERIAL|LOCAL_SERIAL] (lwt only)
        counter_write/counter_read: cassandra-stress's counter1 table (key blob, C0..Cn-1 counter)
@@ -53,6 +53,7 @@ usage: shoal stress write|read|mixed|verify|counter_write|counter_read|lwt [n=N 
        -schema [keyspace=keyspace1] replication(factor=1)
                | replication(strategy=NetworkTopologyStrategy,DC1=3,DC2=3)
                [compaction(strategy=LeveledCompactionStrategy[,k=v...])] [durable_writes=true|false]
+               [gc_grace_seconds=N]        (a Shoal extension: the table's gc_grace_seconds)
        -pop seq=1..N | uniform(1..N) | gaussian(1..N) | dist=uniform(1..N)
        -mode native cql3 prepared | simplenative [user=U password=P] [connectionsPerHost=N]
                                    (simplenative: the stress tool's own lean client, not the driver)
@@ -217,12 +218,13 @@ fn command_param(settings: &mut Settings, word: &str) -> Result<(), UsageError> 
         if settings.command != Command::Mixed {
             return err("ratio(...) applies to mixed and lwt only");
         }
-        let mut ratio = Ratio { read: 0, write: 0 };
+        let mut ratio = Ratio { read: 0, write: 0, delete: 0 };
         for (key, value) in key_values(inner)? {
             match key.as_str() {
                 "read" => ratio.read = parse_u32(&value, "ratio read")?,
                 "write" | "insert" => ratio.write = parse_u32(&value, "ratio write")?,
-                other => return err(format!("ratio({other}=...) is not an operation; use read and write")),
+                "delete" => ratio.delete = parse_u32(&value, "ratio delete")?,
+                other => return err(format!("ratio({other}=...) is not an operation; use read, write and delete")),
             }
         }
         settings.ratio = ratio;
@@ -258,8 +260,8 @@ fn command_param(settings: &mut Settings, word: &str) -> Result<(), UsageError> 
         "read" | "write" | "insert" if settings.command == Command::Mixed => {
             // The shorthand `read=9 write=1`; a word overrides only its own weight.
             let weight = parse_u32(value, key)?;
-            if settings.ratio == (Ratio { read: 1, write: 1 }) {
-                settings.ratio = Ratio { read: 0, write: 0 };
+            if settings.ratio == (Ratio { read: 1, write: 1, delete: 0 }) {
+                settings.ratio = Ratio { read: 0, write: 0, delete: 0 };
             }
             if key == "read" {
                 settings.ratio.read = weight;
@@ -427,6 +429,9 @@ fn schema_option(settings: &mut Settings, words: &[String]) -> Result<(), UsageE
                         "false" => false,
                         _ => return err(format!("durable_writes={value}: use true or false")),
                     }
+                }
+                "gc_grace_seconds" | "gc_grace" => {
+                    settings.schema.gc_grace_seconds = Some(parse_u32(value, "gc_grace_seconds")?);
                 }
                 "keyspace" => {
                     if value.is_empty() || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {

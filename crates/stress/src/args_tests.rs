@@ -411,3 +411,22 @@ fn lwt_reads_its_ratio_and_serial_consistency() {
     assert!(Command::Lwt.writes());
     assert_eq!(Command::Lwt.name(), "lwt");
 }
+
+#[test]
+fn deletes_and_gc_grace_are_shoal_extensions() {
+    let s = run("mixed ratio(write=1,delete=3) n=10 -schema gc_grace_seconds=0 compaction(strategy=SizeTieredCompactionStrategy,tombstone_compaction_interval=60)").unwrap();
+    assert_eq!((s.ratio.read, s.ratio.write, s.ratio.delete), (0, 1, 3));
+    assert_eq!(s.schema.gc_grace_seconds, Some(0));
+    let cql = crate::workload::schema_cql(&s);
+    assert!(cql[1].ends_with("'tombstone_compaction_interval': '60'} AND gc_grace_seconds = 0"), "{}", cql[1]);
+    assert_eq!(
+        crate::workload::Statements::of(&s).delete.as_deref(),
+        Some("DELETE FROM keyspace1.standard1 WHERE key = ?")
+    );
+    let only = run("mixed ratio(delete=1) n=10 -schema gc_grace_seconds=5").unwrap();
+    assert!(crate::workload::schema_cql(&only)[1].ends_with(" WITH gc_grace_seconds = 5"));
+    assert_eq!(crate::workload::Statements::of(&run("mixed n=10").unwrap()).delete, None);
+    let refused = run("mixed ratio(delete=1) n=10 -mode simplenative").unwrap_err();
+    assert!(refused.contains("needs the driver"), "{refused}");
+    assert!(run("mixed ratio(delete=x) n=10").unwrap_err().contains("ratio delete"));
+}

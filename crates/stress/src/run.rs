@@ -105,6 +105,7 @@ struct Prepared {
     write: Option<PreparedStatement>,
     read: Option<PreparedStatement>,
     update: Option<PreparedStatement>,
+    delete: Option<PreparedStatement>,
 }
 
 /// What [`run`] sets up: the setup's connection, the driver's prepared
@@ -322,6 +323,7 @@ async fn connect_driver(settings: &Settings, hosts: &[String]) -> Result<Connect
         (&statements.write, &mut prepared.write),
         (&statements.read, &mut prepared.read),
         (&statements.update, &mut prepared.update),
+        (&statements.delete, &mut prepared.delete),
     ] {
         let Some(cql) = cql else { continue };
         let mut statement = session
@@ -623,7 +625,7 @@ async fn execute(
         _ => (workload::op_kind(settings, op), workload::key_index(engine.population, settings.seed, op)),
     };
     let op_type = match kind {
-        OpKind::Write | OpKind::CounterAdd | OpKind::LwtInsert | OpKind::LwtUpdate => OpType::Write,
+        OpKind::Write | OpKind::CounterAdd | OpKind::LwtInsert | OpKind::LwtUpdate | OpKind::Delete => OpType::Write,
         OpKind::Read | OpKind::Verify | OpKind::CounterRead => OpType::Read,
     };
     let key = workload::key(index);
@@ -636,6 +638,7 @@ async fn execute(
             OpKind::CounterAdd => counter_add(engine, op, attempt, &key, buffer).await,
             OpKind::LwtInsert => lwt_insert(engine, op, attempt, index, &key, buffer).await,
             OpKind::LwtUpdate => lwt_update(engine, op, attempt, index, &key).await,
+            OpKind::Delete => delete(engine, &key).await,
         };
         let over = || state.stop.load(Ordering::Relaxed) || state.deadline.is_some_and(|d| Instant::now() >= d);
         match result {
@@ -660,6 +663,7 @@ async fn execute(
                     OpKind::CounterRead => "counter read",
                     OpKind::LwtInsert => "INSERT IF NOT EXISTS",
                     OpKind::LwtUpdate => "UPDATE IF",
+                    OpKind::Delete => "delete",
                 };
                 if let Some(failed) = &engine.failed_keys {
                     failed.record(index);
@@ -693,6 +697,13 @@ async fn write(
     let Some(insert) = &engine.prepared.write else { return Err("no INSERT statement prepared".to_string()) };
     let row = InsertRow { key, values: buffer, size: settings.column_size as usize };
     session(engine)?.execute_unpaged(insert, row).await.map_err(|e| e.to_string())?;
+    Ok(Outcome::Written)
+}
+
+/// `mixed` with `delete=`: deletes the key's row (driver mode only).
+async fn delete(engine: &Engine, key: &[u8]) -> Result<Outcome, String> {
+    let Some(delete) = &engine.prepared.delete else { return Err("no DELETE prepared".to_string()) };
+    session(engine)?.execute_unpaged(delete, (key,)).await.map_err(|e| e.to_string())?;
     Ok(Outcome::Written)
 }
 

@@ -262,6 +262,8 @@ pub struct Schema {
     /// Compaction class name (e.g. `LeveledCompactionStrategy`), with its extra options.
     pub compaction: Option<(String, Vec<(String, String)>)>,
     pub durable_writes: bool,
+    /// `gc_grace_seconds=N` (a Shoal extension): the table's gc_grace_seconds.
+    pub gc_grace_seconds: Option<u32>,
 }
 
 /// `-node`: where to connect.
@@ -293,6 +295,8 @@ pub struct Transport {
 pub struct Ratio {
     pub read: u32,
     pub write: u32,
+    /// `delete=` (a Shoal extension): deletes of the key's row.
+    pub delete: u32,
 }
 
 /// Everything one run needs.
@@ -394,9 +398,10 @@ impl Settings {
                 replication: Replication::Simple { factor: 1 },
                 compaction: None,
                 durable_writes: true,
+                gc_grace_seconds: None,
             },
             population: None,
-            ratio: Ratio { read: 1, write: 1 },
+            ratio: Ratio { read: 1, write: 1, delete: 0 },
             counter_add: AddDistribution::Fixed(1),
             lwt_ratio: LwtRatio { insert: 1, update: 1 },
             serial_consistency: SerialConsistency::Serial,
@@ -486,7 +491,7 @@ impl Settings {
                 KEY_INDEX_LIMIT - 1
             ));
         }
-        if self.command == Command::Mixed && self.ratio.read == 0 && self.ratio.write == 0 {
+        if self.command == Command::Mixed && self.ratio.read == 0 && self.ratio.write == 0 && self.ratio.delete == 0 {
             return Err("ratio(read=..,write=..) needs at least one non-zero weight".to_string());
         }
         if self.command == Command::Lwt && self.lwt_ratio.insert == 0 {
@@ -496,6 +501,9 @@ impl Settings {
             if lo > hi {
                 return Err(format!("add=uniform({lo}..{hi}) is empty"));
             }
+        }
+        if self.command == Command::Mixed && self.ratio.delete > 0 && self.simple_native {
+            return Err("ratio(delete=..) needs the driver: -mode simplenative has no DELETE".to_string());
         }
         if self.transport.is_some() && !self.simple_native {
             return Err("-transport (TLS) needs -mode simplenative: the scylla driver in this build has no TLS \

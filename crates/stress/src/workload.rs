@@ -127,6 +127,8 @@ pub enum OpKind {
     LwtInsert,
     /// `lwt`: `UPDATE ... IF v = ?`.
     LwtUpdate,
+    /// `mixed` with `delete=`: `DELETE FROM ... WHERE key = ?`.
+    Delete,
 }
 
 /// The kind of operation `op` of a run of `settings`.
@@ -193,12 +195,15 @@ pub fn counter_increment(add: AddDistribution, seed: u64, op: u64, column: u32) 
 }
 
 fn mixed_kind(ratio: Ratio, seed: u64, op: u64) -> OpKind {
-    let total = u64::from(ratio.read) + u64::from(ratio.write);
+    let total = u64::from(ratio.read) + u64::from(ratio.write) + u64::from(ratio.delete);
     let r = mix64(mix64(seed ^ 0x5EED_0004) ^ op);
-    if ((u128::from(r) * u128::from(total)) >> 64) < u128::from(ratio.read) {
+    let draw = (u128::from(r) * u128::from(total)) >> 64;
+    if draw < u128::from(ratio.read) {
         OpKind::Read
-    } else {
+    } else if draw < u128::from(ratio.read) + u128::from(ratio.write) {
         OpKind::Write
+    } else {
+        OpKind::Delete
     }
 }
 
@@ -266,6 +271,8 @@ pub struct Statements {
     pub write: Option<String>,
     pub read: Option<String>,
     pub update: Option<String>,
+    /// `mixed` with `delete=`: the DELETE of a key's row.
+    pub delete: Option<String>,
 }
 
 impl Statements {
@@ -280,7 +287,9 @@ impl Statements {
             Command::CounterRead => (None, Some(counter_select_cql(ks, n)), None),
             Command::Lwt => (Some(lwt_insert_cql(ks, n)), None, Some(lwt_update_cql(ks))),
         };
-        Statements { write, read, update }
+        let delete = (settings.command == Command::Mixed && settings.ratio.delete > 0)
+            .then(|| format!("DELETE FROM {ks}.{TABLE} WHERE key = ?"));
+        Statements { write, read, update, delete }
     }
 }
 
@@ -291,6 +300,10 @@ fn with_compaction(mut cql: String, schema: &Schema) -> String {
             cql.push_str(&format!(", '{}': '{}'", k.replace('\'', "''"), v.replace('\'', "''")));
         }
         cql.push('}');
+    }
+    if let Some(gc_grace) = schema.gc_grace_seconds {
+        cql.push_str(if schema.compaction.is_some() { " AND " } else { " WITH " });
+        cql.push_str(&format!("gc_grace_seconds = {gc_grace}"));
     }
     cql
 }
@@ -395,9 +408,16 @@ mod tests {
 
     #[test]
     fn mixed_ratio_is_respected() {
-        let reads = (0..100_000).filter(|&op| mixed_kind(Ratio { read: 9, write: 1 }, 1, op) == OpKind::Read).count();
+        let reads = (0..100_000)
+            .filter(|&op| mixed_kind(Ratio { read: 9, write: 1, delete: 0 }, 1, op) == OpKind::Read)
+            .count();
         assert!((89_000..91_000).contains(&reads), "{reads}");
-        assert!((0..1000).all(|op| mixed_kind(Ratio { read: 0, write: 1 }, 1, op) == OpKind::Write));
+        assert!((0..1000).all(|op| mixed_kind(Ratio { read: 0, write: 1, delete: 0 }, 1, op) == OpKind::Write));
+        let deletes = (0..100_000)
+            .filter(|&op| mixed_kind(Ratio { read: 0, write: 1, delete: 1 }, 1, op) == OpKind::Delete)
+            .count();
+        assert!((48_000..52_000).contains(&deletes), "{deletes}");
+        assert!((0..1000).all(|op| mixed_kind(Ratio { read: 1, write: 1, delete: 0 }, 1, op) != OpKind::Delete));
     }
 
     #[test]

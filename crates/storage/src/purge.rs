@@ -1,0 +1,183 @@
+//! Tombstone compactions: deletion markers purged without an operator, as
+//! Cassandra's single-SSTable tombstone compactions do, so a delete-heavy
+//! table stops growing on its own.
+//!
+//! Automatic RocksDB compactions never purge deletion markers (see `filter`:
+//! a marker may shadow operands the filter cannot see). Only the two-pass
+//! purge of `Storage::compact` may. So the node runs that same purge in the
+//! background, one table at a time, when a table's markers are worth it:
+//! - Every deletion marker written (row, range, partition and collection
+//!   deletions) is counted by its local deletion time, in 10-second buckets
+//!   (`Markers`), on the write path (`write::encode_mutation`): no scan.
+//! - A table is due when the markers that `gc_grace_seconds` and its
+//!   repaired horizon would let go (`gc_before`, as the filter computes it)
+//!   exceed `tombstone_threshold` (default 0.2) of its estimated keys
+//!   (RocksDB's `rocksdb.estimate-num-keys`), and its last tombstone
+//!   compaction (or, before the first, the opening of the engine or the
+//!   table's creation) is at least `tombstone_compaction_interval` seconds
+//!   old (default 86400). Both are the table's `compaction` options, as in
+//!   Cassandra; `'enabled': 'false'` turns them off with the rest.
+//!   `unchecked_tombstone_compaction` is accepted and changes nothing: the
+//!   purge always takes the whole table, so there are no overlapping files
+//!   to check.
+//! - `Storage::tombstone_compaction` checks and runs at most one purge; the
+//!   node calls it every few seconds on the blocking pool.
+//!
+//! Invariants:
+//! - At most one purge runs at a time, with major compactions included
+//!   (both hold `Storage::compacting`; a tombstone compaction that finds it
+//!   held waits for the next check).
+//! - Paced: after a tombstone compaction that took `d`, none starts for
+//!   another `d` (background purges take at most half the time).
+//! - The safety argument of `filter` holds unchanged: the purge is
+//!   `Storage::compact`'s own two passes; this module only decides when.
+//! - The counts are an estimate: they are kept in memory (markers written
+//!   before a restart are not counted after it, until they are purged by a
+//!   later tombstone compaction or by `compact`), markers streamed or
+//!   repaired in are not counted, and a purge forgets only buckets wholly
+//!   before its `gc_before`. Being wrong costs a purge too many or too
+//!   late, never data.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::Mutex;
+
+use types::schema::TableOptions;
+
+use crate::engine::lock;
+
+/// Width of a bucket of marker counts, in seconds.
+pub(crate) const BUCKET_SECS: i64 = 10;
+/// Most buckets kept per table; past it the oldest is folded into the next
+/// (which makes its markers look younger: later to purge, never earlier).
+const MAX_BUCKETS: usize = 8192;
+
+/// Cassandra's `tombstone_threshold` default.
+pub const DEFAULT_THRESHOLD: f64 = 0.2;
+/// Cassandra's `tombstone_compaction_interval` default, in seconds.
+pub const DEFAULT_INTERVAL_SECS: i64 = 86_400;
+
+/// A table's tombstone compaction options (its CQL `compaction` map).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct PurgeOptions {
+    pub enabled: bool,
+    pub threshold: f64,
+    pub interval_secs: i64,
+}
+
+impl PurgeOptions {
+    pub fn of(options: &TableOptions) -> PurgeOptions {
+        let get = |k: &str| options.compaction.get(k).map(|v| v.trim());
+        PurgeOptions {
+            enabled: get("enabled").is_none_or(|v| !v.eq_ignore_ascii_case("false")),
+            threshold: get("tombstone_threshold")
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|t| t.is_finite() && *t >= 0.0)
+                .unwrap_or(DEFAULT_THRESHOLD),
+            interval_secs: get("tombstone_compaction_interval")
+                .and_then(|v| v.parse::<i64>().ok())
+                .filter(|s| *s >= 0)
+                .unwrap_or(DEFAULT_INTERVAL_SECS),
+        }
+    }
+}
+
+/// One table's deletion markers written and its tombstone compactions.
+/// Shared by the successive `TableStore`s of one table (new on TRUNCATE).
+pub(crate) struct Markers {
+    /// Markers written, by bucket (local deletion time rounded down to
+    /// `BUCKET_SECS`).
+    counts: Mutex<BTreeMap<i64, u64>>,
+    /// When the last tombstone compaction of the table ended (unix seconds),
+    /// or when counting began.
+    pub last_purge: AtomicI64,
+    /// Tombstone compactions run on the table.
+    pub purges: AtomicU64,
+}
+
+impl Markers {
+    pub fn new(now: i64) -> Markers {
+        Markers { counts: Mutex::new(BTreeMap::new()), last_purge: AtomicI64::new(now), purges: AtomicU64::new(0) }
+    }
+
+    /// Counts one marker deleted at `local_deletion_time` (unix seconds).
+    pub fn add(&self, local_deletion_time: i32) {
+        let bucket = i64::from(local_deletion_time).div_euclid(BUCKET_SECS) * BUCKET_SECS;
+        let mut counts = lock(&self.counts);
+        *counts.entry(bucket).or_insert(0) += 1;
+        if counts.len() > MAX_BUCKETS {
+            if let Some((_, n)) = counts.pop_first() {
+                if let Some(mut next) = counts.first_entry() {
+                    *next.get_mut() += n;
+                }
+            }
+        }
+    }
+
+    /// Markers surely deleted before `gc_before` (whole buckets only).
+    pub fn droppable(&self, gc_before: i64) -> u64 {
+        lock(&self.counts).range(..gc_before.saturating_sub(BUCKET_SECS).saturating_add(1)).map(|(_, n)| n).sum()
+    }
+
+    /// Markers counted and not yet forgotten.
+    pub fn total(&self) -> u64 {
+        lock(&self.counts).values().sum()
+    }
+
+    /// Forgets the markers a purge with this `gc_before` dropped.
+    pub fn forget(&self, gc_before: i64) {
+        let mut counts = lock(&self.counts);
+        let kept = counts.split_off(&gc_before.saturating_sub(BUCKET_SECS).saturating_add(1));
+        *counts = kept;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn droppable_counts_whole_buckets_before_gc_before() {
+        let m = Markers::new(0);
+        m.add(100); // bucket [100, 110)
+        m.add(109);
+        m.add(110); // bucket [110, 120)
+        assert_eq!(m.total(), 3);
+        assert_eq!(m.droppable(109), 0);
+        assert_eq!(m.droppable(110), 2);
+        assert_eq!(m.droppable(119), 2);
+        assert_eq!(m.droppable(120), 3);
+        m.forget(115);
+        assert_eq!(m.total(), 1);
+        assert_eq!(m.droppable(i64::MAX), 1);
+    }
+
+    #[test]
+    fn buckets_are_bounded_and_fold_forward() {
+        let m = Markers::new(0);
+        for i in 0..(MAX_BUCKETS as i32 + 10) {
+            m.add(i * BUCKET_SECS as i32);
+        }
+        assert!(lock(&m.counts).len() <= MAX_BUCKETS);
+        assert_eq!(m.total(), MAX_BUCKETS as u64 + 10);
+        // Folded markers look younger, never older.
+        assert_eq!(m.droppable(BUCKET_SECS * 5), 0);
+    }
+
+    #[test]
+    fn options_parse_cassandra_names() {
+        let mut o = TableOptions::default();
+        assert_eq!(
+            PurgeOptions::of(&o),
+            PurgeOptions { enabled: true, threshold: DEFAULT_THRESHOLD, interval_secs: DEFAULT_INTERVAL_SECS }
+        );
+        o.compaction.insert("tombstone_threshold".into(), "0.5".into());
+        o.compaction.insert("tombstone_compaction_interval".into(), " 5 ".into());
+        o.compaction.insert("enabled".into(), "False".into());
+        assert_eq!(PurgeOptions::of(&o), PurgeOptions { enabled: false, threshold: 0.5, interval_secs: 5 });
+        o.compaction.insert("tombstone_threshold".into(), "-1".into());
+        o.compaction.insert("tombstone_compaction_interval".into(), "soon".into());
+        let p = PurgeOptions::of(&o);
+        assert_eq!((p.threshold, p.interval_secs), (DEFAULT_THRESHOLD, DEFAULT_INTERVAL_SECS));
+    }
+}

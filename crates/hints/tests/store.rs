@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
 
-use hints::{Hint, HintConfig, HintError, HintStore};
+use hints::{Hint, HintConfig, HintError, HintStats, HintStore};
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -80,7 +80,8 @@ fn round_trip_across_reopen() {
     let batch = store.next_batch(b, 1).unwrap().unwrap();
     assert_eq!(batch.hints, vec![Hint { created_at_ms: 2_000, payload: vec![] }]);
     assert_eq!(store.next_batch(Uuid::from_u128(3), 100).unwrap(), None);
-    assert_eq!(store.stats(), Default::default());
+    // Counted since this open: the two hints delivered, nothing damaged or stored.
+    assert_eq!(store.stats(), HintStats { replayed_hints: 2, ..Default::default() });
 }
 
 #[test]
@@ -485,5 +486,21 @@ fn stored_hints_survive_kill() {
     assert!(!status.success(), "the child was expected to abort");
     let store = open(dir.path(), 200, 0);
     assert_eq!(drain(&store, Uuid::from_u128(7), 1 << 20), (0..50).map(payload).collect::<Vec<_>>());
-    assert_eq!(store.stats(), Default::default());
+    assert_eq!(store.stats(), HintStats { replayed_hints: 50, ..Default::default() });
+}
+
+#[test]
+fn stats_count_hints_stored_and_replayed_since_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 1 << 20, 0);
+    let t = Uuid::from_u128(9);
+    for i in 0..5 {
+        store.store(t, 1_000, &payload(i)).unwrap();
+    }
+    assert_eq!(store.stats(), HintStats { stored_hints: 5, ..Default::default() });
+    let batch = store.next_batch(t, 1 << 20).unwrap().unwrap();
+    // Acknowledging the same batch twice counts its hints once.
+    store.ack(&batch).unwrap();
+    store.ack(&batch).unwrap();
+    assert_eq!(store.stats(), HintStats { stored_hints: 5, replayed_hints: 5, ..Default::default() });
 }

@@ -44,6 +44,7 @@ FAMILIES = {
     "shoal_hints_replayed": "counter",
     "shoal_hints_pending_bytes": "gauge",
     "shoal_read_repairs": "counter",
+    "shoal_dropped_messages": "counter",
     "shoal_streaming_bytes": "counter",
     "shoal_connected_native_clients": "gauge",
     "shoal_commitlog_total_size_bytes": "gauge",
@@ -206,6 +207,8 @@ def test_nodetool_style_commands_print_and_their_json_parses(shoal_node_factory)
     tp = json.loads(node.tool("tpstats", "--json"))
     assert {p["name"] for p in tp["thread_pools"]} == {"ReadStage", "MutationStage"}
     assert node.tool("tpstats").split()[:6] == ["Pool", "Name", "Active", "Pending", "Completed", "Blocked"]
+    assert {"message_type": "MUTATION_REQ", "dropped": 0} in tp["dropped_messages"], tp
+    assert "Message type  Dropped" in node.tool("tpstats")
 
     bad = subprocess.run([node.bin_path, "tool", "-h", node.host, "-p", str(node.config["admin_port"]), "tablestats",
                           "nope"], capture_output=True, text=True, timeout=30)

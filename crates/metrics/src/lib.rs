@@ -26,6 +26,40 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// before answering (Cassandra's `ReadRepair.RepairedBlocking`).
 pub static READ_REPAIRS: AtomicU64 = AtomicU64::new(0);
 
+/// Internode requests this node refused unserved because its inbound queue
+/// was full (Cassandra's `DroppedMessage.Dropped` per verb), by verb name in
+/// Cassandra's spelling (`MUTATION_REQ`). Drops are rare: a lock is fine.
+pub static DROPPED_MESSAGES: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Counts one dropped message of `verb` (a Rust-style name: `MutationReq`).
+pub fn dropped(verb: &str) {
+    let name = screaming_snake(verb);
+    *DROPPED_MESSAGES.lock().unwrap_or_else(|p| p.into_inner()).entry(name).or_insert(0) += 1;
+}
+
+/// The dropped messages per verb, with the verbs clients' requests become
+/// (`MUTATION_REQ`, `READ_REQ`) always listed.
+pub fn dropped_messages() -> Vec<(String, u64)> {
+    let mut all = DROPPED_MESSAGES.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    for verb in ["MUTATION_REQ", "READ_REQ"] {
+        all.entry(verb.to_string()).or_insert(0);
+    }
+    all.into_iter().collect()
+}
+
+/// `MutationReq` -> `MUTATION_REQ`.
+fn screaming_snake(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
 /// Native protocol connections open now (Cassandra's `Client.connectedNativeClients`).
 pub static CONNECTED_CLIENTS: AtomicU64 = AtomicU64::new(0);
 
@@ -99,3 +133,16 @@ impl Stage {
 pub use histogram::{Histogram, Snapshot, Timer};
 pub use prom::Writer;
 pub use table::TableMetrics;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dropped_messages_are_named_as_cassandra_names_verbs() {
+        assert_eq!(super::screaming_snake("MutationReq"), "MUTATION_REQ");
+        assert_eq!(super::screaming_snake("PaxosPrepareReq"), "PAXOS_PREPARE_REQ");
+        super::dropped("HintReq");
+        let all = super::dropped_messages();
+        assert!(all.contains(&("HINT_REQ".to_string(), 1)), "{all:?}");
+        assert!(all.iter().any(|(v, _)| v == "MUTATION_REQ"));
+    }
+}

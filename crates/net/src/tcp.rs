@@ -1100,6 +1100,7 @@ async fn read_requests(
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(message)) => {
                     tracing::debug!(%from, verb = ?message.verb, "internode inbound queue full");
+                    metrics::dropped(&format!("{:?}", message.verb));
                     message.responder.fail(FailureCode::Overloaded, "inbound queue full");
                 }
                 Err(mpsc::error::TrySendError::Closed(message)) => {

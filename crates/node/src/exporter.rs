@@ -248,6 +248,14 @@ fn node(w: &mut Writer, state: &AdminState) {
         (state.pending_hints)().iter().filter(|(_, b)| *b > 0).count() as f64,
     );
 
+    for (verb, n) in metrics::dropped_messages() {
+        w.counter(
+            "shoal_dropped_messages_total",
+            "Internode requests refused unserved, the inbound queue full (DroppedMessage.Dropped).",
+            &[("verb", &verb)],
+            n,
+        );
+    }
     w.counter(
         "shoal_read_repairs_total",
         "Reads that repaired a replica before answering (ReadRepair.RepairedBlocking).",
@@ -393,5 +401,9 @@ pub fn tpstats() -> Json {
             })
         })
         .collect();
-    json!({ "thread_pools": pools })
+    let dropped: Vec<Json> = metrics::dropped_messages()
+        .into_iter()
+        .map(|(verb, n)| json!({ "message_type": verb, "dropped": n }))
+        .collect();
+    json!({ "thread_pools": pools, "dropped_messages": dropped })
 }

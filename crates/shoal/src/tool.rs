@@ -815,7 +815,11 @@ fn format_tpstats(v: &Json) -> String {
         );
         rows.push(row);
     }
-    table(&rows)
+    let mut dropped: Vec<Vec<String>> = vec![vec!["Message type".to_string(), "Dropped".to_string()]];
+    for m in v["dropped_messages"].as_array().into_iter().flatten() {
+        dropped.push(vec![text(&m["message_type"]), m.get("dropped").and_then(Json::as_u64).unwrap_or(0).to_string()]);
+    }
+    format!("{}\n{}", table(&rows), table(&dropped))
 }
 
 /// `listsnapshots` as Cassandra 5.0's nodetool prints it (without -e: no

@@ -240,7 +240,7 @@ pub fn rows(table: &TableDef, proc: &Processor) -> Vec<VirtualRow> {
             settings.sort();
             settings.iter().map(|(name, value)| row(vec![("name", text(name)), ("value", text(value))])).collect()
         }
-        "thread_pools" => [("MutationStage", &metrics::MUTATION_STAGE), ("ReadStage", &metrics::READ_STAGE)]
+        "thread_pools" => metrics::STAGES
             .iter()
             .map(|(name, stage)| {
                 let int = |n: u64| v(Value::Int(i32::try_from(n).unwrap_or(i32::MAX)));

@@ -125,6 +125,9 @@ impl Drop for Queued<'_> {
 pub static READ_STAGE: Stage = Stage::new_const();
 pub static MUTATION_STAGE: Stage = Stage::new_const();
 
+/// The stages by Cassandra's pool names (`tpstats`, `/metrics`, `system_views.thread_pools`).
+pub const STAGES: [(&str, &Stage); 2] = [("ReadStage", &READ_STAGE), ("MutationStage", &MUTATION_STAGE)];
+
 impl Stage {
     pub const fn new_const() -> Stage {
         Stage { active: AtomicU64::new(0), pending: AtomicU64::new(0), completed: AtomicU64::new(0) }

@@ -22,14 +22,16 @@ use crate::admin::AdminState;
 const SCANNED_BOUNDS: [u64; 10] = [0, 1, 10, 100, 1_000, 5_000, 10_000, 50_000, 100_000, 1_000_000];
 
 /// The request stages, by Cassandra's pool names.
-const STAGES: [(&str, &Stage); 2] = [("ReadStage", &metrics::READ_STAGE), ("MutationStage", &metrics::MUTATION_STAGE)];
+const STAGES: [(&str, &Stage); 2] = metrics::STAGES;
 
 /// The Prometheus text of every family.
 pub fn prometheus(state: &AdminState) -> String {
     let mut w = Writer::new();
     client_requests(&mut w);
-    tables(&mut w, state);
-    node(&mut w, state);
+    // One walk over the tables' RocksDB properties serves both sections.
+    let samples = state.storage.table_samples();
+    tables(&mut w, &samples);
+    node(&mut w, state, &samples);
     w.finish()
 }
 
@@ -66,8 +68,7 @@ fn client_requests(w: &mut Writer) {
     }
 }
 
-fn tables(w: &mut Writer, state: &AdminState) {
-    let samples = state.storage.table_samples();
+fn tables(w: &mut Writer, samples: &[storage::TableSample]) {
     let labels = |s: &storage::TableSample| [("keyspace", s.keyspace.clone()), ("table", s.table.clone())];
     type Latency = fn(&metrics::TableMetrics) -> Snapshot;
     let latencies: [(&str, &str, Latency); 3] = [
@@ -82,7 +83,7 @@ fn tables(w: &mut Writer, state: &AdminState) {
         }),
     ];
     for (name, help, read) in latencies {
-        for s in &samples {
+        for s in samples {
             // A table's histogram appears once it saw an operation of its kind (a scrape of
             // 1,000 mostly idle tables stays small).
             let snapshot = read(&s.metrics);
@@ -124,7 +125,7 @@ fn tables(w: &mut Writer, state: &AdminState) {
         }),
     ];
     for (name, help, read) in gauges {
-        for s in &samples {
+        for s in samples {
             let l = labels(s);
             w.gauge(name, help, &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)], read(s) as f64);
         }
@@ -142,7 +143,7 @@ fn tables(w: &mut Writer, state: &AdminState) {
         ),
     ];
     for (name, help, read) in scanned {
-        for s in &samples {
+        for s in samples {
             let snapshot = read(&s.metrics);
             if snapshot.count == 0 {
                 continue;
@@ -151,7 +152,7 @@ fn tables(w: &mut Writer, state: &AdminState) {
             w.values(name, help, &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)], &snapshot, &SCANNED_BOUNDS);
         }
     }
-    for s in &samples {
+    for s in samples {
         let l = labels(s);
         let flushed = s.metrics.bytes_flushed.load(Ordering::Relaxed);
         w.counter(
@@ -177,7 +178,7 @@ fn tables(w: &mut Writer, state: &AdminState) {
     );
 }
 
-fn node(w: &mut Writer, state: &AdminState) {
+fn node(w: &mut Writer, state: &AdminState, samples: &[storage::TableSample]) {
     for (pool, stage) in STAGES {
         let l: &[(&str, &str)] = &[("pool", pool)];
         w.gauge(
@@ -234,7 +235,8 @@ fn node(w: &mut Writer, state: &AdminState) {
         &[],
         hints.expired_hints,
     );
-    let pending: u64 = (state.pending_hints)().iter().map(|(_, b)| b).sum();
+    let per_target = (state.pending_hints)();
+    let pending: u64 = per_target.iter().map(|(_, b)| b).sum();
     w.gauge(
         "shoal_hints_pending_bytes",
         "Bytes of hints not yet delivered (HintedHandoff pending).",
@@ -245,7 +247,7 @@ fn node(w: &mut Writer, state: &AdminState) {
         "shoal_hints_pending",
         "Replicas this node holds hints for.",
         &[],
-        (state.pending_hints)().iter().filter(|(_, b)| *b > 0).count() as f64,
+        per_target.iter().filter(|(_, b)| *b > 0).count() as f64,
     );
 
     for (verb, n) in metrics::dropped_messages() {
@@ -297,7 +299,7 @@ fn node(w: &mut Writer, state: &AdminState) {
         node.block_cache_bytes as f64,
     );
     w.gauge("shoal_block_cache_capacity_bytes", "The block cache's capacity.", &[], node.block_cache_capacity as f64);
-    let memtables: u64 = state.storage.table_samples().iter().map(|s| s.memtable_bytes).sum();
+    let memtables: u64 = samples.iter().map(|s| s.memtable_bytes).sum();
     w.gauge("shoal_memtable_bytes", "Bytes in every table's memtables.", &[], memtables as f64);
     w.gauge("shoal_memory_rss_bytes", "Resident memory of the node's process.", &[], rss_bytes() as f64);
 }

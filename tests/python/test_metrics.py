@@ -52,6 +52,8 @@ FAMILIES = {
     "shoal_block_cache_usage_bytes": "gauge",
     "shoal_memtable_bytes": "gauge",
     "shoal_memory_rss_bytes": "gauge",
+    "shoal_compaction_bytes_compacted": "counter",
+    "shoal_compaction_bytes_read": "counter",
 }
 
 
@@ -150,6 +152,21 @@ def test_every_family_is_scraped_and_request_counts_are_exact(shoal_node_factory
     assert sample(flushed, "shoal_table_bytes_flushed", "_total", keyspace="mx", table="t") > 0
     assert sample(flushed, "shoal_table_live_sstables", keyspace="mx", table="t") >= 1
     assert sample(flushed, "shoal_table_live_disk_space_used_bytes", keyspace="mx", table="t") > 0
+    # 21 partitions were flushed (k 0..19 and the LWT's 1000): their sizes (keys and values) are in the
+    # partition size histogram.
+    assert sample(flushed, "shoal_table_partition_size_bytes", "_count", keyspace="mx", table="t") == 21
+    assert sample(flushed, "shoal_table_partition_size_bytes", "_sum", keyspace="mx", table="t") > 21 * 10
+    # A second file, then a major compaction: compactions' bytes are counted.
+    c = connect_cluster(node)
+    try:
+        c.connect().execute("INSERT INTO mx.t (k, c, v) VALUES (1, 1, 'again')")
+    finally:
+        c.shutdown()
+    node.tool("flush", "mx")
+    node.tool("compact", "mx")
+    compacted = scrape(node)
+    assert sample(compacted, "shoal_compaction_bytes_compacted", "_total") > 0
+    assert sample(compacted, "shoal_compaction_bytes_read", "_total") > 0
     assert sample(after, "shoal_memory_rss_bytes") > 10 << 20
     assert sample(after, "shoal_connected_native_clients") >= 1
     assert sample(after, "shoal_thread_pool_completed_tasks", "_total", pool="MutationStage") > 0

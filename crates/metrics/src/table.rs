@@ -1,5 +1,5 @@
 //! Per-table metrics (Cassandra's `Table` group) recorded by the storage
-//! engine: local read, range and write latencies. Shared by every `TableStore` of a table
+//! engine: local read, range and write latencies, partition sizes written. Shared by every `TableStore` of a table
 //! across schema changes; gauges (SSTables, disk, memtables, pending
 //! compactions) are read from the engine at scrape time instead.
 
@@ -21,4 +21,9 @@ pub struct TableMetrics {
     pub live_scanned: Histogram,
     /// Bytes of the SSTables flushes wrote (Table.BytesFlushed).
     pub bytes_flushed: AtomicU64,
+    /// Bytes of each partition a flush wrote, keys and values (the role of
+    /// Table.EstimatedPartitionSizeHistogram, which Cassandra fills from
+    /// each SSTable written: a partition spread over several files counts
+    /// once per file).
+    pub partition_size: Histogram,
 }

@@ -20,6 +20,9 @@ use crate::admin::AdminState;
 
 /// The `le` bounds of the cells-per-read histograms.
 const SCANNED_BOUNDS: [u64; 10] = [0, 1, 10, 100, 1_000, 5_000, 10_000, 50_000, 100_000, 1_000_000];
+/// Bucket bounds (bytes) of the partition size histogram.
+const PARTITION_SIZE_BOUNDS: [u64; 9] =
+    [100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000, 10_000_000_000];
 
 /// The request stages, by Cassandra's pool names.
 const STAGES: [(&str, &Stage); 2] = metrics::STAGES;
@@ -151,6 +154,20 @@ fn tables(w: &mut Writer, samples: &[storage::TableSample]) {
             let l = labels(s);
             w.values(name, help, &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)], &snapshot, &SCANNED_BOUNDS);
         }
+    }
+    for s in samples {
+        let snapshot = s.metrics.partition_size.snapshot();
+        if snapshot.count == 0 {
+            continue;
+        }
+        let l = labels(s);
+        w.values(
+            "shoal_table_partition_size_bytes",
+            "Bytes of each partition flushes wrote, per file (Table.EstimatedPartitionSizeHistogram).",
+            &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)],
+            &snapshot,
+            &PARTITION_SIZE_BOUNDS,
+        );
     }
     for s in samples {
         let l = labels(s);
@@ -299,6 +316,18 @@ fn node(w: &mut Writer, state: &AdminState, samples: &[storage::TableSample]) {
         node.block_cache_bytes as f64,
     );
     w.gauge("shoal_block_cache_capacity_bytes", "The block cache's capacity.", &[], node.block_cache_capacity as f64);
+    w.counter(
+        "shoal_compaction_bytes_compacted_total",
+        "Bytes compactions wrote, over every table (Compaction.BytesCompacted).",
+        &[],
+        node.compaction_bytes_written,
+    );
+    w.counter(
+        "shoal_compaction_bytes_read_total",
+        "Bytes compactions read, over every table.",
+        &[],
+        node.compaction_bytes_read,
+    );
     let memtables: u64 = samples.iter().map(|s| s.memtable_bytes).sum();
     w.gauge("shoal_memtable_bytes", "Bytes in every table's memtables.", &[], memtables as f64);
     w.gauge("shoal_memory_rss_bytes", "Resident memory of the node's process.", &[], rss_bytes() as f64);
@@ -351,6 +380,7 @@ pub fn tablehistograms(state: &AdminState, keyspace: &str, table: &str) -> Optio
         "read_latency_us": percentiles(&s.metrics.read_latency.snapshot()),
         "write_latency_us": percentiles(&s.metrics.write_latency.snapshot()),
         "range_latency_us": percentiles(&s.metrics.range_latency.snapshot()),
+        "partition_size_bytes": percentiles(&s.metrics.partition_size.snapshot()),
         "sstables": s.live_sstables,
     }))
 }
@@ -363,6 +393,7 @@ pub fn tablestats(state: &AdminState, keyspace: Option<&str>, table: Option<&str
             continue;
         }
         let (reads, writes) = (s.metrics.read_latency.snapshot(), s.metrics.write_latency.snapshot());
+        let partitions = s.metrics.partition_size.snapshot();
         keyspaces.entry(s.keyspace.clone()).or_default().push(json!({
             "table": s.table,
             "sstable_count": s.live_sstables,
@@ -375,6 +406,9 @@ pub fn tablestats(state: &AdminState, keyspace: Option<&str>, table: Option<&str
             "local_read_latency_ms": reads.mean() / 1000.0,
             "local_write_count": writes.count,
             "local_write_latency_ms": writes.mean() / 1000.0,
+            "partition_minimum_bytes": partitions.min(),
+            "partition_maximum_bytes": partitions.max(),
+            "partition_mean_bytes": partitions.mean().round() as u64,
         }));
     }
     let list: Vec<Json> = keyspaces

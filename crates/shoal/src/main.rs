@@ -1,5 +1,5 @@
 //! The `shoal` binary: one entry point with subcommands (`shoal server`,
-//! `stress`, `tool`, `cluster`).
+//! `stress`, `tool`, `cluster`, `chaos`).
 
 mod launcher;
 mod tool;
@@ -61,6 +61,30 @@ enum Command {
     Tool(tool::ToolArgs),
     /// Run a local test cluster on 127.0.0.1..N (ccm's successor): up, status, stop, start, down.
     Cluster(launcher::ClusterArgs),
+    /// Fault injection for tests on a stopped node's files (the fault harness's offline half).
+    Chaos(ChaosArgs),
+}
+
+#[derive(clap::Args)]
+struct ChaosArgs {
+    #[command(subcommand)]
+    command: ChaosCommand,
+}
+
+#[derive(Subcommand)]
+enum ChaosCommand {
+    /// After a node ran with SHOAL_SYNC_JOURNAL=1 and was killed (SIGKILL), drop what its commit log
+    /// had not fsynced, as a power failure would (a seeded part of the unsynced pages survives).
+    PowerLoss {
+        /// The killed node's data directory.
+        #[arg(value_name = "DATA_DIR")]
+        data_dir: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -123,6 +147,37 @@ fn main() -> ExitCode {
         Command::Stress { args } => stress::main(args),
         Command::Tool(args) => tool::main(args),
         Command::Cluster(args) => launcher::main(args),
+        Command::Chaos(args) => chaos(args),
+    }
+}
+
+fn chaos(args: ChaosArgs) -> ExitCode {
+    let ChaosCommand::PowerLoss { data_dir, seed, json } = args.command;
+    match storage::power_loss::power_loss(&data_dir, seed) {
+        Ok(loss) if json => match serde_json::to_string_pretty(&loss) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("shoal chaos power-loss: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Ok(loss) => {
+            println!(
+                "power loss in {} (seed {seed}): {} unsynced commit log bytes dropped in {} segments{}",
+                data_dir.display(),
+                loss.bytes_lost,
+                loss.segments.iter().filter(|s| s.fate != "none").count(),
+                if loss.journaled { "" } else { " (no fsync had completed: nothing was durable)" }
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("shoal chaos power-loss: {}: {e}", data_dir.display());
+            ExitCode::FAILURE
+        }
     }
 }
 

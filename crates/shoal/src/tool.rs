@@ -708,10 +708,18 @@ fn format_proxyhistograms(v: &Json) -> String {
 /// `tablehistograms` as nodetool prints it (the columns Shoal keeps).
 fn format_tablehistograms(v: &Json) -> String {
     let mut rows = vec![
-        vec!["Percentile", "Read Latency", "Write Latency", "Range Latency"].into_iter().map(String::from).collect(),
-        vec!["", "(micros)", "(micros)", "(micros)"].into_iter().map(String::from).collect(),
+        vec!["Percentile", "Read Latency", "Write Latency", "Range Latency", "Partition Size"]
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        vec!["", "(micros)", "(micros)", "(micros)", "(bytes)"].into_iter().map(String::from).collect(),
     ];
-    rows.extend(percentile_rows(&[&v["read_latency_us"], &v["write_latency_us"], &v["range_latency_us"]]));
+    rows.extend(percentile_rows(&[
+        &v["read_latency_us"],
+        &v["write_latency_us"],
+        &v["range_latency_us"],
+        &v["partition_size_bytes"],
+    ]));
     format!("{}/{} histograms\n{}\n", text(&v["keyspace"]), text(&v["table"]), table(&rows))
 }
 
@@ -767,6 +775,13 @@ fn format_tablestats(answers: &[Json]) -> String {
             out.push_str(&format!("\t\tLocal write latency: {}\n", ms(t, "local_write_latency_ms", w)));
             out.push_str(&format!("\t\tPending flushes: {}\n", int(t, "pending_flushes")));
             out.push_str(&format!("\t\tNumber of partitions (estimate): {}\n", int(t, "estimated_rows")));
+            for (label, key) in [
+                ("minimum", "partition_minimum_bytes"),
+                ("maximum", "partition_maximum_bytes"),
+                ("mean", "partition_mean_bytes"),
+            ] {
+                out.push_str(&format!("\t\tCompacted partition {label} bytes: {}\n", int(t, key)));
+            }
             out.push('\n');
         }
         out.push_str("----------------\n");

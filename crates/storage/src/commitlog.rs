@@ -1,11 +1,12 @@
 //! Shoal's commit log: the durable record of writes that are still only in
 //! memtables, kept as Cassandra-style segment files.
 //!
-//! Every write gets a sequence number (`next_seq`), goes to its table's
-//! memtable and is appended here; `sync` makes appended records durable (the
-//! caller drives Cassandra's `commitlog_sync` modes by when it calls it).
-//! Once memtables are flushed, `discard_below` deletes the closed segments
-//! whose records are all flushed. `open` replays what is left.
+//! Every write reserves a sequence number (`reserve`), is appended here,
+//! made durable by `sync` as the mode says (the caller drives Cassandra's
+//! `commitlog_sync` modes by when it calls it), and only then goes to its
+//! table's memtable, where reads see it; its reservation ends there. Once
+//! memtables are flushed, `discard_below` deletes the closed segments whose
+//! records are all flushed or reserved by none. `open` replays what is left.
 //!
 //! On-disk format, in directory `dir`:
 //! - Segments are files `CommitLog-<id>.log`, `id` a 20-digit zero-padded
@@ -48,9 +49,14 @@
 //!   After a failed fsync every later `sync` fails (the log is poisoned).
 //! - A closed segment is deleted only when its largest seq is below the
 //!   caller's lowest unflushed seq; the current segment is never deleted.
+//!   The caller reads `lowest_reserved` *before* the memtables' lowest seqs
+//!   and passes the smaller: a write whose record is appended but not yet in
+//!   a memtable is still reserved, and one whose reservation ended is in its
+//!   memtable before it ended, so neither is missed.
 
 #![deny(clippy::indexing_slicing)]
 
+use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -78,6 +84,8 @@ pub(crate) struct CommitLog {
     dir: PathBuf,
     segment_bytes: u64,
     next_seq: AtomicU64,
+    /// Seqs reserved (`reserve`) whose writes are not in a memtable yet.
+    reserved: Mutex<BTreeSet<u64>>,
     /// End position of the last completed append (mirrors `State::position`).
     appended: AtomicU64,
     state: Mutex<State>,
@@ -85,6 +93,21 @@ pub(crate) struct CommitLog {
     sync_done: Condvar,
     /// Each fsync's duration (µs), for the metrics.
     pub(crate) fsync_latency: metrics::Histogram,
+    /// The sync journal of the power-loss layer (`power_loss`), when the
+    /// environment asks for it (`SYNC_JOURNAL_ENV`).
+    journal: Option<Mutex<File>>,
+}
+
+/// Set (to anything) in a process's environment, its commit logs write a
+/// sync journal beside themselves: after every fsync, a line of each
+/// segment's id and the bytes that fsync made durable (`power_loss` reads
+/// it). For fault testing only; it costs a write per fsync.
+pub const SYNC_JOURNAL_ENV: &str = "SHOAL_SYNC_JOURNAL";
+
+/// Where the sync journal of the commit log in `dir` goes (beside it, so a
+/// log directory holds segments only).
+pub(crate) fn journal_path(dir: &Path) -> PathBuf {
+    dir.with_extension("sync-journal")
 }
 
 /// Everything appends change, under one lock.
@@ -106,6 +129,18 @@ struct State {
     next_spare: u64,
     /// Bytes of records appended by this process.
     position: u64,
+}
+
+/// A seq reserved by [`CommitLog::reserve`]; dropping it releases it.
+pub(crate) struct Reservation<'a> {
+    log: &'a CommitLog,
+    pub(crate) seq: u64,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        lock(&self.log.reserved).remove(&self.seq);
+    }
 }
 
 struct Segment {
@@ -133,7 +168,7 @@ fn segment_name(id: u64) -> String {
     format!("CommitLog-{id:020}.log")
 }
 
-fn parse_segment_name(name: &str) -> Option<u64> {
+pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("CommitLog-")?.strip_suffix(".log")?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -207,6 +242,35 @@ fn record_crc(id: Option<u64>, seq: u64, payload: &[u8]) -> u32 {
     h.update(&seq.to_le_bytes());
     h.update(payload);
     h.finalize()
+}
+
+/// The sync journal's file, appended to, if the environment asks for one.
+fn open_journal(dir: &Path) -> Option<Mutex<File>> {
+    std::env::var_os(SYNC_JOURNAL_ENV)?;
+    let path = journal_path(dir);
+    match OpenOptions::new().create(true).append(true).open(&path) {
+        Ok(file) => Some(Mutex::new(file)),
+        Err(e) => {
+            tracing::warn!(file = %path.display(), "cannot open the commit log's sync journal: {e}");
+            None
+        }
+    }
+}
+
+/// One journal line: `id:bytes` of every segment, as of the fsync just done.
+fn write_journal(journal: &Mutex<File>, sizes: &[(u64, u64)]) {
+    use std::io::Write;
+    let mut line = String::with_capacity(24 * sizes.len() + 1);
+    for (i, (id, bytes)) in sizes.iter().enumerate() {
+        if i > 0 {
+            line.push(' ');
+        }
+        line.push_str(&format!("{id}:{bytes}"));
+    }
+    line.push('\n');
+    if let Err(e) = lock(journal).write_all(line.as_bytes()) {
+        tracing::warn!("cannot write the commit log's sync journal: {e}");
+    }
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -317,6 +381,7 @@ impl CommitLog {
             dir: dir.to_path_buf(),
             segment_bytes,
             next_seq: AtomicU64::new(max_seq.saturating_add(1)),
+            reserved: Mutex::new(BTreeSet::new()),
             appended: AtomicU64::new(0),
             state: Mutex::new(State {
                 segments,
@@ -332,12 +397,28 @@ impl CommitLog {
             sync: Mutex::new(SyncState { synced: 0, in_flight: false, failed: None }),
             sync_done: Condvar::new(),
             fsync_latency: metrics::Histogram::new(),
+            journal: open_journal(dir),
         })
     }
 
     /// Reserves the next record sequence number (strictly increasing, from 1).
     pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Reserves the next seq for a write that will be appended and then
+    /// merged into a memtable: until the reservation is dropped (after the
+    /// memtable insert), `lowest_reserved` holds the segments it may be in.
+    pub(crate) fn reserve(&self) -> Reservation<'_> {
+        let mut reserved = lock(&self.reserved);
+        let seq = self.next_seq();
+        reserved.insert(seq);
+        Reservation { log: self, seq }
+    }
+
+    /// The smallest seq reserved and not released (`u64::MAX`: none).
+    pub(crate) fn lowest_reserved(&self) -> u64 {
+        lock(&self.reserved).first().copied().unwrap_or(u64::MAX)
     }
 
     /// Appends one record to the current segment (not fsynced) and returns the
@@ -434,18 +515,22 @@ impl CommitLog {
         s.in_flight = true;
         drop(s);
 
-        let (target, files) = {
+        let (target, files, sizes) = {
             let mut st = lock(&self.state);
             let mut files = std::mem::take(&mut st.unsynced);
             if std::mem::take(&mut st.dirty) {
                 files.push(Arc::clone(&st.file));
             }
-            (st.position, files)
+            let sizes = self.journal.as_ref().map(|_| st.segments.iter().map(|s| (s.id, s.bytes)).collect::<Vec<_>>());
+            (st.position, files, sizes)
         };
         let started = std::time::Instant::now();
         let result = files.iter().try_for_each(|f| f.sync_data());
         if !files.is_empty() {
             self.fsync_latency.record_since(started);
+        }
+        if let (Ok(()), Some(journal), Some(sizes)) = (&result, &self.journal, sizes) {
+            write_journal(journal, &sizes);
         }
 
         let mut s = lock(&self.sync);

@@ -151,6 +151,10 @@ pub struct NodeSample {
     pub commitlog_fsync: metrics::Snapshot,
     pub block_cache_bytes: u64,
     pub block_cache_capacity: u64,
+    /// Bytes RocksDB's compactions read and wrote since the engine opened
+    /// (Compaction.BytesCompacted is the written side).
+    pub compaction_bytes_read: u64,
+    pub compaction_bytes_written: u64,
 }
 
 pub(crate) struct TableStore {
@@ -253,6 +257,8 @@ pub struct Storage {
     pub(crate) disk_monitor: Mutex<Option<JoinHandle<()>>>,
     /// Secondary index builds (`index`): the queue and the indexes not queryable yet.
     pub(crate) index_jobs: Arc<crate::index::IndexJobs>,
+    /// The options the database was opened with: they hold its statistics (tickers).
+    pub(crate) statistics: Options,
 }
 
 impl Storage {
@@ -322,6 +328,10 @@ impl Storage {
         if direct_io_works(&config.data_dir) {
             db_opts.set_use_direct_io_for_flush_and_compaction(true);
         }
+        // RocksDB's tickers (per-core counters, no histograms or timers):
+        // the bytes compactions read and wrote, for the metrics.
+        db_opts.enable_statistics();
+        db_opts.set_statistics_level(rocksdb::statistics::StatsLevel::ExceptHistogramOrTimers);
         let db = Db::open_cf_descriptors(&db_opts, &db_path, descriptors)?;
         for orphan in &orphans {
             tracing::warn!(column_family = %orphan, "dropping column family not named in the manifest");
@@ -406,6 +416,7 @@ impl Storage {
             disk_usage: Arc::new(DiskUsage::new()),
             disk_monitor: Mutex::new(None),
             index_jobs: Arc::default(),
+            statistics: db_opts,
         };
         storage.queue_index_builds(&keyspaces);
         storage.start_syncer();
@@ -1040,6 +1051,8 @@ impl Storage {
             commitlog_fsync: self.log.fsync_latency.snapshot(),
             block_cache_bytes: self.cache.get_usage() as u64,
             block_cache_capacity: self.config.cache_bytes as u64,
+            compaction_bytes_read: self.statistics.get_ticker_count(rocksdb::statistics::Ticker::CompactReadBytes),
+            compaction_bytes_written: self.statistics.get_ticker_count(rocksdb::statistics::Ticker::CompactWriteBytes),
         }
     }
 

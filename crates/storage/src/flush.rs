@@ -45,6 +45,7 @@ use uuid::Uuid;
 
 use crate::commitlog::CommitLog;
 use crate::engine::{lock, read_lock, write_lock, Db, TableStore};
+use crate::keys;
 use crate::memtable::{self, Memtable};
 use crate::tuning;
 use crate::varint;
@@ -333,8 +334,11 @@ impl Flusher {
             *lock(&self.last_flush) = Instant::now();
             self.cond.notify_all();
         }
+        // Reservations first (`commitlog`'s invariants): a write released
+        // after this read is already in its memtable.
+        let reserved = self.log.lowest_reserved();
         let lowest_live = self.stores().iter().filter_map(|s| read_lock(&s.mem).min_seq()).min().unwrap_or(u64::MAX);
-        self.log.discard_below(lowest_live);
+        self.log.discard_below(lowest_live.min(reserved));
         Ok(())
     }
 
@@ -356,7 +360,12 @@ impl Flusher {
         let written = (|| -> Result<(), StorageError> {
             let mut writer = SstFileWriter::create(&opts);
             writer.open(&path)?;
-            mem.for_each(|k, v| writer.merge(k, v))?;
+            let mut partition = PartitionSizes::new(&store.metrics.partition_size);
+            mem.for_each(|k, v| {
+                partition.add(k, v.len());
+                writer.merge(k, v)
+            })?;
+            partition.finish();
             writer.finish()?;
             Ok(())
         })();
@@ -506,5 +515,64 @@ mod tests {
             }
         }
         assert!(decode_record(&[]).unwrap().is_empty());
+    }
+}
+
+/// Sums the bytes of each partition of a sorted stream of entries (keys
+/// begin with their partition prefix, `keys`) into a histogram.
+struct PartitionSizes<'a> {
+    histogram: &'a metrics::Histogram,
+    /// The current partition's prefix and its bytes so far.
+    prefix: Vec<u8>,
+    bytes: u64,
+}
+
+impl<'a> PartitionSizes<'a> {
+    fn new(histogram: &'a metrics::Histogram) -> Self {
+        PartitionSizes { histogram, prefix: Vec::new(), bytes: 0 }
+    }
+
+    fn add(&mut self, key: &[u8], value_len: usize) {
+        let prefix_len = keys::split_partition(key).map_or(key.len(), |(_, pk, _)| 10 + pk.len());
+        let prefix = key.get(..prefix_len).unwrap_or(key);
+        if prefix != self.prefix.as_slice() {
+            self.finish();
+            self.prefix.clear();
+            self.prefix.extend_from_slice(prefix);
+        }
+        self.bytes += (key.len() + value_len) as u64;
+    }
+
+    /// Records the current partition, if any.
+    fn finish(&mut self) {
+        if self.bytes > 0 {
+            self.histogram.record(self.bytes);
+            self.bytes = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod partition_size_tests {
+    use super::*;
+
+    #[test]
+    fn each_partition_is_recorded_once_with_its_bytes() {
+        let h = metrics::Histogram::new();
+        let mut sizes = PartitionSizes::new(&h);
+        let key = |token: i64, pk: &[u8], rest: &[u8]| {
+            let mut k = Vec::new();
+            keys::partition_prefix(token, pk, &mut k).unwrap();
+            k.extend_from_slice(rest);
+            k
+        };
+        let (a1, a2, b1) = (key(1, b"a", &[3, 1]), key(1, b"a", &[3, 2]), key(2, b"bb", &[3, 1]));
+        sizes.add(&a1, 100);
+        sizes.add(&a2, 50);
+        sizes.add(&b1, 1000);
+        sizes.finish();
+        let snap = h.snapshot();
+        assert_eq!(snap.count, 2);
+        assert_eq!(snap.sum, (a1.len() + a2.len() + 150 + b1.len() + 1000) as u64);
     }
 }

@@ -50,8 +50,8 @@
 //!   space) the engine is poisoned: every later write fails (it never
 //!   acknowledges a write it may not have made durable).
 //! - A full disk (ENOSPC, EDQUOT) never poisons, panics or loses an
-//!   acknowledged write: the write that hits it fails (`NoSpace`; it may be
-//!   in its memtable, as a failed write may be applied in Cassandra), a failed
+//!   acknowledged write: the write that hits it fails (`NoSpace`; it never
+//!   reaches its memtable), a failed
 //!   flush keeps its memtable and leaves no partial file, writers never wait
 //!   for flushes that fail (they are refused once their table has too many
 //!   memtables waiting), and writes work
@@ -62,7 +62,11 @@
 //!   data is refused before anything is written (`DiskUsageExceeded`); reads
 //!   and deletions go on.
 //! - Every acknowledged durable write is in the commit log until the
-//!   memtable holding it has been ingested into its column family.
+//!   memtable holding it has been ingested into its column family, and a
+//!   logged write is readable only once its record is in the log (synced,
+//!   in `batch` and `group` mode).
+//! - The power-loss layer (`power_loss`, fault tests only) changes nothing
+//!   a journaled fsync made durable.
 //! - Writes collected into a `WriteBatch` (`Storage::collect`) are made when
 //!   the batch is committed (`Storage::commit`); whoever owns a batch answers
 //!   the requests whose writes it holds only after that commit.
@@ -80,6 +84,7 @@ mod manifest;
 mod memtable;
 pub mod packed;
 mod paxos;
+pub mod power_loss;
 mod purge;
 mod raw;
 mod read;
@@ -91,6 +96,7 @@ mod validate;
 mod varint;
 mod write;
 
+pub use commitlog::SYNC_JOURNAL_ENV;
 pub use counter::LocalShard;
 pub use disk_usage::{adds_data, usage_percent, DiskUsageConfig, DiskUsageState, MONITOR_INTERVAL};
 pub use engine::{

@@ -30,7 +30,9 @@
 //!   sees a memtable both here and, just ingested, in RocksDB is still right.
 //! - `min_seq` is at most the commit log sequence number of every logged
 //!   write in the memtable; the log keeps every record at or above the
-//!   smallest `min_seq` of all unflushed memtables.
+//!   smallest `min_seq` of all unflushed memtables and of the writes logged
+//!   but not inserted yet (`CommitLog::reserve`: a write is logged, and in
+//!   `batch`/`group` mode synced, before it is inserted here).
 //! - Nothing is inserted into a memtable once it is frozen: writers insert
 //!   holding the table's `Memtables` read lock, and freezing takes its
 //!   write lock.

@@ -1,19 +1,22 @@
 //! The write path: mutations encoded into a `WriteBatch` (`Storage::collect`)
 //! and made all at once (`Storage::commit` -> `write`): a commit log sequence
-//! number is reserved, the operands are merged into the tables' active
-//! memtables, one log record is appended and synced as the mode says
-//! (`GroupCommit` for `group`), and a failed append or sync poisons the engine
+//! number is reserved, one log record is appended and synced as the mode
+//! says (`GroupCommit` for `group`), and then the operands are merged into
+//! the tables' active memtables. A failed append or sync poisons the engine
 //! (except an append that failed for want of space: `StorageError::NoSpace`).
 //! While the disk usage guardrail says the disk is full, `collect` refuses
 //! writes that add data (`Storage::admit`).
 //!
 //! Invariants:
-//! - A write is merged into its memtable before its log record is appended,
-//!   and acknowledged only after the commit returns.
-//! - A write whose log append failed is answered with the error (never
-//!   acknowledged) but stays in its memtable: it may be flushed, as a failed
-//!   write may be applied in Cassandra; its ranges are marked written
-//!   (`unrepaired`) all the same, so repair compares them.
+//! - A logged write reaches its memtable, and so reads, only after its log
+//!   record is appended and synced as the mode says (in `batch` and `group`
+//!   mode: durable), as Cassandra logs before it applies; so a value a read
+//!   returned once survives a crash. It is acknowledged only after the
+//!   commit returns.
+//! - A write whose log append or sync failed is answered with the error
+//!   (never acknowledged) and never reaches a memtable; its ranges are
+//!   marked written (`unrepaired`) all the same, since a record whose sync
+//!   failed may still be on disk and come back at replay.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -172,10 +175,12 @@ impl Storage {
     /// when the log cannot be written (but for want of space) or a
     /// synchronous fsync fails. Every write goes through here.
     ///
-    /// Order (see `memtable`'s invariants): reserve a log seq, merge into
-    /// the memtables, append the log record, sync, then (with `mark`) count
-    /// the writes in their ranges' generations (`unrepaired`). An unknown
-    /// table fails the write before anything is made.
+    /// Order (see `commitlog`'s and `memtable`'s invariants): reserve a log
+    /// seq, append the log record, sync as the mode says, and only then
+    /// merge into the memtables (where reads see the write) and release the
+    /// seq; then (with `mark`) count the writes in their ranges' generations
+    /// (`unrepaired`). A write whose log append or sync failed never reaches
+    /// a memtable. An unknown table fails the write before anything is made.
     pub(crate) fn write<'a>(
         &self,
         ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])> + Clone,
@@ -197,22 +202,28 @@ impl Storage {
         for (store, _) in &runs {
             self.flusher.admit(store)?;
         }
-        let seq = durable.then(|| self.log.next_seq());
-        let mut rest = ops.clone();
-        for (store, n) in &runs {
-            let start = std::time::Instant::now();
-            let mems = read_lock(&store.mem);
-            mems.active.insert(rest.by_ref().take(*n).map(|(_, k, v)| (k, v)), seq);
-            drop(mems);
-            // One timing per run, each of its rows counted at the run's mean.
-            let micros = start.elapsed().as_micros() as u64 / *n as u64;
-            store.metrics.write_latency.record_n(micros, *n as u64);
-        }
+        let reservation = durable.then(|| self.log.reserve());
+        let seq = reservation.as_ref().map(|r| r.seq);
         let logged = match seq {
             Some(seq) => self.log_and_sync(seq, ops.clone()),
             None => Ok(()),
         };
+        if logged.is_ok() {
+            let mut rest = ops.clone();
+            for (store, n) in &runs {
+                let start = std::time::Instant::now();
+                let mems = read_lock(&store.mem);
+                mems.active.insert(rest.by_ref().take(*n).map(|(_, k, v)| (k, v)), seq);
+                drop(mems);
+                // One timing per run, each of its rows counted at the run's mean.
+                let micros = start.elapsed().as_micros() as u64 / *n as u64;
+                store.metrics.write_latency.record_n(micros, *n as u64);
+            }
+        }
+        drop(reservation);
         if mark {
+            // Also after a failed sync: the record may have reached the disk,
+            // and a restart would replay it.
             let mut rest = ops;
             for (store, n) in &runs {
                 let tokens = rest.by_ref().take(*n).filter_map(|(_, k, _)| k.first_chunk::<8>().copied());

@@ -11,28 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use storage::{ColumnData, CommitlogSync, ScanRange, Storage, StorageError, WriteBatch};
-use types::mutation::Mutation;
 use types::schema::{KeyspaceDef, Replication, TableDef};
 use uuid::Uuid;
-
-/// `INSERT INTO kv (k, v) VALUES (pk, value)` at `ts`.
-fn kv(table: Uuid, pk: i32, value: &str, ts: i64) -> Mutation {
-    let mut m = mutation(table, pk);
-    let mut r = row(Vec::new());
-    r.marker = marker(ts);
-    r.cells.push(live_cell(17, ts, text(value)));
-    m.rows.push(r);
-    m
-}
-
-/// The value of `kv` partition `pk`, if live.
-fn kv_get(storage: &Storage, table: Uuid, pk: i32) -> Option<String> {
-    let p = storage.read_partition(&full_read(table, pk, now_secs())).unwrap()?;
-    match p.rows.first()?.column(17)? {
-        ColumnData::Simple(c) => Some(String::from_utf8(c.value.clone()).unwrap()),
-        _ => None,
-    }
-}
 
 fn all_keys(storage: &Storage, table: Uuid) -> Vec<(i64, Vec<u8>)> {
     storage
@@ -46,10 +26,6 @@ fn all_keys(storage: &Storage, table: Uuid) -> Vec<(i64, Vec<u8>)> {
             row_limit: usize::MAX,
         })
         .unwrap()
-}
-
-fn kv_schema(ks: &str, tables: &[(&str, Uuid)]) -> KeyspaceDef {
-    keyspace(ks, true, tables.iter().map(|(name, id)| kv_table(ks, name, *id)).collect())
 }
 
 #[test]
@@ -144,6 +120,45 @@ fn group_commit_from_many_threads() {
                 assert_eq!(kv_get(&storage, t, -pk - 1).as_deref(), Some("twin"));
             }
         }
+    }
+}
+
+/// A write is visible to reads only once its commit log record is durable
+/// (Cassandra logs before it applies): with a long group commit window, a
+/// reader polling while the writer waits for its group's fsync sees the
+/// value only after that fsync has happened. (Before the fix the memtable
+/// insert came first, and the value was readable at once, a whole window
+/// before the fsync that made it durable.)
+#[test]
+fn a_write_is_visible_only_after_its_log_record_is_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), CommitlogSync::Group { window: Duration::from_millis(700) });
+    let t = Uuid::new_v4();
+    let (storage, _) = open(&cfg);
+    storage.set_schema(&[kv_schema("ks", &[("kv", t)])]).unwrap();
+    let storage = Arc::new(storage);
+    for round in 0..3 {
+        let fsyncs_before = storage.node_samples().commitlog_fsync.count;
+        let writer = {
+            let storage = Arc::clone(&storage);
+            std::thread::spawn(move || storage.apply(&[kv(t, round, "v", 1)]).unwrap())
+        };
+        let mut polls = 0;
+        loop {
+            let done = writer.is_finished();
+            let seen = kv_get(&storage, t, round).is_some();
+            if seen {
+                let fsyncs = storage.node_samples().commitlog_fsync.count;
+                assert!(fsyncs > fsyncs_before, "round {round}: the value was readable before any fsync");
+                break;
+            }
+            assert!(!done, "round {round}: the write was acknowledged and is not readable");
+            polls += 1;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        writer.join().unwrap();
+        // The writer waited out (most of) a group window: the reader looked many times before it could see the value.
+        assert!(polls > 3, "round {round}: the value showed after {polls} polls");
     }
 }
 

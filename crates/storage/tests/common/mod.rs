@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use storage::{CommitlogSync, PartitionRead, Storage, StorageConfig};
+use storage::{ColumnData, CommitlogSync, PartitionRead, Storage, StorageConfig};
 use types::mutation::{CellWrite, ClusteringBound, DeletionTime, Liveness, Mutation, RowWrite};
 use types::schema::{ClusteringOrder, ColumnDef, ColumnKind, KeyspaceDef, Replication, TableDef, TableOptions};
 use types::CqlType;
@@ -228,4 +228,27 @@ pub fn column_families(data_dir: &Path) -> Vec<String> {
     names.retain(|n| n != "default" && n != "paxos");
     names.sort();
     names
+}
+
+/// `INSERT INTO kv (k, v) VALUES (pk, value)` at `ts`.
+pub fn kv(table: Uuid, pk: i32, value: &str, ts: i64) -> Mutation {
+    let mut m = mutation(table, pk);
+    let mut r = row(Vec::new());
+    r.marker = marker(ts);
+    r.cells.push(live_cell(17, ts, text(value)));
+    m.rows.push(r);
+    m
+}
+
+/// The value of `kv` partition `pk`, if live.
+pub fn kv_get(storage: &Storage, table: Uuid, pk: i32) -> Option<String> {
+    let p = storage.read_partition(&full_read(table, pk, now_secs())).expect("read_partition")?;
+    match p.rows.first()?.column(17)? {
+        ColumnData::Simple(c) => Some(String::from_utf8(c.value.clone()).expect("utf-8 value")),
+        _ => None,
+    }
+}
+
+pub fn kv_schema(ks: &str, tables: &[(&str, Uuid)]) -> KeyspaceDef {
+    keyspace(ks, true, tables.iter().map(|(name, id)| kv_table(ks, name, *id)).collect())
 }

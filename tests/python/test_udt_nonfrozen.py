@@ -277,6 +277,9 @@ def test_field_operation_errors(s):
     assert invalid(s, "DELETE a[0] FROM err1 WHERE k = 1") == "Invalid deletion operation for non collection column a"
     with pytest.raises(SyntaxException):
         s.execute("UPDATE err1 SET a.zip = a.zip + 1 WHERE k = 1")
+    assert invalid(s, "SELECT * FROM err1 WHERE a = {zip: 1} ALLOW FILTERING") == (
+        "Non-frozen UDT column 'a' (address) cannot be restricted by any relation"
+    )
 
 
 # ---- prepared statements, LWT, JSON ------------------------------------------------

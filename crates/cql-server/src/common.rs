@@ -346,7 +346,10 @@ mod tests {
             clustering: Vec::new(),
             columns: vec![(
                 16,
-                ColumnData::Complex(vec![(field_path(0).to_vec(), expiring), (field_path(1).to_vec(), cell(&[0, 0, 0, 1], 10))]),
+                ColumnData::Complex(vec![
+                    (field_path(0).to_vec(), expiring),
+                    (field_path(1).to_vec(), cell(&[0, 0, 0, 1], 10)),
+                ]),
             )],
             marker: None,
         };

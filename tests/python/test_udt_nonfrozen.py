@@ -275,8 +275,16 @@ def test_field_operation_errors(s):
         "Invalid operation (a = a - {zip: 1}) for non counter column a"
     )
     assert invalid(s, "DELETE a[0] FROM err1 WHERE k = 1") == "Invalid deletion operation for non collection column a"
+    assert invalid(s, "UPDATE err1 SET a[0] = 1 WHERE k = 1") == "Invalid operation (a[0] = 1) for non collection column a"
     with pytest.raises(SyntaxException):
         s.execute("UPDATE err1 SET a.zip = a.zip + 1 WHERE k = 1")
+    for clash in ("a.zip = 1, a.zip = 2", "a = {zip: 1}, a.zip = 2", "a.zip = 2, a = {zip: 1}"):
+        with pytest.raises(SyntaxException) as e:
+            s.execute(f"UPDATE err1 SET {clash} WHERE k = 1")
+        assert message(e.value).endswith("Multiple incompatible setting of column a"), e.value
+    # Two different fields of one column in one statement are fine.
+    s.execute("UPDATE err1 SET a.zip = 1, a.street = 's' WHERE k = 1")
+    assert fields(value(s, "SELECT a FROM err1 WHERE k = 1")) == {"street": "s", "zip": 1, "tags": None}
     assert invalid(s, "SELECT * FROM err1 WHERE a = {zip: 1} ALLOW FILTERING") == (
         "Non-frozen UDT column 'a' (address) cannot be restricted by any relation"
     )

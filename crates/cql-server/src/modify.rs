@@ -627,6 +627,7 @@ pub fn update(
     ctx: &BindCtx<'_>,
     opts: &WriteOpts,
 ) -> Result<Planned, QueryError> {
+    check_compatible(&upd.assignments)?;
     let (ks, table) = common::resolve_table(schema, &upd.table, session)?;
     reject_virtual(ks, opts)?;
     counter_checks(table, &upd.using, &upd.if_clause)?;
@@ -671,6 +672,22 @@ pub fn update(
         mutations.push(m);
     }
     Ok(Planned { keyspace: Arc::clone(ks), mutations })
+}
+
+/// Cassandra's parser check of an UPDATE's SET: a column set whole (`c = v`)
+/// takes no other operation, and a field is set once (`c.f = v, c.g = w` is fine).
+pub(crate) fn check_compatible(assignments: &[ast::Assignment]) -> Result<(), QueryError> {
+    for (i, a) in assignments.iter().enumerate() {
+        let clash = assignments[..i].iter().filter(|p| p.column == a.column).any(|p| match (&p.op, &a.op) {
+            (AssignmentOp::Set(_), _) | (_, AssignmentOp::Set(_)) => true,
+            (AssignmentOp::SetField { field: f, .. }, AssignmentOp::SetField { field: g, .. }) => f == g,
+            _ => false,
+        });
+        if clash {
+            return Err(QueryError::Syntax(format!("Multiple incompatible setting of column {}", a.column)));
+        }
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -790,9 +807,11 @@ fn apply_assignment(
                 row.cells.push(cc.cell(col.id, Some(Bytes::from(path.clone())), vb));
                 Ok(())
             }
-            _ => {
-                Err(QueryError::Invalid(format!("Invalid operation ({name}[?] = ?) for non collection column {name}")))
-            }
+            _ => Err(QueryError::Invalid(format!(
+                "Invalid operation ({name}[{}] = {}) for non collection column {name}",
+                crate::bind::term_text(k),
+                crate::bind::term_text(value)
+            ))),
         },
         AssignmentOp::SetField { field, value } => {
             let (position, field_ty) = match &col.ty {

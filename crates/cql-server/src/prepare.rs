@@ -372,6 +372,7 @@ fn insert(c: &mut Collector<'_>, ins: &ast::Insert) -> Result<(), QueryError> {
 }
 
 fn update(c: &mut Collector<'_>, upd: &ast::Update) -> Result<(), QueryError> {
+    crate::modify::check_compatible(&upd.assignments)?;
     c.using(&upd.using);
     for a in &upd.assignments {
         let (_, col) = common::column(c.table, &a.column)?;

@@ -11,8 +11,17 @@ import json
 import time
 
 import pytest
-from cassandra import InvalidRequest
+from cassandra import ConsistencyLevel, InvalidRequest
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import WhiteListRoundRobinPolicy
 from cassandra.protocol import SyntaxException
+from cassandra.query import SimpleStatement
+
+from cluster_harness import ShoalCluster
+from shoal_harness import EXTERNAL, wait_until
+
+# Needs processes of its own (a cluster), which a Cassandra under test has not.
+shoal_only = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own cluster of shoal processes")
 
 
 @pytest.fixture(scope="module")
@@ -351,3 +360,68 @@ def test_alter_type_add_and_rename_field_keeps_cells(s):
     assert [(fields(r[0]), r[1]) for r in rows] == [({"street": "main", "zip": 5, "nation": "nz"}, "nz")]
     s.execute("UPDATE alt1 SET p.nation = 'au' WHERE k = 1")
     assert value(s, "SELECT p.nation FROM alt1 WHERE k = 1") == "au"
+
+
+# ---- replication ------------------------------------------------------------------
+
+
+def session_on(cluster, hosts, cl):
+    """A driver session that only uses `hosts` as coordinators."""
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy(hosts), consistency_level=cl, request_timeout=30
+    )
+    c = Cluster(hosts, port=cluster.native_port, execution_profiles={EXEC_PROFILE_DEFAULT: profile}, protocol_version=4)
+    return c, c.connect()
+
+
+def wait_state(cluster, address, state):
+    def ok():
+        doc = cluster.tool("status", node=1)
+        return any(n["address"] == address and n["state"] == state for dc in doc["datacenters"] for n in dc["nodes"])
+
+    wait_until(ok, 60, interval=0.5, what=f"{address} {state} as seen by node 1")
+
+
+@shoal_only
+def test_read_repair_carries_field_cells_and_field_deletions(tmp_path):
+    """A replica that missed field writes and a field deletion is repaired by
+    a QUORUM read: the field cells travel like a collection's elements."""
+    with ShoalCluster(tmp_path / "c", nodes=3, config={"hinted_handoff_enabled": False}) as c:
+        cluster, s = session_on(c, [c.address(1)], ConsistencyLevel.ALL)
+        try:
+            s.execute("CREATE KEYSPACE rr WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute("CREATE TYPE rr.address (street text, zip int)")
+            s.execute("CREATE TABLE rr.t (k int PRIMARY KEY, a address)")
+            assert cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+            for k in range(10):
+                s.execute(f"INSERT INTO rr.t (k, a) VALUES ({k}, {{street: 'old', zip: 1}})")
+        finally:
+            cluster.shutdown()
+        stale = c.address(3)
+        c.stop(3)
+        wait_state(c, stale, "DN")
+        cluster, s = session_on(c, [c.address(1)], ConsistencyLevel.QUORUM)
+        try:
+            for k in range(10):
+                s.execute(f"UPDATE rr.t SET a.zip = {k + 100} WHERE k = {k}")
+                s.execute(f"DELETE a.street FROM rr.t WHERE k = {k}")
+        finally:
+            cluster.shutdown()
+        c.start(3)
+        wait_state(c, stale, "UN")
+        cluster, s = session_on(c, [stale], ConsistencyLevel.ONE)
+        try:
+            # Node 3 alone still has the old fields.
+            assert fields(s.execute("SELECT a FROM rr.t WHERE k = 0").one().a) == {"street": "old", "zip": 1}
+            for k in range(1, 10):
+                read = SimpleStatement(f"SELECT a FROM rr.t WHERE k = {k}", consistency_level=ConsistencyLevel.QUORUM)
+                assert fields(s.execute(read).one().a) == {"street": None, "zip": k + 100}, k
+            # Repaired: node 3 alone now has the new field and the field's deletion.
+            for k in range(1, 10):
+                assert fields(s.execute(f"SELECT a FROM rr.t WHERE k = {k}").one().a) == {
+                    "street": None,
+                    "zip": k + 100,
+                }, k
+            assert fields(s.execute("SELECT a FROM rr.t WHERE k = 0").one().a) == {"street": "old", "zip": 1}
+        finally:
+            cluster.shutdown()

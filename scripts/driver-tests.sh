@@ -101,7 +101,8 @@ fi
 if [ "$target" = cassandra ] && { [ -z "$only" ] || [ "$only" = python ]; }; then
   echo "== Python driver feature modules (tests/python, SHOAL_TEST_EXTERNAL)"
   py_modules=(test_lwt test_counters test_indexes test_json test_group_by test_functions test_arithmetic
-    test_protocol_v5 test_tracing test_types test_paging test_timestamps_ttl test_deletes test_batch test_prepared)
+    test_protocol_v5 test_tracing test_types test_paging test_timestamps_ttl test_deletes test_batch test_prepared
+    test_udt_nonfrozen)
   ( cd "$ROOT/tests/python" && SHOAL_TEST_EXTERNAL="127.0.0.1:$port" PATH="$SHOAL_VENV/bin:$PATH" \
       "$SHOAL_VENV/bin/python" -m pytest -q "${py_modules[@]/%/.py}" )
 fi

@@ -1,11 +1,9 @@
 package drivertest
 
 import (
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -344,16 +342,6 @@ func TestUDTNonFrozen(t *testing.T) {
 	s := shared(t)
 	ks := createKeyspace(t, s)
 	mustExec(t, s, fmt.Sprintf("CREATE TYPE %s.address (street text, zip int, tags frozen<list<text>>)", ks))
-	if os.Getenv("CQL_TARGET") == "shoal" {
-		// Shoal refuses non-frozen UDT columns with a clear Invalid until they
-		// are built (issue 23, "UDTs"); check that refusal instead.
-		err := s.Query(fmt.Sprintf("CREATE TABLE %s.people (k int PRIMARY KEY, work address)", ks)).Exec()
-		var invalid *gocql.RequestErrInvalid
-		if !errors.As(err, &invalid) || !strings.Contains(err.Error(), "declare work as frozen<address>") {
-			t.Fatalf("non-frozen UDT column on Shoal: expected Invalid naming frozen<address>, got %v", err)
-		}
-		return
-	}
 	mustExec(t, s, fmt.Sprintf("CREATE TABLE %s.people (k int PRIMARY KEY, work address)", ks))
 
 	work := address{Street: "2 Side Rd", Zip: 54321, Tags: []string{"office"}}

@@ -142,6 +142,16 @@ fn resolve_type(ks: &KeyspaceDef, ty: &TypeExpr) -> Result<CqlType, QueryError> 
     ty.resolve(&mut lookup).map_err(|e| QueryError::Invalid(e.0))
 }
 
+/// A user type's field type: stored frozen; a user type in it must be
+/// declared frozen (Cassandra's rule: its values are one cell of the field).
+fn field_type(ks: &KeyspaceDef, ty: &TypeExpr) -> Result<CqlType, QueryError> {
+    let resolved = resolve_type(ks, ty)?;
+    if let CqlType::Udt { frozen: false, .. } = resolved {
+        return Err(QueryError::invalid("A user type cannot contain non-frozen UDTs"));
+    }
+    Ok(resolved.frozen())
+}
+
 fn compaction_class(name: &str) -> Result<String, QueryError> {
     let short = name.rsplit('.').next().unwrap_or(name);
     match short {
@@ -208,6 +218,9 @@ fn apply_table_options(o: &mut TableOptions, options: &[(String, OptionValue)]) 
 const COUNTER_TTL: &str = "Cannot set default_time_to_live on a table with counters";
 
 fn is_key_compatible(ty: &CqlType) -> Result<(), String> {
+    if let CqlType::Udt { keyspace, name, frozen: false, .. } = ty {
+        return Err(format!("Invalid non-frozen user-defined type \"{keyspace}.{name}\""));
+    }
     if ty.is_multi_cell() {
         return Err("Invalid non-frozen collection type".into());
     }
@@ -264,13 +277,6 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
             )));
         }
         let ty = resolve_type(ks, &c.ty)?;
-        if let CqlType::Udt { frozen: false, .. } = ty {
-            return Err(QueryError::Invalid(format!(
-                "Non-frozen user types are not supported yet; declare {} as frozen<{}>",
-                c.name,
-                ty.to_cql()
-            )));
-        }
         columns.push(ColumnDef {
             name: c.name.clone(),
             ty,
@@ -381,12 +387,6 @@ fn alter_table(
                 if c.is_static && table.clustering_len() == 0 {
                     return Err(QueryError::Invalid(format!(
                         "Static columns are not allowed in COMPACT STORAGE tables or tables without clustering columns ({})",
-                        c.name
-                    )));
-                }
-                if let CqlType::Udt { frozen: false, .. } = ty {
-                    return Err(QueryError::Invalid(format!(
-                        "Non-frozen user types are not supported yet; declare {} as frozen",
                         c.name
                     )));
                 }
@@ -561,7 +561,7 @@ pub fn execute(
                 if fields.iter().any(|(n, _): &(String, CqlType)| n == f) {
                     return Err(QueryError::Invalid(format!("Duplicate field name {f} in type {name}")));
                 }
-                fields.push((f.clone(), resolve_type(&snapshot, ty)?.frozen()));
+                fields.push((f.clone(), field_type(&snapshot, ty)?));
             }
             ks.types.insert(name.clone(), UdtDef { keyspace: ks_name.clone(), name: name.clone(), fields });
             Ok(change(SchemaChangeType::Created, SchemaChangeTarget::Type(ks_name, name)))
@@ -584,7 +584,7 @@ pub fn execute(
                         }
                         return Err(QueryError::Invalid(format!("Cannot add new field {field} to type {ks_name}.{name}: a field with name {field} already exists")));
                     }
-                    udt.fields.push((field.clone(), resolve_type(&snapshot, ty)?.frozen()));
+                    udt.fields.push((field.clone(), field_type(&snapshot, ty)?));
                 }
                 AlterTypeAction::Rename { renames, .. } => {
                     for (from, to) in renames {

@@ -78,6 +78,9 @@ pub(crate) fn create_index(
             column.name
         )));
     }
+    if let CqlType::Udt { frozen: false, .. } = column.ty {
+        return Err(QueryError::Invalid(format!("Cannot create index on non-frozen UDT column {}", column.name)));
+    }
     let collection = matches!(column.ty, CqlType::List { .. } | CqlType::Set { .. } | CqlType::Map { .. });
     let frozen = matches!(
         column.ty,

@@ -10,6 +10,11 @@
 //!   (`WriteType::Counter`), which turns them into shards.
 //! - Primary key values are never null or unset; a missing key part is an
 //!   error naming the column, in Cassandra's words.
+//! - A whole value written to a non-frozen collection or user type first
+//!   deletes the column's cells (a complex deletion at timestamp - 1), then
+//!   writes one cell per element or non-null field; a user type's field cell
+//!   is addressed by the field's position (`common::field_path`), so
+//!   `c.f = v` and `DELETE c.f` write that one cell.
 
 use std::sync::Arc;
 
@@ -338,6 +343,15 @@ fn add_elements(
                 row.cells.push(cc.cell(col.id, Some(Bytes::from(k.to_bytes())), Some(Bytes::from(v.to_bytes()))));
             }
         }
+        Value::Udt(fields) => {
+            // A null field writes no cell (the whole-value deletion before it
+            // already covers the old one).
+            for (i, field) in fields.into_iter().enumerate() {
+                if let Some(v) = field {
+                    row.cells.push(cc.cell(col.id, Some(common::field_path(i)), Some(Bytes::from(v.to_bytes()))));
+                }
+            }
+        }
         Value::List(items) => {
             for (i, item) in items.into_iter().enumerate() {
                 row.cells.push(cc.cell(
@@ -613,6 +627,7 @@ pub fn update(
     ctx: &BindCtx<'_>,
     opts: &WriteOpts,
 ) -> Result<Planned, QueryError> {
+    check_compatible(&upd.assignments)?;
     let (ks, table) = common::resolve_table(schema, &upd.table, session)?;
     reject_virtual(ks, opts)?;
     counter_checks(table, &upd.using, &upd.if_clause)?;
@@ -659,6 +674,22 @@ pub fn update(
     Ok(Planned { keyspace: Arc::clone(ks), mutations })
 }
 
+/// Cassandra's parser check of an UPDATE's SET: a column set whole (`c = v`)
+/// takes no other operation, and a field is set once (`c.f = v, c.g = w` is fine).
+pub(crate) fn check_compatible(assignments: &[ast::Assignment]) -> Result<(), QueryError> {
+    for (i, a) in assignments.iter().enumerate() {
+        let clash = assignments[..i].iter().filter(|p| p.column == a.column).any(|p| match (&p.op, &a.op) {
+            (AssignmentOp::Set(_), _) | (_, AssignmentOp::Set(_)) => true,
+            (AssignmentOp::SetField { field: f, .. }, AssignmentOp::SetField { field: g, .. }) => f == g,
+            _ => false,
+        });
+        if clash {
+            return Err(QueryError::Syntax(format!("Multiple incompatible setting of column {}", a.column)));
+        }
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn apply_assignment(
     proc: &Processor,
@@ -692,6 +723,12 @@ fn apply_assignment(
                     crate::bind::term_text(term)
                 )));
             }
+            if matches!(col.ty, CqlType::Udt { .. } | CqlType::Tuple(_)) {
+                return Err(QueryError::Invalid(format!(
+                    "Invalid operation ({name} = {name} + {}) for tuple column {name}",
+                    crate::bind::term_text(term)
+                )));
+            }
             if !col.ty.is_multi_cell() {
                 return Err(QueryError::Invalid(format!(
                     "Invalid operation ({name} = {name} + {}) for non counter column {name}",
@@ -705,7 +742,7 @@ fn apply_assignment(
             }
         }
         AssignmentOp::Subtract(term) => {
-            if !col.ty.is_multi_cell() {
+            if !col.ty.is_multi_cell() || !col.ty.is_collection() {
                 return Err(QueryError::Invalid(format!(
                     "Invalid operation ({name} = {name} - {}) for non counter column {name}",
                     crate::bind::term_text(term)
@@ -770,14 +807,53 @@ fn apply_assignment(
                 row.cells.push(cc.cell(col.id, Some(Bytes::from(path.clone())), vb));
                 Ok(())
             }
-            _ => {
-                Err(QueryError::Invalid(format!("Invalid operation ({name}[?] = ?) for non collection column {name}")))
-            }
+            _ => Err(QueryError::Invalid(format!(
+                "Invalid operation ({name}[{}] = {}) for non collection column {name}",
+                crate::bind::term_text(k),
+                crate::bind::term_text(value)
+            ))),
         },
-        AssignmentOp::SetField { .. } => {
-            Err(QueryError::invalid("Setting fields of non-frozen user types is not supported yet"))
+        AssignmentOp::SetField { field, value } => {
+            let (position, field_ty) = match &col.ty {
+                CqlType::Udt { frozen: false, .. } => udt_field(col, field)?,
+                CqlType::Udt { .. } => {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid operation ({name}.{field} = {}) for frozen UDT column {name}",
+                        crate::bind::term_text(value)
+                    )))
+                }
+                _ => {
+                    return Err(QueryError::Invalid(format!(
+                        "Invalid operation ({name}.{field} = {}) for non-UDT column {name}",
+                        crate::bind::term_text(value)
+                    )))
+                }
+            };
+            let receiver = format!("{name}.{field}");
+            match eval(value, &Receiver { name: &receiver, ty: &field_ty }, ctx)? {
+                Bound::Unset => {}
+                Bound::Null => row.cells.push(cc.cell(col.id, Some(common::field_path(position)), None)),
+                Bound::Value(v) => {
+                    check_value_size(col, &v)?;
+                    row.cells.push(cc.cell(col.id, Some(common::field_path(position)), Some(v)));
+                }
+            }
+            Ok(())
         }
     }
+}
+
+/// The position and type of `field` in the user type column `col`.
+fn udt_field(col: &ColumnDef, field: &str) -> Result<(usize, CqlType), QueryError> {
+    let CqlType::Udt { fields, .. } = &col.ty else {
+        return Err(QueryError::Invalid(format!("Invalid field deletion operation for non-UDT column {}", col.name)));
+    };
+    fields
+        .iter()
+        .enumerate()
+        .find(|(_, (n, _))| n == field)
+        .map(|(i, (_, t))| (i, t.clone()))
+        .ok_or_else(|| QueryError::Invalid(format!("UDT column {} does not have a field named {field}", col.name)))
 }
 
 /// The live elements (path, value) of a list column, read before a
@@ -959,14 +1035,26 @@ pub fn delete(
                                 row.cells.push(cc.cell(col.id, Some(Bytes::from(path.clone())), None));
                                 Ok(())
                             }
+                            _ if !col.ty.is_collection() => Err(QueryError::Invalid(format!(
+                                "Invalid deletion operation for non collection column {}",
+                                col.name
+                            ))),
                             _ => Err(QueryError::Invalid(format!(
                                 "Invalid element deletion for column {} of type {}",
                                 col.name,
                                 col.ty.to_cql()
                             ))),
                         },
-                        DeleteTarget::Field { .. } => {
-                            Err(QueryError::invalid("Deleting fields of user types is not supported yet"))
+                        DeleteTarget::Field { field, .. } => {
+                            if let CqlType::Udt { frozen: true, .. } = col.ty {
+                                return Err(QueryError::Invalid(format!(
+                                    "Frozen UDT column {} does not support field deletions",
+                                    col.name
+                                )));
+                            }
+                            let (position, _) = udt_field(col, field)?;
+                            row.cells.push(cc.cell(col.id, Some(common::field_path(position)), None));
+                            Ok(())
                         }
                     }
                 };

@@ -372,6 +372,7 @@ fn insert(c: &mut Collector<'_>, ins: &ast::Insert) -> Result<(), QueryError> {
 }
 
 fn update(c: &mut Collector<'_>, upd: &ast::Update) -> Result<(), QueryError> {
+    crate::modify::check_compatible(&upd.assignments)?;
     c.using(&upd.using);
     for a in &upd.assignments {
         let (_, col) = common::column(c.table, &a.column)?;
@@ -396,7 +397,13 @@ fn update(c: &mut Collector<'_>, upd: &ast::Update) -> Result<(), QueryError> {
                 }
                 other => c.term(value, &col.name, other),
             },
-            AssignmentOp::SetField { value, .. } => c.term(value, &col.name, &CqlType::Blob),
+            AssignmentOp::SetField { field, value } => {
+                let fty = match &col.ty {
+                    CqlType::Udt { fields, .. } => fields.iter().find(|(f, _)| f == field).map(|(_, t)| t.clone()),
+                    _ => None,
+                };
+                c.term(value, &format!("{}.{field}", col.name), &fty.unwrap_or(CqlType::Blob))
+            }
         }
     }
     c.relations(&upd.where_clause)?;

@@ -148,7 +148,7 @@ fn sum_and_avg_refuse_non_numeric_arguments() {
 fn row(n: i32, f: f64) -> RowData {
     let t = table();
     let mut cells = vec![None; t.columns.len()];
-    let cell = |value: Vec<u8>| Some(crate::common::CellOut { value, timestamp: Some(1), ttl: None });
+    let cell = |value: Vec<u8>| Some(crate::common::CellOut { value, timestamp: Some(1), ttl: None, fields: None });
     for (i, c) in t.columns.iter().enumerate() {
         match c.name.as_str() {
             "n" => cells[i] = cell(n.to_be_bytes().to_vec()),

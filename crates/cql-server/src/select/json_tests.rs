@@ -31,7 +31,7 @@ fn row(t: &TableDef, cells: &[(&str, Vec<u8>)]) -> RowData {
     let mut out = vec![None; t.columns.len()];
     for (name, value) in cells {
         let i = t.columns.iter().position(|c| c.name == *name).unwrap();
-        out[i] = Some(CellOut { value: value.clone(), timestamp: Some(1_500), ttl: None });
+        out[i] = Some(CellOut { value: value.clone(), timestamp: Some(1_500), ttl: None, fields: None });
     }
     RowData { token: 7, clustering: Vec::new(), cells: out }
 }

@@ -367,6 +367,21 @@ fn row_cell<'r>(sel: &Sel, row: &'r RowData, env: &Env<'_>) -> Cell<'r> {
             let ttl = row.cells[*i].as_ref().and_then(|c| c.ttl);
             ttl.map(|t| Cow::Owned(t.to_be_bytes().to_vec()))
         }
+        Sel::FieldMeta { column, position, ttl } => {
+            let meta = row.cells[*column].as_ref().and_then(|c| match &c.fields {
+                Some(fields) => fields.get(*position).copied().flatten(),
+                None => common::udt_component(&c.value, *position).and(c.timestamp.map(|ts| (ts, c.ttl))),
+            });
+            match (meta, ttl) {
+                (Some((_, Some(t))), true) => Some(Cow::Owned(t.to_be_bytes().to_vec())),
+                (Some((ts, _)), false) => Some(Cow::Owned(ts.to_be_bytes().to_vec())),
+                _ => None,
+            }
+        }
+        Sel::Field { inner, position } => match row_cell(inner, row, env)? {
+            Some(v) => common::udt_component(&v, *position).map(|f| Cow::Owned(f.to_vec())),
+            None => None,
+        },
         Sel::Token => Some(Cow::Owned(row.token.to_be_bytes().to_vec())),
         Sel::Const(v) => v.as_deref().map(Cow::Borrowed).map(|c| Cow::Owned(c.into_owned())),
         Sel::Bind { index, ty } => return bound_cell(env, *index, ty),

@@ -183,6 +183,12 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
         match &rel.lhs {
             RelationLhs::Column(name) => {
                 let (i, c) = common::column(table, name)?;
+                if let CqlType::Udt { frozen: false, .. } = c.ty {
+                    return Err(QueryError::Invalid(format!(
+                        "Non-frozen UDT column '{name}' ({}) cannot be restricted by any relation",
+                        c.ty.to_cql()
+                    )));
+                }
                 match (c.kind, rel.op) {
                     (ColumnKind::PartitionKey, Operator::Eq | Operator::In) => {
                         let vals = relation_values(rel, name, &c.ty, ctx)?;

@@ -11,6 +11,19 @@ pub(super) enum Sel {
     Column(usize),
     WriteTime(usize),
     Ttl(usize),
+    /// `writetime(c.f)` / `ttl(c.f)` (`ttl: true`) of a field of a user type
+    /// column: a non-frozen one's field cell; a frozen one's cell where the
+    /// field is not null.
+    FieldMeta {
+        column: usize,
+        position: usize,
+        ttl: bool,
+    },
+    /// `inner.f`: the field at `position` of a user type value.
+    Field {
+        inner: Box<Sel>,
+        position: usize,
+    },
     Token,
     Count,
     /// `count(x)`: the rows where a selector is not null.
@@ -70,7 +83,8 @@ impl Sel {
             Sel::ToJson { inner, .. }
             | Sel::Cast { inner, .. }
             | Sel::Convert { inner, .. }
-            | Sel::Negate(inner, _) => inner.is_aggregate(),
+            | Sel::Negate(inner, _)
+            | Sel::Field { inner, .. } => inner.is_aggregate(),
             Sel::Op { left, right, .. } => left.is_aggregate() || right.is_aggregate(),
             Sel::Native { args, .. } => args.iter().any(Sel::is_aggregate),
             _ => false,
@@ -140,6 +154,9 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
         }
         SelectorExpr::CountRows => Ok((Sel::Count, "count".into(), CqlType::BigInt)),
         SelectorExpr::CellMetadata { kind, target } => {
+            if let SelectorExpr::Field { expr, field } = &**target {
+                return plan_field_metadata(table, *kind, expr, field);
+            }
             let i = column_arg(table, target, "writetime/ttl")?;
             let c = &table.columns[i];
             let fname = match kind {
@@ -356,8 +373,52 @@ pub(super) fn plan_selector(table: &TableDef, expr: &SelectorExpr) -> Result<(Se
             }
         },
         SelectorExpr::Term(t) => Err(cannot_infer(&crate::bind::term_text(t))),
+        SelectorExpr::Field { expr, field } => {
+            let (inner, name, ty) = plan_selector(table, expr)?;
+            let (position, field_ty) = udt_field(&name, &ty, field)?;
+            Ok((Sel::Field { inner: Box::new(inner), position }, format!("{name}.{field}"), field_ty))
+        }
         _ => Err(QueryError::invalid("This selector is not supported yet")),
     }
+}
+
+/// The position and type of `field` in the user type `ty` of the selector
+/// `name`, or Cassandra's refusal.
+fn udt_field(name: &str, ty: &CqlType, field: &str) -> Result<(usize, CqlType), QueryError> {
+    let CqlType::Udt { fields, .. } = ty else {
+        return Err(QueryError::Invalid(format!(
+            "Invalid field selection: {name} of type {} is not a user type",
+            ty.to_cql()
+        )));
+    };
+    fields
+        .iter()
+        .position(|(n, _)| n == field)
+        .and_then(|p| fields.get(p).map(|(_, t)| (p, t.clone())))
+        .ok_or_else(|| QueryError::Invalid(format!("{name} of type {} has no field {field}", ty.to_cql())))
+}
+
+/// `writetime(c.f)`, `maxwritetime(c.f)` or `ttl(c.f)`: of a non-frozen user
+/// type, its field's cell; of a frozen one, its cell unless the field is null
+/// (as Cassandra 5.0 answers).
+fn plan_field_metadata(
+    table: &TableDef,
+    kind: CellMetadataKind,
+    expr: &SelectorExpr,
+    field: &str,
+) -> Result<(Sel, String, CqlType), QueryError> {
+    let fname = match kind {
+        CellMetadataKind::WriteTime => "writetime",
+        CellMetadataKind::MaxWriteTime => "maxwritetime",
+        CellMetadataKind::Ttl => "ttl",
+    };
+    let column = column_arg(table, expr, "writetime/ttl")?;
+    let c = &table.columns[column];
+    let (position, _) = udt_field(&c.name, &c.ty, field)?;
+    let ttl = kind == CellMetadataKind::Ttl;
+    let ty = if ttl { CqlType::Int } else { CqlType::BigInt };
+    let name = format!("{fname}({}.{field})", c.name);
+    Ok((Sel::FieldMeta { column, position, ttl }, name, ty))
 }
 
 fn cannot_infer(text: &str) -> QueryError {

@@ -125,6 +125,10 @@ class Cluster:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env(node),
                 start_new_session=True)
         with self._lock:
+            old = node.proc
+            # An exit the monitor had not seen yet still counts.
+            if old is not None and old.poll() is not None and not node.expect_exit:
+                node.unexpected_exits.append(old.returncode)
             node.proc = proc
             node.expect_exit = False
             node.paused = False

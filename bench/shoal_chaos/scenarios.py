@@ -265,7 +265,6 @@ def run_scenario(ctx, scenario, seed, seconds, opts, log=print):
         "verdict": verdict, "failed_checks": failed, "counts": checkers.counts(history),
         "errors": checkers.error_counts(history), "checks": checks, "nemesis": nemesis.events, "timings": timings,
     })
-    log(verdict_line(report))
     return report
 
 

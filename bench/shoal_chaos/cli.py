@@ -107,6 +107,9 @@ def parser():
     p.add_argument("--rss-mb", type=int, default=2048, help="checker (e): each node's RSS bound (default 2048 MiB)")
     p.add_argument("--disk-mb", type=int, default=512, help="each node's tmpfs data disk (default 512 MiB)")
     p.add_argument("--commitlog-sync", choices=["periodic", "batch", "group"], help="the nodes' commitlog_sync")
+    p.add_argument("--power-loss-all", action="store_true",
+                   help="power-loss: every node loses power at once (not one at a time); only batch and group "
+                        "commit logs promise to keep acknowledged writes then")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="an extra line of every node's YAML (VALUE parsed as JSON when it is), e.g. "
                         "hinted_handoff_enabled=false")

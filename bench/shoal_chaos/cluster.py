@@ -106,6 +106,8 @@ class Cluster:
     def env(self, node):
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
+        # The commit log journals each fsync, so `power_loss` can drop what it had not synced.
+        env["SHOAL_SYNC_JOURNAL"] = "1"
         if self.faketime_lib:
             env.update({
                 "LD_PRELOAD": self.faketime_lib,
@@ -204,6 +206,15 @@ class Cluster:
         proc.wait()
         node.kills += 1
         node.paused = False
+
+    def power_loss(self, node, seed):
+        """After `kill`: drops what the node's commit log had not fsynced (`shoal chaos power-loss`);
+        returns the unsynced bytes lost."""
+        proc = subprocess.run([self.bin, "chaos", "power-loss", node.data_dir, "--seed", str(seed), "--json"],
+                              capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"shoal chaos power-loss {node.data_dir} failed: {proc.stdout}{proc.stderr}")
+        return json.loads(proc.stdout)["bytes_lost"]
 
     def restart(self, node):
         if node.proc is not None and node.proc.poll() is None:

@@ -13,8 +13,9 @@ one node isolated), partition-bridge (one node sees the others, which do not see
 kill-loop (kill -9, down a few seconds, restart), pause (SIGSTOP / SIGCONT), skew (one node's wall clock
 off by up to a minute, ahead or behind), disk-full (one node's data tmpfs filled to ENOSPC, then
 freed), flaky (one node's packets dropped at 15-35% both ways, plus netem delay/reordering where the
-kernel has sch_netem), mixed (each cycle one of the above). power-loss is reserved: it needs the storage
-crate's layer that drops unsynced data (issue 26), not built here.
+kernel has sch_netem), power-loss (kill -9 of one node, or of every node with --power-loss-all, then
+`shoal chaos power-loss` on each killed node's data dir: what its commit log had not fsynced is lost, as
+in a power failure; then restarted), mixed (each cycle one of the above).
 """
 
 import json
@@ -25,9 +26,9 @@ import time
 
 from . import checkers
 
-SCENARIOS = ("partition-majority", "partition-bridge", "kill-loop", "pause", "skew", "disk-full", "flaky", "mixed")
-RESERVED = {"power-loss": "reserved: power loss (dropping unsynced commit-log data) needs the storage crate's "
-                          "layer being built for issue 26; not implemented in bench/chaos yet"}
+SCENARIOS = ("partition-majority", "partition-bridge", "kill-loop", "pause", "skew", "disk-full", "flaky", "power-loss",
+             "mixed")
+RESERVED = {}
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -42,6 +43,7 @@ class Nemesis:
         self.log = log
         self.events = []
         self.n = len(cluster.nodes)
+        self.power_all = False
 
     def note(self, op, **detail):
         ev = {"t": round(time.monotonic() - self.t0, 2), "op": op, **detail}
@@ -123,6 +125,29 @@ class Nemesis:
         self.c.free_disk(node)
         self.note("free-disk", node=node.index)
 
+    def power_loss(self, deadline):
+        """A power failure: kill -9, then the storage's power-loss layer drops what each killed node's
+        commit log had not fsynced (the nodes run with SHOAL_SYNC_JOURNAL=1), then a restart. One node,
+        or every node at once with --power-loss-all (a whole site losing power)."""
+        victims = list(self.c.nodes) if self.power_all else [self.c.node(self.rng.randint(1, self.n))]
+        for node in victims:
+            self.c.kill(node)
+        lost = {}
+        for node in victims:
+            seed = self.rng.randint(0, 2**32)
+            lost[node.name] = self.c.power_loss(node, seed)
+        self.note("power-loss", nodes=[n.index for n in victims], unsynced_bytes_lost=lost)
+        self.hold(1, 3, deadline)
+        for node in victims:
+            self.c.restart(node)
+        self.note("restart", nodes=[n.index for n in victims])
+        for node in victims:
+            try:
+                self.c.wait_normal(node, timeout=max(5.0, min(60.0, deadline - time.monotonic() + 30)))
+                self.note("up", node=node.index)
+            except RuntimeError as e:
+                self.note("not-up", node=node.index, why=str(e)[:200])
+
     def run(self, scenario, seconds):
         ops = {
             "partition-majority": [self.partition_majority],
@@ -132,8 +157,9 @@ class Nemesis:
             "skew": [self.skew],
             "disk-full": [self.disk_full],
             "flaky": [self.flaky],
+            "power-loss": [self.power_loss],
             "mixed": [self.partition_majority, self.partition_bridge, self.kill, self.pause, self.skew,
-                      self.disk_full, self.flaky],
+                      self.disk_full, self.flaky, self.power_loss],
         }[scenario]
         if scenario in ("skew", "mixed") and not self.c.faketime_lib:
             ops = [op for op in ops if op != self.skew]
@@ -189,6 +215,7 @@ def run_scenario(ctx, scenario, seed, seconds, opts, log=print):
                                     stdout=err, stderr=subprocess.STDOUT)
         ctx.children.append(workload)
         nemesis = Nemesis(cluster, net, rng, time.monotonic(), log)
+        nemesis.power_all = getattr(opts, "power_loss_all", False)
         try:
             nemesis.run(scenario, seconds)
         finally:

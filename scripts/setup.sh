@@ -23,6 +23,10 @@ command -v javac >/dev/null 2>&1 || need_apt+=(default-jdk-headless)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # bench/compare --tls makes its throw-away certificates with the openssl command.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# bench/chaos (the fault harness): nft drops packets inside the nodes' network namespaces (partitions, lossy links),
+# libfaketime offsets one node's clock (the skew scenario).
+command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
+[ -n "$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1)" ] || need_apt+=(libfaketime)
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo (Rust) is required; install rustup first" >&2; exit 1; }
 # rustfmt and clippy run in scripts/test.sh.
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then

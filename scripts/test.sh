@@ -20,6 +20,12 @@ echo "== cargo test"
 cargo test --release --workspace
 echo "== python driver + cqlsh tests"
 PATH="$SHOAL_VENV/bin:$PATH" SHOAL_BIN="$SHOAL_BIN" "$SHOAL_VENV/bin/python" -m pytest -q tests/python
+echo "== bench/chaos ci: every fault scenario (partitions, lossy links, kill -9, pauses, clock skew, full disk) on a 3-node RF=3 cluster in network namespaces"
+if chaos_why="$("$ROOT/bench/chaos" check)"; then
+  SHOAL_BIN="$SHOAL_BIN" SHOAL_VENV="$SHOAL_VENV" "$ROOT/bench/chaos" ci --json-dir "$ROOT/bench/out/chaos"
+else
+  echo "SKIPPED: bench/chaos cannot run here ($chaos_why); it needs root, ip netns and nft"
+fi
 echo "== Java driver 4 and gocql v2 against shoal"
 "$ROOT/scripts/driver-tests.sh"
 echo "== the same suites' connection, v5, types, prepared, batch, paging, LWT and counter tests against a 3-node shoal cluster"
@@ -30,5 +36,7 @@ if [ "${SHOAL_SKIP_DIFFERENTIAL:-0}" != 1 ]; then
 fi
 echo "== bench/shoal_bench unit tests (the chart specs, shoal stress plot mocked)"
 python3 -m unittest discover -s "$ROOT/bench/shoal_bench" -t "$ROOT/bench" -p "test_*.py"
+echo "== bench/shoal_chaos unit tests (the checkers on known-bad histories; the network faults, when root)"
+python3 -m unittest discover -s "$ROOT/bench/shoal_chaos" -t "$ROOT/bench" -p "test_*.py"
 echo "== bench/compare --smoke (Shoal only, results in a temp dir; no targets asserted)"
 "$ROOT/bench/compare" --smoke --shoal-only

@@ -40,9 +40,10 @@ A run under an hour is a validation of the tool, never the 1-hour run of record 
 
 Output: a progress line every minute on stderr, the JSON (--json, default DIR/soak.json), DIR/soak.md
 and with --write-md the report (default bench/SOAK.md) and its chart (soak.svg beside it). The work
-directory (default $HOME/.cache/shoal/bench/soak/STAMP) keeps the stress logs and reports, the samples
-and the nodes' logs; the cluster is always stopped at the end (also on Ctrl-C and SIGTERM), its data
-deleted unless --keep.
+directory (default $HOME/.cache/shoal/bench/soak/STAMP) keeps each stress's log and report
+(stress-{preload,calibrate,soak}.{log,json}), the restarts and samples (soak-raw.json) and the nodes'
+logs; `bench/soak --analyse DIR [--write-md]` writes the outputs again from them, without a run. The
+cluster is always stopped at the end (also on Ctrl-C and SIGTERM), its data deleted unless --keep.
 """
 
 import argparse
@@ -650,6 +651,7 @@ def parse(argv):
     p.add_argument("--write-md", nargs="?", const=os.path.join(HERE, "SOAK.md"), metavar="PATH",
                    help="write the report there (default bench/SOAK.md) and soak.svg beside it")
     p.add_argument("--note", help="a line for the report (e.g. what else the machine was doing)")
+    p.add_argument("--analyse", metavar="DIR", help="no run: the outputs again from a finished run's work directory")
     a = p.parse_args(argv)
     try:
         a.soak_s = (a.minutes * 60) if a.minutes is not None else (a.hours if a.hours is not None else 1.0) * 3600
@@ -680,13 +682,13 @@ def run_soak(a, cluster, work, state):
     interruption still leaves what ran)."""
     log(f"preload: {a.keys:,} keys at QUORUM")
     run_stress(["write", f"n={a.keys}", "cl=QUORUM", "-pop", f"seq=1..{a.keys}", "-rate", "threads=64"],
-               cluster, work, "preload", timeout=7200)
+               cluster, work, "stress-preload", timeout=7200)
     if a.rate:
         state["rate"] = a.rate
     else:
         log(f"calibration: mixed at QUORUM, unthrottled, {a.calibrate_s:g} s")
         cal = run_stress(["mixed", f"duration={round(a.calibrate_s)}s", "cl=QUORUM", "-pop", f"dist=uniform(1..{a.keys})",
-                          "-rate", f"threads={CAL_THREADS}", "-log", "interval=5s"], cluster, work, "calibrate",
+                          "-rate", f"threads={CAL_THREADS}", "-log", "interval=5s"], cluster, work, "stress-calibrate",
                          timeout=a.calibrate_s + 600)["summary"]
         state["calibration"] = dict(op_rate=cal["op_rate"], p99_ms=cal["latency"]["p99_ms"], errors=cal["errors"])
         state["rate"] = max(1, round(cal["op_rate"] * a.load_fraction))
@@ -697,9 +699,9 @@ def run_soak(a, cluster, work, state):
     state["sampler"] = sampler
     words = soak_words(a, rate)
     state["soak_command"] = "shoal stress " + " ".join(map(shlex.quote, words))
-    proc = start_stress(words, cluster, work, "soak")
+    proc = start_stress(words, cluster, work, "stress-soak")
     state["proc"] = proc
-    tail = LogTail(os.path.join(work, "soak.log"))
+    tail = LogTail(os.path.join(work, "stress-soak.log"))
     launched = time.time()
     lines = []
     while not lines and proc.poll() is None and time.time() - launched < 120:  # warm-up, then the first interval
@@ -728,34 +730,80 @@ def run_soak(a, cluster, work, state):
     state["report"] = finish_stress(proc, work, 300, interrupt=proc.poll() is None)
 
 
-def build_doc(a, state, command, work, wall):
-    report = state.get("report")
-    if not report:
-        return None
-    restarts = list(state["restarter"].restarts) if state.get("restarter") else []
-    samples = list(state["sampler"].samples) if state.get("sampler") else []
+def raw_of(a, state, command, wall):
+    """What the run measured besides the stress's own report (DIR/soak-raw.json): enough to analyse it again."""
+    return dict(command=command, args={k: v for k, v in vars(a).items() if k != "analyse"}, rate=state.get("rate"),
+                calibration=state.get("calibration"), soak_command=state.get("soak_command"),
+                interrupted=bool(state.get("interrupted")), wall_s=wall,
+                restarts=list(state["restarter"].restarts) if state.get("restarter") else [],
+                samples=list(state["sampler"].samples) if state.get("sampler") else [],
+                machine=machine(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit=source_commit(),
+                binary=binary_id(lifecycle.SHOAL_BIN))
+
+
+def build_doc(raw, report, work):
+    """The results: the minutes, restarts, errors, slopes and verdict of a run (its raw record and report)."""
+    a = argparse.Namespace(**raw["args"])
+    restarts, samples = raw["restarts"], raw["samples"]
     s = report["summary"]
     ivs = steady_intervals(report)
     windows = restart_windows(restarts, a.window_before_s, a.window_after_s)
     per, outside, where = attribute_errors(ivs, windows)
     rows = minute_rows(ivs, s["start_unix_s"], samples, windows)
-    verdict = analyse(rows, restarts, state["rate"], outside, a.rss_bound, a.disk_bound)
-    return dict(command=command, machine=machine(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                commit=source_commit(), binary=binary_id(lifecycle.SHOAL_BIN), work=shown(work), note=a.note,
-                args=dict(vars(a)), soak_s=s["elapsed_s"], wall_s=wall, interrupted=bool(state.get("interrupted")),
-                start_unix_s=s["start_unix_s"], rate=state["rate"], calibration=state.get("calibration"),
-                soak_command=state.get("soak_command"), retries=report.get("settings", {}).get("retries", 9),
-                retries_used=s.get("retries", 0), stress_summary={k: v for k, v in s.items() if not k.endswith("_hdr")},
-                restarts=restarts,
+    verdict = analyse(rows, restarts, raw["rate"], outside, a.rss_bound, a.disk_bound)
+    return dict({k: raw[k] for k in ("command", "machine", "date", "commit", "binary", "rate", "calibration",
+                                     "soak_command", "interrupted", "wall_s", "restarts")},
+                work=shown(work), note=a.note, args=raw["args"], soak_s=s["elapsed_s"], start_unix_s=s["start_unix_s"],
+                retries=report.get("settings", {}).get("retries", 9), retries_used=s.get("retries", 0),
+                stress_summary={k: v for k, v in s.items() if not k.endswith("_hdr")},
                 errors=dict(total=sum(iv.get("errors") or 0 for iv in ivs), per_restart=per,
                             in_restart_windows=sum(per), outside=outside,
                             outside_at_minute=[round((t - s["start_unix_s"]) / 60, 2) for t, _ in where]),
-                minutes=rows, verdict=verdict, samples=samples)
+                minutes=rows, verdict=verdict)
+
+
+def write_outputs(doc, work, json_path, md_path):
+    """soak.json, the chart and the report (DIR/soak.md, and md_path when given); returns the exit code's verdict
+    part (0 met, 2 not)."""
+    jpath = json_path or os.path.join(work, "soak.json")
+    with open(jpath, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    svg = os.path.join(os.path.dirname(os.path.abspath(md_path)) if md_path else work, "soak.svg")
+    drawn = plots.draw(chart(doc), svg, work)
+    md = md_path or os.path.join(work, "soak.md")
+    text = render_md(doc, plots.md_image("soak.svg", drawn, os.path.dirname(svg), md, work))
+    for path in {md, os.path.join(work, "soak.md")}:
+        with open(path, "w") as f:
+            f.write(text)
+    for c in doc["verdict"]["checks"]:
+        print(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['shown']} ({c['bound']})")
+    print(f"soak: {'PASS' if doc['verdict']['passed'] else 'FAIL'} over {doc['soak_s'] / 60:.1f} min" +
+          ("" if doc["soak_s"] >= 3600 else " (a validation run: under an hour)"))
+    log(f"JSON: {shown(jpath)}; report: {shown(md)}" + (f"; chart: {shown(svg)}" if drawn else ""))
+    return 0 if doc["verdict"]["passed"] else 2
+
+
+def reanalyse(a):
+    """--analyse DIR: the outputs again from a finished run's DIR/soak-raw.json and DIR/stress-soak.json."""
+    work = os.path.abspath(a.analyse)
+    try:
+        with open(os.path.join(work, "soak-raw.json")) as f:
+            raw = json.load(f)
+        with open(os.path.join(work, "stress-soak.json")) as f:
+            report = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"bench/soak --analyse: {e}", file=sys.stderr)
+        return 1
+    if a.note:
+        raw["args"]["note"] = a.note
+    return write_outputs(build_doc(raw, report, work), work, a.json, a.write_md)
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     a = parse(argv)
+    if a.analyse:
+        return reanalyse(a)
     command = "bench/soak " + " ".join(map(shlex.quote, argv))
     work = os.path.abspath(a.dir or os.path.join(BENCH_HOME, "soak", time.strftime("%Y%m%d-%H%M%S")))
     if not os.access(lifecycle.SHOAL_BIN, os.X_OK):
@@ -804,26 +852,13 @@ def main(argv=None):
             proc.wait(30)
         cluster.teardown(a.keep)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    doc = build_doc(a, state, command, work, time.time() - t_start)
-    if doc is None:
+    raw = raw_of(a, state, command, time.time() - t_start)
+    with open(os.path.join(work, "soak-raw.json"), "w") as f:
+        json.dump(raw, f, indent=1, default=str)
+    if not a.keep:  # the pinned copy: the report names it by sha256
+        shutil.rmtree(os.path.dirname(lifecycle.SHOAL_BIN), ignore_errors=True)
+    if not state.get("report"):
         progress(f"no soak report to analyse; logs in {shown(work)}")
         return code or 1
-    jpath = a.json or os.path.join(work, "soak.json")
-    with open(jpath, "w") as f:
-        json.dump(doc, f, indent=1, default=str)
-    svg = os.path.join(os.path.dirname(os.path.abspath(a.write_md)) if a.write_md else work, "soak.svg")
-    drawn = plots.draw(chart(doc), svg, work)
-    md_path = a.write_md or os.path.join(work, "soak.md")
-    text = render_md(doc, plots.md_image("soak.svg", drawn, os.path.dirname(svg), md_path, work))
-    for path in {md_path, os.path.join(work, "soak.md")}:
-        with open(path, "w") as f:
-            f.write(text)
-    for c in doc["verdict"]["checks"]:
-        print(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['shown']} ({c['bound']})")
-    print(f"soak: {'PASS' if doc['verdict']['passed'] else 'FAIL'} over {doc['soak_s'] / 60:.1f} min" +
-          ("" if doc["soak_s"] >= 3600 else " (a validation run: under an hour)"))
-    log(f"JSON: {shown(jpath)}; report: {shown(md_path)}" + (f"; chart: {shown(svg)}" if drawn else ""))
-    if not code and not doc["verdict"]["passed"]:
-        code = 2
-    return code
-
+    verdict = write_outputs(build_doc(raw, state["report"], work), work, a.json, a.write_md)
+    return code or verdict

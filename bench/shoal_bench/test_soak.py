@@ -195,6 +195,28 @@ class OutputTest(unittest.TestCase):
         doc["soak_s"] = 3600.0
         self.assertNotIn("Validation run", soak.render_md(doc, ""))
 
+    def test_a_run_is_analysed_from_its_stress_report_and_raw_record(self):
+        a = soak.parse(["--minutes", "10", "--restart-every", "3m"])
+        ivs = [interval(t, ops=1000, errors=2 if t == 180 else 0, hdr=HDR_495) for t in range(0, 600, 10)]
+        ivs.append(interval(600, ops=3, duration=0.2))  # the final fragment: dropped
+        report = dict(summary=dict(start_unix_s=START, elapsed_s=600.2, retries=4), settings=dict(retries=9),
+                      intervals=ivs)
+        restarts = [dict(index=1, node=1, how="SIGTERM", t_stop=START + 180, t_stopped=START + 181,
+                         t_ready=START + 190, ok=True, error=None)]
+        samples = [dict(t=START + t, rss_mb={"1": 300.0, "2": 310.0, "3": 290.0},
+                        disk_mb={"1": 100.0, "2": 100.0, "3": 100.0}) for t in range(0, 610, 10)]
+        raw = dict(command="bench/soak --minutes 10", args=vars(a), rate=100, calibration=dict(op_rate=200.0),
+                   soak_command="shoal stress mixed", interrupted=False, wall_s=700.0, restarts=restarts,
+                   samples=samples, machine="m", date="d", commit="c", binary="b")
+        doc = soak.build_doc(raw, report, "/nonexistent")
+        self.assertEqual(len(doc["minutes"]), 10)
+        self.assertEqual(doc["errors"], dict(total=2, per_restart=[2], in_restart_windows=2, outside=0,
+                                             outside_at_minute=[]))
+        self.assertEqual([r["minute"] for r in doc["minutes"] if r["restart"]], [3, 4, 5])  # [170, 250) s
+        self.assertEqual(doc["verdict"]["slopes"]["steady_minutes"], 7)
+        self.assertTrue(doc["verdict"]["passed"], doc["verdict"]["checks"])
+        self.assertIn("| 1 | 1 | SIGTERM | 3.0 | 1.0 | 9.0 | yes | 2 |", soak.render_md(doc, ""))
+
     def test_arguments(self):
         a = soak.parse(["--minutes", "12", "--restart-every", "3m"])
         self.assertEqual((a.soak_s, a.restart_every_s, a.window_after_s), (720, 180, 60))

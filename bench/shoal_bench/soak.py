@@ -612,15 +612,17 @@ def render_md(doc, image_line):
           "## Over time", "", image_line, "",
           "## How to run", "",
           "```sh",
-          "bench/soak --minutes 12 --restart-every 3m            # a validation of the tool (~20 min with set-up)",
+          "bench/soak --minutes 15 --restart-every 4m --keys 300000 --calibrate 30s   # a validation (~20 min)",
           "bench/soak --hours 1 --write-md                       # the 1-hour run of record (issue 26's Done-when)",
-          "bench/soak --hours 72 --write-md --json soak-72h.json # the 72-hour soak",
+          "bench/soak --hours 72 --interval 30s --write-md      # the 72-hour soak",
           "bench/soak --hours 1 --kill --write-md bench/SOAK-kill.md   # restarts by SIGKILL (a crash) instead",
           "```", "",
-          "The 72-hour run needs a machine of its own: 432 restarts, ~26,000 stress intervals (its JSON report, "
-          "HDR histograms included, is some tens of MB) and a data set that stays at its preload's size (the "
-          "keys are overwritten, not added), plus compaction's headroom. Leave it in a `tmux`/`nohup` session; "
-          "Ctrl-C or SIGTERM stops it cleanly (the cluster is torn down and what ran is reported). "
+          "The 72-hour run needs a machine of its own: 432 restarts, and a stress report that holds every "
+          "interval's HDR histograms (about 13 kB per interval here: with `--interval 30s` some 8,600 intervals, "
+          "~110 MB, read once at the end; the default 10 s would make it ~340 MB). The data set stays at its "
+          "preload's size (the keys are overwritten, not added), plus compaction's headroom. Run it under "
+          "`nohup` or `tmux`; Ctrl-C or SIGTERM stops it cleanly (the cluster is torn down and what ran is "
+          "reported), and `bench/soak --analyse DIR --write-md` redoes the report from its work directory. "
           f"Raw output of this run: `{doc['work']}` (not committed).", ""]
     return "\n".join(L)
 

@@ -561,7 +561,7 @@ def render_md(doc, image_line):
     record = minutes >= 60
     L = ["# Soak: a 3-node RF=3 cluster under a steady mixed load, a node restarted on a schedule (issue 26)", ""]
     if not record:
-        L += [f"> **Validation run** ({minutes:g} minutes, restarts every {a['restart_every_s'] / 60:g} min): a check "
+        L += [f"> **Validation run** ({minutes:.1f} minutes, restarts every {a['restart_every_s'] / 60:g} min): a check "
               "of the tool, not the 1-hour run of record. Its slopes per hour are extrapolated from a few minutes; "
               "issue 26's Done-when line is **not** claimed from it.", ""]
     if doc.get("note"):
@@ -771,9 +771,10 @@ def write_outputs(doc, work, json_path, md_path):
     with open(jpath, "w") as f:
         json.dump(doc, f, indent=1, default=str)
     svg = os.path.join(os.path.dirname(os.path.abspath(md_path)) if md_path else work, "soak.svg")
-    drawn = plots.draw(chart(doc), svg, work)
+    spec_dir = os.path.join(work, "chart")  # the chart's spec (not work/soak.json: that is the results)
+    drawn = plots.draw(chart(doc), svg, spec_dir)
     md = md_path or os.path.join(work, "soak.md")
-    text = render_md(doc, plots.md_image("soak.svg", drawn, os.path.dirname(svg), md, work))
+    text = render_md(doc, plots.md_image("soak.svg", drawn, os.path.dirname(svg), md, spec_dir))
     for path in {md, os.path.join(work, "soak.md")}:
         with open(path, "w") as f:
             f.write(text)

@@ -185,7 +185,7 @@ class OutputTest(unittest.TestCase):
                    errors=dict(total=2, per_restart=[2], in_restart_windows=2, outside=0),
                    minutes=rows, verdict=soak.analyse(rows, restarts, 100, 0, 25, 50))
         md = soak.render_md(doc, "![soak.svg](soak.svg)")
-        self.assertIn("**Validation run** (12 minutes", md)
+        self.assertIn("**Validation run** (12.0 minutes", md)
         self.assertIn("> a busy machine", md)
         self.assertIn("| 1 | 1 | SIGTERM | 5.0 | 2.0 | 18.0 | yes | 2 |", md)
         self.assertIn("| 4 (R) |", md)

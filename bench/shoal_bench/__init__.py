@@ -13,6 +13,9 @@
   durability   --durability: commitlog_sync modes vs client threads and the disk's fsync rate, DURABILITY.md
   plots        chart specs (JSON) drawn to SVG by `shoal stress plot`
   lifecycle    bench/lifecycle (issue 21): bootstrap, decommission and repair, timed and metered; LIFECYCLE.md
+  scaling      bench/scaling (issue 24): server CPU per client write from 1 to 8 nodes; SCALING.md
+  soak         bench/soak (issue 26): a 3-node RF=3 cluster at half its max with a node restarted on a schedule,
+               per-minute throughput, p99, RSS, disk and errors, their slopes per hour and a verdict; SOAK.md
   cli          argparse, main, signal handling
 
 Standard library only.

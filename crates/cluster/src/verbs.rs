@@ -3,9 +3,10 @@
 //! key scans, read-repair writes, lightweight transactions' Paxos rounds, repair validation and the record of a
 //! finished repair (`repaired`), schema push/pull,
 //! streaming, echo). Also the hint
-//! dispatcher (replays stored hints to targets that are up again) and the
+//! dispatcher (replays stored hints to targets that are up again), the
 //! schema puller (fetches the schema from a peer that gossips another
-//! version).
+//! version) and the DDL's schema push (`push_schema`: returns once every live
+//! peer applied the change, failed pushes sent again, bounded).
 //!
 //! Invariants:
 //! - Every request is answered or failed (`Failure` with a code), never

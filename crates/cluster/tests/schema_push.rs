@@ -5,6 +5,8 @@
 //! on a schema without the change), and a peer that never answers is given up
 //! on within the bound.
 
+#![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;

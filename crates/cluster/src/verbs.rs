@@ -3,9 +3,10 @@
 //! key scans, read-repair writes, lightweight transactions' Paxos rounds, repair validation and the record of a
 //! finished repair (`repaired`), schema push/pull,
 //! streaming, echo). Also the hint
-//! dispatcher (replays stored hints to targets that are up again) and the
+//! dispatcher (replays stored hints to targets that are up again), the
 //! schema puller (fetches the schema from a peer that gossips another
-//! version).
+//! version) and the DDL's schema push (`push_schema`: returns once every live
+//! peer applied the change, failed pushes sent again, bounded).
 //!
 //! Invariants:
 //! - Every request is answered or failed (`Failure` with a code), never
@@ -15,6 +16,7 @@
 //! - Hints for a target are deleted only after the target acknowledged
 //!   every mutation in them.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -172,7 +174,9 @@ async fn serve_stream(streams: Arc<StreamSource>, msg: Inbound) {
     }
 }
 
-pub(crate) fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
+/// Answers one request of the verbs served inline or on a worker (schema
+/// push/pull among them); public for the tests that serve a node's schema verbs.
+pub fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
     let Inbound { from, verb, payload, responder } = msg;
     let fail = |responder: net::Responder, code: FailureCode, e: &dyn std::fmt::Display| {
         tracing::debug!(%from, ?verb, "internode request failed: {e}");
@@ -439,16 +443,64 @@ pub async fn sync_schema<T: Transport + Clone>(
     }
 }
 
-/// Pushes our schema to every live peer and waits (bounded) for their answers.
-pub async fn push_schema<T: Transport>(view: &ViewHandle, transport: &T, schema: &dyn SchemaSync) {
-    let v = view.snapshot();
+/// How long a DDL waits at most for the live peers to apply it.
+pub const SCHEMA_PUSH_WAIT: Duration = Duration::from_secs(5);
+/// One push waits at most this long for its answer before it is sent again.
+const SCHEMA_PUSH_TRY: Duration = Duration::from_secs(2);
+/// The pause before a failed push is sent again.
+const SCHEMA_PUSH_RETRY: Duration = Duration::from_millis(100);
+
+/// Pushes our schema to every live peer and waits until each has applied it
+/// (a peer answers a push once it has merged it), for at most `wait`: a push
+/// that failed (timed out, refused by a full queue, a connection closed) is
+/// sent again; a peer the failure detector now holds down is no longer
+/// waited for. Returns the live peers that did not answer in time (they pull
+/// the schema later, `sync_schema`).
+///
+/// A DDL is answered after this: once it returns empty, every live node's
+/// `system.local` shows a schema holding the change, so a driver's agreement
+/// check (which compares versions, digests of content) cannot agree on a
+/// schema without it, even where a peer's gossiped version is stale.
+pub async fn push_schema<T: Transport>(
+    view: &ViewHandle,
+    transport: &T,
+    schema: &dyn SchemaSync,
+    wait: Duration,
+) -> Vec<SocketAddr> {
+    let deadline = tokio::time::Instant::now() + wait;
     let payload = Bytes::from(schema.export());
-    let sends: Vec<_> = v
-        .peers()
-        .filter(|e| e.alive)
-        .map(|e| transport.send_request(e.internode, Verb::SchemaPush, payload.clone(), Duration::from_secs(5)))
-        .collect();
-    for s in sends {
-        let _ = s.await;
+    let mut pending: Vec<(Uuid, SocketAddr)> =
+        view.snapshot().peers().filter(|e| e.alive).map(|e| (e.host_id, e.internode)).collect();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if pending.is_empty() || left.is_zero() {
+            break;
+        }
+        // Sent at once, awaited in turn.
+        let sends: Vec<_> = pending
+            .iter()
+            .map(|&(id, addr)| {
+                let send = transport.send_request(addr, Verb::SchemaPush, payload.clone(), left.min(SCHEMA_PUSH_TRY));
+                (id, addr, send)
+            })
+            .collect();
+        let mut failed = Vec::new();
+        for (id, addr, send) in sends {
+            if let Err(e) = send.await {
+                tracing::debug!(%addr, "schema push failed: {e}");
+                failed.push((id, addr));
+            }
+        }
+        let v = view.snapshot();
+        pending = failed.into_iter().filter(|(id, _)| v.is_alive(*id)).collect();
+        if !pending.is_empty() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            tokio::time::sleep(SCHEMA_PUSH_RETRY.min(left)).await;
+        }
     }
+    let missed: Vec<SocketAddr> = pending.into_iter().map(|(_, addr)| addr).collect();
+    if !missed.is_empty() {
+        tracing::warn!(peers = ?missed, "live peers did not apply the schema within {wait:?}; they will pull it");
+    }
+    missed
 }

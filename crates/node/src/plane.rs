@@ -176,7 +176,8 @@ impl DataPlane for ClusterPlane {
     }
 
     /// Gossips the new version and pushes the schema to every live peer,
-    /// returning once each has applied it (or its 5 s push timed out): the
+    /// returning once each has applied it (failed pushes are sent again, for
+    /// at most `SCHEMA_PUSH_WAIT` in all): the
     /// DDL's answer reaches the client only then, so a statement it sends
     /// next to any live node finds the change (a driver that skips schema
     /// agreement, or counts a node it has not connected to yet as down, saw
@@ -188,6 +189,7 @@ impl DataPlane for ClusterPlane {
             &coordinator.view,
             &coordinator.transport,
             &SchemaAdapter(Arc::clone(&self.schema)),
+            cluster::verbs::SCHEMA_PUSH_WAIT,
         ));
     }
 }

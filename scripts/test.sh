@@ -20,7 +20,7 @@ echo "== cargo test"
 cargo test --release --workspace
 echo "== python driver + cqlsh tests"
 PATH="$SHOAL_VENV/bin:$PATH" SHOAL_BIN="$SHOAL_BIN" "$SHOAL_VENV/bin/python" -m pytest -q tests/python
-echo "== bench/chaos ci: every fault scenario (partitions, lossy links, kill -9, pauses, clock skew, full disk) on a 3-node RF=3 cluster in network namespaces"
+echo "== bench/chaos ci: every fault scenario (partitions, lossy links, kill -9, pauses, clock skew, full disk, power loss) on a 3-node RF=3 cluster in network namespaces"
 if chaos_why="$("$ROOT/bench/chaos" check)"; then
   SHOAL_BIN="$SHOAL_BIN" SHOAL_VENV="$SHOAL_VENV" "$ROOT/bench/chaos" ci --json-dir "$ROOT/bench/out/chaos"
 else

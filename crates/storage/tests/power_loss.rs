@@ -129,16 +129,20 @@ fn trial(sync: &str, seed: u64, power: bool) -> Trial {
                 let mut seen = seen.lock().unwrap();
                 match line.split_once(' ') {
                     Some(("A", k)) => {
+                        if seen.0.is_empty() {
+                            // The first acknowledgement: the kill is timed from it.
+                            let _ = ready_tx.send(());
+                        }
                         seen.0.insert(k.parse().unwrap(), Instant::now());
                     }
                     Some(("R", k)) => seen.1.push(k.parse().unwrap()),
-                    _ if line == "ready" => ready_tx.send(()).unwrap(),
+                    _ if line == "ready" => {}
                     _ => panic!("unexpected child line {line:?}"),
                 }
             }
         })
     };
-    ready_rx.recv_timeout(Duration::from_secs(30)).expect("the child did not open its storage");
+    ready_rx.recv_timeout(Duration::from_secs(60)).expect("the child acknowledged no write within 60 s");
     std::thread::sleep(Duration::from_millis(rng.gen_range(20..300)));
     child.kill().unwrap();
     let killed = Instant::now();
@@ -172,9 +176,11 @@ fn run(sync: &str, trials: u64, power: bool) {
         assert!(t.acked > 0, "{sync} seed {seed}: the child acknowledged nothing");
         match sync {
             "periodic" if power => {
-                // Lost: only writes acknowledged within a sync period (plus
-                // the syncer's tick and an fsync's time) before the kill.
-                let bound = PERIOD + Duration::from_millis(150);
+                // Lost: only writes acknowledged within about a sync period
+                // before the kill (the bound allows a second period, for the
+                // syncer's tick and a slow fsync on a loaded machine; seen
+                // here: 101-130 ms).
+                let bound = 2 * PERIOD + Duration::from_millis(200);
                 assert!(
                     t.lost.iter().all(|(_, age)| *age <= bound),
                     "periodic seed {seed}: a write acknowledged more than {bound:?} before the kill was lost: {:?}",

@@ -533,7 +533,7 @@ impl<'a> PartitionSizes<'a> {
     }
 
     fn add(&mut self, key: &[u8], value_len: usize) {
-        let prefix_len = keys::split_partition(key).map_or(key.len(), |(_, pk, _)| 10 + pk.len());
+        let prefix_len = keys::split_partition(key).map_or(key.len(), |(_, _, rest)| key.len() - rest.len());
         let prefix = key.get(..prefix_len).unwrap_or(key);
         if prefix != self.prefix.as_slice() {
             self.finish();

@@ -4,7 +4,7 @@ errors, their slopes per hour, and a verdict against the issue's Done-when line.
 
     bench/soak [--hours H | --minutes M] [--restart-every 10m] [--kill] [--down 0s]
                [--rate R | --calibrate 45s] [--load-fraction 0.5] [--keys 1000000] [--interval 10s]
-               [--window-before 10s] [--window-after 60s] [--rss-bound 25] [--disk-bound 50]
+               [--window-before 10s] [--window-after 60s] [--warmup 5m] [--rss-bound 25] [--disk-bound 50]
                [--dir DIR] [--keep] [--json OUT] [--write-md [bench/SOAK.md]] [--note TEXT]
 
 Phases, on one cluster (`shoal cluster up -n 3`: nodes on 127.0.0.1..3, num_tokens 16, the server's
@@ -27,10 +27,14 @@ minute's intervals merged; latency from each operation's intended start, so a st
 errors (operations that failed all of the client's tries), each node's largest RSS and data-dir size
 sampled in the minute. Errors in an interval that overlaps a restart's window [stop - --window-before,
 back NORMAL + --window-after] are that restart's; any other error counts against the verdict. Minutes
-that overlap a restart's window are left out of the throughput and p99 slopes (not of RSS or disk).
+that overlap a restart's window are left out of the throughput and p99 slopes (not of RSS or disk), and
+so are the first --warmup minutes (5m: right after the unthrottled calibration, compaction is still
+catching up; the report gives the slopes with them too).
 
-Slopes: least squares over the minutes, per hour: throughput and p99 as % of their mean per hour,
-RSS and disk (the three nodes summed) in MB per hour. The verdict (issue 26's Done-when line):
+Slopes per hour: throughput and p99 by Theil-Sen (the median of the slopes between every two minutes)
+as % of their median minute, so that the periodic spikes of flushes and restarts do not pass for a
+trend (least squares, as % of the mean, is reported beside); RSS and disk (the three nodes summed) by
+least squares in MB per hour. The verdict (issue 26's Done-when line):
   - throughput and p99 slopes within +-5% per hour;
   - RSS and disk bounded: the largest value of the last third of the minutes at most --rss-bound %
     (25) / --disk-bound % (50) above the largest of the first third (the slopes are shown beside);
@@ -99,6 +103,14 @@ def least_squares(points):
     return slope, my - slope * mx
 
 
+def theil_sen(points):
+    """The Theil-Sen slope through [(x, y)]: the median of the slopes between every two points of
+    distinct x (a few outliers, such as a flush's latency spike, barely move it), or None."""
+    pts = [(float(x), float(y)) for x, y in points if x is not None and y is not None]
+    slopes = [(b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(pts) for b in pts[i + 1:] if b[0] != a[0]]
+    return statistics.median(slopes) if slopes else None
+
+
 def minute_hours(row):
     """A minute's middle, in hours since the soak's start (minute 1 is [0, 60) s)."""
     return (row["minute"] - 0.5) / 60
@@ -110,13 +122,19 @@ def slope_per_hour(rows, key):
     return fit[0] if fit else None
 
 
-def slope_pct_per_hour(rows, key):
-    """The slope of rows[key] per hour as % of its mean over the same rows, or None."""
+def slope_pct_per_hour(rows, key, robust=False):
+    """The slope of rows[key] per hour as % of its mean over the same rows (least squares), or with
+    `robust` the Theil-Sen slope as % of the median; None without two minutes."""
     vals = [r[key] for r in rows if r.get(key) is not None]
-    s = slope_per_hour(rows, key)
-    if s is None or not vals or statistics.mean(vals) == 0:
+    if robust:
+        s = theil_sen([(minute_hours(r), r[key]) for r in rows if r.get(key) is not None])
+        center = statistics.median(vals) if vals else 0
+    else:
+        s = slope_per_hour(rows, key)
+        center = statistics.mean(vals) if vals else 0
+    if s is None or center == 0:
         return None
-    return 100 * s / statistics.mean(vals)
+    return 100 * s / center
 
 
 def restart_windows(restarts, before, after):
@@ -160,10 +178,11 @@ def max_in(samples, key, lo, hi):
     return out
 
 
-def minute_rows(intervals, start, samples, windows, minute_s=60):
+def minute_rows(intervals, start, samples, windows, minute_s=60, warmup_s=0.0):
     """One row per minute of the soak: its intervals (by their middle) give throughput, p99 (their HDR
     histograms merged; the worst interval's p99 when they carry none) and errors; the samples give each
-    node's largest RSS and data-dir size (MB); `restart` says whether it overlaps a restart window."""
+    node's largest RSS and data-dir size (MB); `restart` says whether it overlaps a restart window,
+    `warmup` whether it starts within the first `warmup_s` seconds."""
     buckets = {}
     for iv in intervals:
         buckets.setdefault(int(mid(iv) // minute_s), []).append(iv)
@@ -181,16 +200,16 @@ def minute_rows(intervals, start, samples, windows, minute_s=60):
         rss, disk = max_in(samples, "rss_mb", lo, hi), max_in(samples, "disk_mb", lo, hi)
         rows.append(dict(minute=m + 1, secs=secs, ops=ops, ops_s=ops / secs if secs else 0.0, p99_ms=p99,
                          errors=sum(iv.get("errors") or 0 for iv in ivs),
-                         restart=any(lo < b and hi > a for a, b in windows),
+                         restart=any(lo < b and hi > a for a, b in windows), warmup=m * minute_s < warmup_s,
                          rss_mb=rss, rss_total_mb=sum(rss.values()) if rss else None,
                          disk_mb=disk, disk_total_mb=sum(disk.values()) if disk else None))
     return rows
 
 
-def steady_rows(rows, minute_s=60):
-    """The minutes the throughput and p99 slopes use: outside every restart window, and whole (at least
-    half a minute of intervals: not the run's last fragment)."""
-    return [r for r in rows if not r["restart"] and r["secs"] >= minute_s / 2]
+def steady_rows(rows, minute_s=60, warmup=False):
+    """The minutes the throughput and p99 slopes use: past the warm-up (unless `warmup`), outside every
+    restart window, and whole (at least half a minute of intervals: not the run's last fragment)."""
+    return [r for r in rows if not r["restart"] and (warmup or not r.get("warmup")) and r["secs"] >= minute_s / 2]
 
 
 def thirds_growth(rows, key):
@@ -208,8 +227,14 @@ def analyse(rows, restarts, rate, unattributed, rss_bound_pct, disk_bound_pct):
     """Slopes and the verdict: {"slopes": ..., "checks": [{name, value, bound, ok}], "passed"}."""
     steady = steady_rows(rows)
     enough = len(steady) >= MIN_MINUTES
-    sl = dict(throughput_pct_per_h=slope_pct_per_hour(steady, "ops_s") if enough else None,
-              p99_pct_per_h=slope_pct_per_hour(steady, "p99_ms") if enough else None,
+    with_warmup = steady_rows(rows, warmup=True)
+    sl = dict(throughput_pct_per_h=slope_pct_per_hour(steady, "ops_s", robust=True) if enough else None,
+              p99_pct_per_h=slope_pct_per_hour(steady, "p99_ms", robust=True) if enough else None,
+              throughput_pct_per_h_least_squares=slope_pct_per_hour(steady, "ops_s") if enough else None,
+              p99_pct_per_h_least_squares=slope_pct_per_hour(steady, "p99_ms") if enough else None,
+              throughput_pct_per_h_with_warmup=slope_pct_per_hour(with_warmup, "ops_s", True) if enough else None,
+              p99_pct_per_h_with_warmup=slope_pct_per_hour(with_warmup, "p99_ms", True) if enough else None,
+              warmup_minutes=sum(1 for r in rows if r.get("warmup")),
               rss_mb_per_h=slope_per_hour(rows, "rss_total_mb"),
               disk_mb_per_h=slope_per_hour(rows, "disk_total_mb"),
               steady_minutes=len(steady), minutes=len(rows))
@@ -506,15 +531,16 @@ def minutes_table(rows):
     size = max(1, -(-len(rows) // MAX_TABLE_ROWS))
     shown_rows = block_rows(rows, size)
     nodes = [str(i) for i in range(1, NODES + 1)]
-    body = [[str(r["minute"]) + (" (R)" if r["restart"] else ""), fmt(r["ops_s"]), fmt(r["p99_ms"], ".2f"),
+    body = [[str(r["minute"]) + (" (W)" if r.get("warmup") else "") + (" (R)" if r["restart"] else ""),
+             fmt(r["ops_s"]), fmt(r["p99_ms"], ".2f"),
              str(r["errors"])] + [fmt(r["rss_mb"].get(n)) for n in nodes] + [fmt(r["rss_total_mb"])] +
             [fmt(r["disk_mb"].get(n)) for n in nodes] + [fmt(r["disk_total_mb"])] for r in shown_rows]
     header = ["minute", "op/s", "p99 ms", "errors"] + [f"RSS n{n} MB" for n in nodes] + ["RSS sum MB"] + \
         [f"disk n{n} MB" for n in nodes] + ["disk sum MB"]
     note = (f"Blocks of {size} minutes (op/s: their mean; p99, RSS, disk: their largest; errors: their sum). "
             if size > 1 else "")
-    return note + "(R): the minute overlaps a restart's window (left out of the throughput and p99 slopes).\n\n" + \
-        md_table(header, body)
+    return note + "(W): a warm-up minute; (R): the minute overlaps a restart's window (both left out of the " \
+        "throughput and p99 slopes).\n\n" + md_table(header, body)
 
 
 def restarts_table(restarts, per_restart, start):
@@ -590,6 +616,9 @@ def render_md(doc, image_line):
           f"- Restart windows: [stop - {a['window_before_s']:g} s, back NORMAL + {a['window_after_s']:g} s]. Errors "
           "in a stress interval overlapping one are that restart's; minutes overlapping one are left out of the "
           "throughput and p99 slopes (RSS and disk slopes use every minute).",
+          f"- Warm-up: the first {a.get('warmup_s', 0) / 60:g} minutes, right after the unthrottled calibration "
+          "(compaction still catching up with the preload and the calibration's writes), are left out of the "
+          "throughput and p99 slopes; the slopes with them are given below the verdict.",
           f"- p99 per minute: the HDR histograms of the minute's {a['interval_s']:g}-second intervals merged, latency "
           "from each operation's intended start (a fixed-rate run: a stall counts in full).", "",
           "## Verdict", ""]
@@ -599,7 +628,13 @@ def render_md(doc, image_line):
     s = v["slopes"]
     L += ["", f"All met: **{'yes' if v['passed'] else 'no'}**" +
           ("" if record else " (for this validation run only)") +
-          f". Slopes by least squares over {s['steady_minutes']} of {s['minutes']} minutes (throughput, p99) and "
+          f". Throughput and p99 slopes: Theil-Sen (the median of the slopes between every two minutes, as % of "
+          "the median minute: a few minutes' spikes, a flush's or a restart's, barely move it) over "
+          f"{s['steady_minutes']} of {s['minutes']} minutes; by least squares (as % of the mean) throughput "
+          f"{fmt(s.get('throughput_pct_per_h_least_squares'), '+.2f')} %/h and p99 "
+          f"{fmt(s.get('p99_pct_per_h_least_squares'), '+.2f')} %/h; with the {s.get('warmup_minutes', 0)} warm-up "
+          f"minutes (Theil-Sen) throughput {fmt(s.get('throughput_pct_per_h_with_warmup'), '+.2f')} %/h and p99 "
+          f"{fmt(s.get('p99_pct_per_h_with_warmup'), '+.2f')} %/h. RSS and disk slopes by least squares over "
           f"all minutes (RSS {fmt(s['rss_mb_per_h'], '+,.1f')} MB/h, disk {fmt(s['disk_mb_per_h'], '+,.1f')} MB/h). "
           f"Errors: {doc['errors']['total']:,} in all, {doc['errors']['in_restart_windows']:,} in restart windows, "
           f"{doc['errors']['outside']:,} outside; client retries {doc['retries_used']:,}.", "",
@@ -645,6 +680,7 @@ def parse(argv):
     p.add_argument("--interval", default="10s", help="the stress's interval (default 10s)")
     p.add_argument("--window-before", default="10s", help="a restart's window starts this long before its stop (10s)")
     p.add_argument("--window-after", default="60s", help="and ends this long after the node is NORMAL again (60s)")
+    p.add_argument("--warmup", default="5m", help="the first minutes left out of the throughput and p99 slopes (5m)")
     p.add_argument("--rss-bound", type=float, default=25.0, help="RSS bound: last third's max vs first's, %% (25)")
     p.add_argument("--disk-bound", type=float, default=50.0, help="disk bound: last third's max vs first's, %% (50)")
     p.add_argument("--dir", help="work directory (default $HOME/.cache/shoal/bench/soak/STAMP)")
@@ -661,6 +697,7 @@ def parse(argv):
         a.down_s, a.calibrate_s = parse_duration(a.down), parse_duration(a.calibrate)
         a.interval_s = parse_duration(a.interval)
         a.window_before_s, a.window_after_s = parse_duration(a.window_before), parse_duration(a.window_after)
+        a.warmup_s = parse_duration(a.warmup)
     except ValueError as e:
         p.error(str(e))
     if a.soak_s < 60:
@@ -743,6 +780,11 @@ def raw_of(a, state, command, wall):
                 binary=binary_id(lifecycle.SHOAL_BIN))
 
 
+def shown_command(command):
+    """A command line as the reports print it: each absolute path through `shown` (no home named)."""
+    return " ".join(shown(w) if w.startswith("/") else w for w in command.split(" "))
+
+
 def build_doc(raw, report, work):
     """The results: the minutes, restarts, errors, slopes and verdict of a run (its raw record and report)."""
     a = argparse.Namespace(**raw["args"])
@@ -751,10 +793,11 @@ def build_doc(raw, report, work):
     ivs = steady_intervals(report)
     windows = restart_windows(restarts, a.window_before_s, a.window_after_s)
     per, outside, where = attribute_errors(ivs, windows)
-    rows = minute_rows(ivs, s["start_unix_s"], samples, windows)
+    rows = minute_rows(ivs, s["start_unix_s"], samples, windows, warmup_s=getattr(a, "warmup_s", 0.0))
     verdict = analyse(rows, restarts, raw["rate"], outside, a.rss_bound, a.disk_bound)
-    return dict({k: raw[k] for k in ("command", "machine", "date", "commit", "binary", "rate", "calibration",
+    return dict({k: raw[k] for k in ("machine", "date", "commit", "binary", "rate", "calibration",
                                      "soak_command", "interrupted", "wall_s", "restarts")},
+                command=shown_command(raw["command"]),
                 work=shown(work), note=a.note, args=raw["args"], soak_s=s["elapsed_s"], start_unix_s=s["start_unix_s"],
                 retries=report.get("settings", {}).get("retries", 9), retries_used=s.get("retries", 0),
                 stress_summary={k: v for k, v in s.items() if not k.endswith("_hdr")},
@@ -799,6 +842,7 @@ def reanalyse(a):
         return 1
     if a.note:
         raw["args"]["note"] = a.note
+    raw["args"]["warmup"], raw["args"]["warmup_s"] = a.warmup, a.warmup_s
     return write_outputs(build_doc(raw, report, work), work, a.json, a.write_md)
 
 

@@ -127,8 +127,18 @@ class VerdictTest(unittest.TestCase):
     def test_a_restart_minute_spike_does_not_count_against_the_slopes(self):
         spike = minutes(60, p99=lambda m: 500.0 if m == 55 else 2.0, restart={55})
         self.assertTrue(check(self.analyse(spike), "p99 slope")["ok"])
-        unmarked = minutes(60, p99=lambda m: 500.0 if m == 55 else 2.0)
-        self.assertFalse(check(self.analyse(unmarked), "p99 slope")["ok"])
+        self.assertEqual(self.analyse(spike)["slopes"]["steady_minutes"], 59)
+        # Unmarked, one minute's spike moves the least-squares slope far past 5 %/h, not Theil-Sen's.
+        unmarked = self.analyse(minutes(60, p99=lambda m: 500.0 if m == 55 else 2.0))
+        self.assertTrue(check(unmarked, "p99 slope")["ok"])
+        self.assertGreater(unmarked["slopes"]["p99_pct_per_h_least_squares"], 100)
+        # Spikes in every later minute are a trend, whichever the estimator.
+        self.assertFalse(check(self.analyse(minutes(60, p99=lambda m: 2.0 if m <= 30 else 500.0)), "p99 slope")["ok"])
+
+    def test_theil_sen_is_the_median_pairwise_slope(self):
+        self.assertAlmostEqual(soak.theil_sen([(x, 3 * x + 2) for x in range(10)]), 3)
+        self.assertAlmostEqual(soak.theil_sen([(x, x) for x in range(5)] + [(5, 300)]), 1)  # 5 of 15 pairs off
+        self.assertIsNone(soak.theil_sen([(1, 5), (1, 6)]))
 
     def test_rss_and_disk_bounds_compare_the_thirds(self):
         growing = self.analyse(minutes(60, rss=lambda m: 300.0 + 3 * m))  # thirds' maxima 360 and 480 MB: +33%
@@ -196,7 +206,7 @@ class OutputTest(unittest.TestCase):
         self.assertNotIn("Validation run", soak.render_md(doc, ""))
 
     def test_a_run_is_analysed_from_its_stress_report_and_raw_record(self):
-        a = soak.parse(["--minutes", "10", "--restart-every", "3m"])
+        a = soak.parse(["--minutes", "10", "--restart-every", "3m", "--warmup", "0s"])
         ivs = [interval(t, ops=1000, errors=2 if t == 180 else 0, hdr=HDR_495) for t in range(0, 600, 10)]
         ivs.append(interval(600, ops=3, duration=0.2))  # the final fragment: dropped
         report = dict(summary=dict(start_unix_s=START, elapsed_s=600.2, retries=4), settings=dict(retries=9),
@@ -216,10 +226,27 @@ class OutputTest(unittest.TestCase):
         self.assertEqual(doc["verdict"]["slopes"]["steady_minutes"], 7)
         self.assertTrue(doc["verdict"]["passed"], doc["verdict"]["checks"])
         self.assertIn("| 1 | 1 | SIGTERM | 3.0 | 1.0 | 9.0 | yes | 2 |", soak.render_md(doc, ""))
+        # The first 2 minutes as a warm-up: out of the throughput and p99 slopes, marked (W).
+        raw["args"] = vars(soak.parse(["--minutes", "10", "--restart-every", "3m", "--warmup", "2m"]))
+        doc = soak.build_doc(raw, report, "/nonexistent")
+        self.assertEqual([r["minute"] for r in doc["minutes"] if r["warmup"]], [1, 2])
+        self.assertEqual(doc["verdict"]["slopes"]["steady_minutes"], 5)
+        self.assertEqual(doc["verdict"]["slopes"]["warmup_minutes"], 2)
+        self.assertIn("| 2 (W) |", soak.render_md(doc, ""))
+
+    def test_warm_up_minutes_are_out_of_the_slopes_and_shown_beside_them(self):
+        rows = minutes(60, p99=lambda m: 90.0 / m if m <= 5 else 6.0)
+        for r in rows:
+            r["warmup"] = r["minute"] <= 5
+        v = soak.analyse(rows, [], 100, 0, 25, 50)
+        self.assertTrue(check(v, "p99 slope")["ok"])
+        self.assertEqual((v["slopes"]["steady_minutes"], v["slopes"]["warmup_minutes"]), (55, 5))
+        self.assertAlmostEqual(v["slopes"]["p99_pct_per_h"], 0.0)
+        self.assertLessEqual(v["slopes"]["p99_pct_per_h_with_warmup"], 0.0)
 
     def test_arguments(self):
         a = soak.parse(["--minutes", "12", "--restart-every", "3m"])
-        self.assertEqual((a.soak_s, a.restart_every_s, a.window_after_s), (720, 180, 60))
+        self.assertEqual((a.soak_s, a.restart_every_s, a.window_after_s, a.warmup_s), (720, 180, 60, 300))
         self.assertEqual(soak.parse([]).soak_s, 3600)
         self.assertEqual(soak.parse(["--hours", "0.5"]).soak_s, 1800)
         with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):

@@ -8,6 +8,7 @@ same tests against Cassandra 5.0.9."""
 
 import socket
 import struct
+import threading
 import time
 import zlib
 
@@ -17,7 +18,7 @@ from cassandra import ProtocolVersion
 from cassandra.cluster import Cluster
 from cassandra.query import BatchStatement, SimpleStatement
 
-from shoal_harness import EXTERNAL, create_keyspace, unique_keyspace_name
+from shoal_harness import EXTERNAL, ShoalNode, create_keyspace, unique_keyspace_name
 
 OP_ERROR, OP_STARTUP, OP_READY, OP_OPTIONS, OP_SUPPORTED, OP_QUERY, OP_RESULT, OP_PREPARE, OP_EXECUTE = (
     0x00, 0x01, 0x02, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A)
@@ -523,6 +524,75 @@ def test_several_envelopes_in_one_segment_and_split_envelopes(shoal_node, v5):
             assert sorted(streams) == [7, 8]
             header, body = c.request(OP_QUERY, query_body(f"SELECT v FROM {ks}.raw WHERE k = 1"), 9)
             assert header[3] == OP_RESULT and blob.encode() in body
+
+
+WRITE_TIMEOUT = 0x1100
+
+
+@pytest.mark.skipif(
+    bool(EXTERNAL),
+    reason="Cassandra 4+ ends a contended CAS timeout with a contentions [short] that the Java driver 4 never reads",
+)
+def test_cas_write_timeout_ends_after_its_write_type(tmp_path):
+    """A v5 WRITE_TIMEOUT of write type CAS carries nothing after the write
+    type. The Java driver 4 decodes a segment's envelopes straight off its
+    payload and reads no contentions count, so two more bytes became a
+    "next envelope" and failed the connection (`readerIndex(80) + length(2)
+    exceeds writerIndex(80)`, seen under a contended LWT load). 8 connections
+    each send 16 LWTs on one row in one segment, against a 1 ms
+    cas_contention_timeout: the losers time out, and each timeout's body ends
+    right after "CAS"; every connection goes on. And one connection's 32 pipelined LWTs contend as
+    well: they run side by side, not one after another as a group of plain writes does."""
+    node = ShoalNode(tmp_path / "n", config={"cas_contention_timeout": "1ms"})
+    node.start()
+    try:
+        cluster = Cluster([node.host], port=node.port, protocol_version=5)
+        session = cluster.connect()
+        session.execute("CREATE KEYSPACE cas WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute("CREATE TABLE cas.t (k int PRIMARY KEY, v int)")
+        session.execute("INSERT INTO cas.t (k, v) VALUES (0, 0)")
+        cluster.shutdown()
+        per = 16
+        conns = [RawV5(node) for _ in range(8)]
+        answers, failures = [], []
+
+        def run(c):
+            try:
+                c.send(*(envelope(OP_QUERY, query_body(f"UPDATE cas.t SET v = {i + 1} WHERE k = 0 IF v = {i}"), i + 1)
+                         for i in range(per)))
+                got = [c.read_envelope() for _ in range(per)]
+                assert sorted(h[2] for h, _ in got) == list(range(1, per + 1))
+                header, _ = c.request(OP_QUERY, query_body("SELECT v FROM cas.t WHERE k = 0"), per + 1)
+                assert header[3] == OP_RESULT, header
+                answers.extend(got)
+            except Exception as e:  # noqa: BLE001 - reported below, with the others
+                failures.append(repr(e))
+
+        threads = [threading.Thread(target=run, args=(c,)) for c in conns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for c in conns:
+            c.close()
+        assert not failures, failures
+        timeouts = [b for h, b in answers if h[3] == OP_ERROR and parse_error(b)[0] == WRITE_TIMEOUT]
+        assert timeouts, [parse_error(b) if h[3] == OP_ERROR else h for h, b in answers]
+        for body in timeouts:
+            (n_msg,) = struct.unpack(">H", body[4:6])
+            at = 6 + n_msg + 2 + 4 + 4  # message, consistency, received, block_for
+            (n_type,) = struct.unpack(">H", body[at:at + 2])
+            assert body[at + 2:at + 2 + n_type] == b"CAS"
+            assert len(body) == at + 2 + n_type, f"{len(body) - at - 2 - n_type} bytes after the write type"
+        # A connection's pipelined LWTs run side by side (not as one group of writes, one after
+        # another): 32 on one connection contend too.
+        with RawV5(node) as c:
+            c.send(*(envelope(OP_QUERY, query_body(f"UPDATE cas.t SET v = {i + 1} WHERE k = 0 IF v = {i}"), i + 1)
+                     for i in range(32)))
+            got = [c.read_envelope() for _ in range(32)]
+            assert any(h[3] == OP_ERROR and parse_error(b)[0] == WRITE_TIMEOUT for h, b in got), got
+    finally:
+        node.stop()
 
 
 def test_v4_frame_on_a_v5_connection(shoal_node):

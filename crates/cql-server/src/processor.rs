@@ -222,9 +222,12 @@ impl Processor {
                 Statement::Batch(_) => true,
                 _ => false,
             }),
+            // A conditional one (an ` IF ` in its text) neither: a connection's group runs one
+            // request after another, and its LWTs must not wait for each other's Paxos rounds.
             Request::Query { query, .. } => {
                 let word: String = query.trim_start().chars().take(6).collect::<String>().to_ascii_lowercase();
                 ["insert", "update", "delete", "begin"].iter().any(|w| word.starts_with(w))
+                    && !query.as_bytes().windows(4).any(|w| w.eq_ignore_ascii_case(b" if "))
             }
             _ => false,
         }

@@ -4,8 +4,16 @@
 //! v5 changes two payloads (`native_protocol_v5.spec` section 9): READ_FAILURE
 //! and WRITE_FAILURE carry a `<reasonmap>` (an `[int]` n, then n pairs of an
 //! `[inetaddr]` replica and a `[short]` failure code) where v4 has the `[int]`
-//! number of failures, and a WRITE_TIMEOUT of write type CAS ends with a
-//! `[short]` count of contentions (0 here: Shoal does not count them).
+//! number of failures.
+//!
+//! The v5 spec also lets a WRITE_TIMEOUT of write type CAS end with a `[short]`
+//! count of contentions (Cassandra 4 writes it when Paxos gave up under
+//! contention). Shoal never writes it: no driver reads it (the Java driver 4's
+//! codec, the Python driver, gocql v2 and the scylla Rust driver all stop after
+//! the write type), and the Java driver 4 on v5 decodes the frames of a segment
+//! straight off its payload, so two unread bytes at the end become the start of
+//! a "next frame" and the connection fails with `readerIndex(80) + length(2)
+//! exceeds writerIndex(80)`. The decoder accepts the body with or without it.
 
 use std::net::IpAddr;
 
@@ -165,9 +173,6 @@ impl ErrorBody {
                 wire::write_int(out, *received);
                 wire::write_int(out, *block_for);
                 wire::write_string(out, write_type.name());
-                if v5 && *write_type == WriteType::Cas {
-                    wire::write_short(out, 0);
-                }
             }
             ErrorKind::ReadTimeout { consistency, received, block_for, data_present } => {
                 wire::write_consistency(out, *consistency);
@@ -239,7 +244,11 @@ impl ErrorBody {
                     block_for: r.read_int()?,
                     write_type: write_type(r)?,
                 };
-                if v5 && matches!(kind, ErrorKind::WriteTimeout { write_type: WriteType::Cas, .. }) {
+                // Cassandra's v5 contentions count, when a CAS timeout carries one.
+                if v5
+                    && r.remaining() == 2
+                    && matches!(kind, ErrorKind::WriteTimeout { write_type: WriteType::Cas, .. })
+                {
                     r.read_short()?;
                 }
                 kind

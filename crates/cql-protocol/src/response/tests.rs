@@ -243,6 +243,36 @@ fn v5_round_trips_every_kind() {
     }
 }
 
+/// A v5 CAS write timeout ends after its write type: the Java driver 4 reads
+/// no contentions count and, decoding a segment's frames off its payload, would
+/// take two extra bytes for the next frame's header. Cassandra's body with the
+/// count still decodes.
+#[test]
+fn v5_cas_write_timeout_has_no_contentions_count() {
+    let kind = ErrorKind::WriteTimeout {
+        consistency: Consistency::Serial,
+        received: 0,
+        block_for: 2,
+        write_type: WriteType::Cas,
+    };
+    let mut frame = BytesMut::new();
+    encode_response_in(&mut frame, 5, 3, None, None, &[], &Response::Error(ErrorBody::new(kind.clone(), "m")));
+    let want = [
+        0, 0, 0x11, 0, // code
+        0, 1, b'm', // message
+        0, 8, // SERIAL
+        0, 0, 0, 0, 0, 0, 0, 2, // received, block_for
+        0, 3, b'C', b'A', b'S', // write type, and nothing after it
+    ];
+    assert_eq!(&frame[HEADER_LEN..], &want[..]);
+    let (mut h, _) = split(&frame);
+    let mut with_count = want.to_vec();
+    with_count.extend_from_slice(&[0, 5]);
+    h.body_len = with_count.len() as u32;
+    let Response::Error(e) = decode_response(&h, Bytes::from(with_count), None).unwrap().response else { panic!() };
+    assert_eq!(e.kind, kind);
+}
+
 #[test]
 fn golden_v5_prepared_and_changed_rows() {
     let result_metadata = RowsMetadata::new(vec![col("v", CqlType::Int)]);

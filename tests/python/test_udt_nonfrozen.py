@@ -122,6 +122,24 @@ def test_a_user_type_cannot_contain_a_non_frozen_udt(s):
     assert invalid(s, "ALTER TYPE wrap_ok ADD b address") == "A user type cannot contain non-frozen UDTs"
 
 
+def test_a_non_frozen_udt_with_a_non_frozen_collection_field_is_refused_as_a_column(s):
+    """A type may declare `list<int>` (system_schema.types shows it so); a column of it must be
+    frozen, as its field's cells would need cells of their own."""
+    s.execute("CREATE TYPE withlist (n int, l list<int>, m map<text, int>)")
+    row = s.execute(
+        "SELECT field_types FROM system_schema.types WHERE keyspace_name = %s AND type_name = 'withlist'", (s.keyspace,)
+    ).one()
+    assert list(row.field_types) == ["int", "list<int>", "map<text, int>"]
+    refused = "Non-frozen UDTs with nested non-frozen collections are not supported"
+    assert invalid(s, "CREATE TABLE badl (k int PRIMARY KEY, v withlist)") == refused
+    table(s, "addl", "k int PRIMARY KEY, x int")
+    assert invalid(s, "ALTER TABLE addl ADD v withlist") == f"{refused} for column v"
+    assert invalid(s, "ALTER TABLE addl ADD (w int, v2 withlist)") == f"{refused} for column v2"
+    table(s, "okl", "k int PRIMARY KEY, v frozen<withlist>")
+    s.execute("INSERT INTO okl (k, v) VALUES (1, {n: 1, l: [3, 1, 3], m: {'a': 1}})")
+    assert fields(value(s, "SELECT v FROM okl WHERE k = 1")) == {"n": 1, "l": [3, 1, 3], "m": {"a": 1}}
+
+
 def test_index_on_a_non_frozen_udt_refused(s):
     table(s, "idx1")
     assert invalid(s, "CREATE INDEX ON idx1 (a)") == "Cannot create index on non-frozen UDT column a"

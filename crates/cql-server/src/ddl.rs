@@ -133,7 +133,7 @@ fn resolve_type(ks: &KeyspaceDef, ty: &TypeExpr) -> Result<CqlType, QueryError> 
             Some(u) => Ok(CqlType::Udt {
                 keyspace: ks.name.clone(),
                 name: u.name.clone(),
-                fields: u.fields.clone(),
+                fields: frozen_fields(&u.fields),
                 frozen: false,
             }),
             None => Err(format!("Unknown type {}.{}", ks.name, name)),
@@ -142,14 +142,39 @@ fn resolve_type(ks: &KeyspaceDef, ty: &TypeExpr) -> Result<CqlType, QueryError> 
     ty.resolve(&mut lookup).map_err(|e| QueryError::Invalid(e.0))
 }
 
-/// A user type's field type: stored frozen; a user type in it must be
-/// declared frozen (Cassandra's rule: its values are one cell of the field).
+/// A user type's field type, kept as declared (`system_schema.types` and
+/// DESCRIBE show `list<int>` as Cassandra does); a user type in it must be
+/// declared frozen. A column of the type sees its fields frozen
+/// (`frozen_fields`): a field's value is one cell of the field.
 fn field_type(ks: &KeyspaceDef, ty: &TypeExpr) -> Result<CqlType, QueryError> {
     let resolved = resolve_type(ks, ty)?;
     if let CqlType::Udt { frozen: false, .. } = resolved {
         return Err(QueryError::invalid("A user type cannot contain non-frozen UDTs"));
     }
-    Ok(resolved.frozen())
+    Ok(resolved)
+}
+
+/// A user type's fields as a column's type holds them: each one frozen.
+fn frozen_fields(fields: &[(String, CqlType)]) -> Vec<(String, CqlType)> {
+    fields.iter().map(|(n, t)| (n.clone(), t.clone().frozen())).collect()
+}
+
+/// A column's type: as `resolve_type`, and a non-frozen user type whose
+/// declared fields include a non-frozen collection is refused (Cassandra:
+/// its cells would need cells of their own). `added`: the column's name when
+/// ALTER TABLE ADD names it, as Cassandra's message there does.
+fn column_type(ks: &KeyspaceDef, ty: &TypeExpr, added: Option<&str>) -> Result<CqlType, QueryError> {
+    let resolved = resolve_type(ks, ty)?;
+    if let CqlType::Udt { name, frozen: false, .. } = &resolved {
+        if ks.types.get(name).is_some_and(|u| u.fields.iter().any(|(_, t)| t.is_multi_cell())) {
+            let refused = "Non-frozen UDTs with nested non-frozen collections are not supported";
+            return Err(QueryError::Invalid(match added {
+                Some(column) => format!("{refused} for column {column}"),
+                None => refused.to_string(),
+            }));
+        }
+    }
+    Ok(resolved)
 }
 
 fn compaction_class(name: &str) -> Result<String, QueryError> {
@@ -276,7 +301,7 @@ fn create_table(kss: &mut Keyspaces, session: Option<&str>, ct: &ast::CreateTabl
                 c.name
             )));
         }
-        let ty = resolve_type(ks, &c.ty)?;
+        let ty = column_type(ks, &c.ty, None)?;
         columns.push(ColumnDef {
             name: c.name.clone(),
             ty,
@@ -375,7 +400,7 @@ fn alter_table(
                     }
                     return Err(QueryError::Invalid(format!("Column with name '{}' already exists", c.name)));
                 }
-                let ty = resolve_type(&ks_snapshot, &c.ty)?;
+                let ty = column_type(&ks_snapshot, &c.ty, Some(&c.name))?;
                 if table.is_counter() != (ty == CqlType::Counter) {
                     let (what, table_kind) =
                         if table.is_counter() { ("non counter", "counter") } else { ("counter", "non counter") };
@@ -640,7 +665,7 @@ fn refresh_udt(ty: &mut CqlType, udt: &UdtDef) {
     match ty {
         CqlType::Udt { name, fields, .. } => {
             if *name == udt.name {
-                *fields = udt.fields.clone();
+                *fields = frozen_fields(&udt.fields);
             } else {
                 for (_, t) in fields.iter_mut() {
                     refresh_udt(t, udt);

@@ -18,8 +18,9 @@ echo "== cargo clippy -D warnings"
 cargo clippy --release --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --release --workspace
+# The slowest tests are listed at the end (what to trim when the suite grows).
 echo "== python driver + cqlsh tests"
-PATH="$SHOAL_VENV/bin:$PATH" SHOAL_BIN="$SHOAL_BIN" "$SHOAL_VENV/bin/python" -m pytest -q tests/python
+PATH="$SHOAL_VENV/bin:$PATH" SHOAL_BIN="$SHOAL_BIN" "$SHOAL_VENV/bin/python" -m pytest -q --durations=15 tests/python
 echo "== bench/chaos ci: every fault scenario (partitions, lossy links, kill -9, pauses, clock skew, full disk, power loss) on a 3-node RF=3 cluster in network namespaces"
 if chaos_why="$("$ROOT/bench/chaos" check)"; then
   SHOAL_BIN="$SHOAL_BIN" SHOAL_VENV="$SHOAL_VENV" "$ROOT/bench/chaos" ci --json-dir "$ROOT/bench/out/chaos"

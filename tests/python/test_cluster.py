@@ -200,6 +200,36 @@ def test_quorum_survives_a_killed_node_and_hints_bring_it_back(three):
         cluster.shutdown()
 
 
+def test_a_drained_node_is_down_to_its_peers_and_a_restart_brings_it_back(three):
+    """`shoal tool drain` on node 3 (as Cassandra's: stop serving clients, announce a shutdown,
+    flush): nodes 1 and 2 see it DN while its process is still up, so writes at QUORUM through
+    them hint it; after a restart on its disk the hints replay and node 3 alone serves them."""
+    drained = three.address(3)
+    assert three.tool("drain", node=3)["mode"] == "DRAINED"
+    wait_state(three, drained, "DN", observer=1)
+    wait_state(three, drained, "DN", observer=2)
+    cluster, s = session_on(three, [three.address(1), three.address(2)], cl=ConsistencyLevel.QUORUM)
+    try:
+        insert = s.prepare(f"INSERT INTO {KS}.kv (k, v) VALUES (?, ?)")
+        for i in range(100):
+            s.execute(insert, (f"drained{i}", i))
+        pending = three.tool("listpendinghints", node=1)["total_bytes"] + three.tool("listpendinghints", node=2)["total_bytes"]
+        assert pending > 0, "writes to a drained replica must be hinted"
+    finally:
+        cluster.shutdown()
+    three.stop(3, graceful=True)
+    three.start(3)
+    wait_state(three, drained, "UN", observer=1)
+    wait_no_hints(three, [1, 2])
+    cluster, s = session_on(three, [drained], cl=ConsistencyLevel.ONE)
+    try:
+        rows = {r.k: r.v for r in s.execute(f"SELECT k, v FROM {KS}.kv")}
+        missing = [i for i in range(100) if rows.get(f"drained{i}") != i]
+        assert not missing, f"{len(missing)} writes missing on the drained node, e.g. {missing[:5]}"
+    finally:
+        cluster.shutdown()
+
+
 def stress(cluster, *args, timeout=180):
     """`shoal stress` with the cluster's first node as contact point."""
     cmd = [cluster.bin_path, "stress", *args, "-node", cluster.address(1), "-port", f"native={cluster.native_port}"]

@@ -70,6 +70,7 @@ def test_snapshot_drop_restore_gives_back_every_row(shoal_node_factory):
     s = cluster.connect()
     try:
         fill(s, "snapks")
+        s.execute("CREATE INDEX t_n ON snapks.t (n)")
         before = table_rows(s, "snapks")
         assert len(before) == ROWS  # the TTL row in, the deleted row out
         ttl_before = s.execute("SELECT ttl(v) FROM snapks.t WHERE k = 1000 AND c = 1").one()[0]
@@ -83,6 +84,7 @@ def test_snapshot_drop_restore_gives_back_every_row(shoal_node_factory):
         snap = node.data_dir / "snapshots" / "before_drop" / "snapks"
         schema_cql = (snap / f"t-{table_id.hex}" / "schema.cql").read_text()
         assert "CREATE TABLE IF NOT EXISTS snapks.t" in schema_cql, schema_cql
+        assert "CREATE INDEX IF NOT EXISTS t_n ON snapks.t (n);" in schema_cql, schema_cql
         manifest = json.loads((snap / "manifest.json").read_text())
         assert [t["table"] for t in manifest["tables"]] == ["t"]
         # Hard links: the snapshot's files are the live files (a second link each).
@@ -96,6 +98,8 @@ def test_snapshot_drop_restore_gives_back_every_row(shoal_node_factory):
         assert after == before
         ttl_after = s.execute("SELECT ttl(v) FROM snapks.t WHERE k = 1000 AND c = 1").one()[0]
         assert 0 < ttl_after <= ttl_before
+        # The index came back with the table, its entries written as the rows were.
+        assert [tuple(r) for r in s.execute("SELECT k, c FROM snapks.t WHERE n = 30")] == [(10 % 37, 10)]
         assert s.execute("SELECT * FROM snapks.t WHERE k = 0 AND c = 0").one() is None
         assert s.execute("SELECT n FROM snapks.t WHERE k = 1 AND c = 1").one()[0] is None
 

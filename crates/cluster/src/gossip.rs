@@ -291,14 +291,21 @@ impl Gossip {
     /// the ring (decommissioned) keeps announcing LEFT: a shutdown must not
     /// put its tokens back.
     pub async fn shutdown(&self) {
+        self.announce_shutdown().await;
+        let _ = self.handle.initiate_shutdown();
+    }
+
+    /// Announces a clean shutdown but goes on gossiping (drain): peers mark
+    /// this node down (a SHUTDOWN status is down however fresh its
+    /// heartbeat) and hint its writes until it restarts. Waits for one or two
+    /// rounds to carry the news. Idempotent; LEFT stays LEFT.
+    pub async fn announce_shutdown(&self) {
         let left = Status::Left.as_str();
         let status = self.handle.with_chitchat(|c| c.self_node_state().get("status").map(str::to_string)).await;
         if status.as_deref() != Some(left) {
             self.set_status(Status::Shutdown).await;
         }
-        // Let one or two rounds carry the news.
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let _ = self.handle.initiate_shutdown();
     }
 }
 

@@ -239,8 +239,9 @@ pub(crate) fn schema_row(index: &IndexDef) -> (&'static str, BTreeMap<String, St
     }
 }
 
-/// The CREATE statement DESCRIBE prints for an index.
-pub(crate) fn create_statement(ks: &str, table: &str, index: &IndexDef) -> String {
+/// The CREATE statement DESCRIBE prints for an index (a snapshot's
+/// `schema.cql` and a restore's re-creation too).
+pub fn create_statement(ks: &str, table: &str, index: &IndexDef) -> String {
     use crate::describe::maybe_quote as cql_name;
     let target = index.target_text(&cql_name(&index.column));
     let on = format!("{}.{}", cql_name(ks), cql_name(table));

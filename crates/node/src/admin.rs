@@ -1056,13 +1056,17 @@ fn traceprobability(request: &Request, state: &AdminState) -> Answer {
 }
 
 /// `POST /v1/drain`, as Cassandra's drain: stops the CQL server (no new
-/// connections; open ones are closed), then flushes every memtable on the
-/// blocking pool. The node stays up, serving no clients, until it is
-/// stopped. A second drain flushes again and answers the same.
+/// connections; open ones are closed), announces a shutdown to the peers
+/// (they mark this node down and hint its writes instead of sending them;
+/// it keeps gossiping so that a restart is all it takes to come back), then
+/// flushes every memtable on the blocking pool. The node stays up, serving
+/// no clients, until it is stopped. A second drain flushes again and
+/// answers the same.
 async fn drain(state: &AdminState) -> Answer {
     use std::sync::atomic::Ordering;
     let _ = state.drain_state.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst);
     state.native_stop.send_replace(true);
+    state.lifecycle.gossip.announce_shutdown().await;
     let storage = Arc::clone(&state.storage);
     let started = Instant::now();
     match tokio::task::spawn_blocking(move || storage.flush(None)).await {

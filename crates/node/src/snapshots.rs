@@ -65,7 +65,7 @@ fn instant(ms: i64) -> String {
     }
 }
 
-/// A table's `schema.cql`: its keyspace's types, then the table.
+/// A table's `schema.cql`: its keyspace's types, the table, then its indexes.
 pub fn schema_cql(ks: &KeyspaceDef, table: &TableDef) -> String {
     let mut out = String::new();
     for udt in ks.types.values() {
@@ -74,7 +74,17 @@ pub fn schema_cql(ks: &KeyspaceDef, table: &TableDef) -> String {
     }
     out.push_str(&create_table_cql(table).replacen("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1));
     out.push('\n');
+    for statement in index_statements(table) {
+        out.push('\n');
+        out.push_str(&statement.replacen(" INDEX ", " INDEX IF NOT EXISTS ", 1));
+        out.push('\n');
+    }
     out
+}
+
+/// The CREATE INDEX statements of a table's indexes, by creation order.
+fn index_statements(table: &TableDef) -> Vec<String> {
+    table.indexes.iter().map(|i| cql_server::index::create_statement(&table.keyspace, &table.name, i)).collect()
 }
 
 /// `POST /v1/snapshot?tag=&keyspace=...&table=&skip_flush=true`: nodetool
@@ -448,6 +458,8 @@ async fn recreate(state: &AdminState, ks: &KeyspaceDef, table: Option<&str>) -> 
     for t in ks.tables.values().filter(|t| table.is_none_or(|n| n == t.name)) {
         if existing.as_ref().is_none_or(|e| !e.tables.contains_key(&t.name)) {
             statements.push(create_table_cql(t));
+            // Its indexes before its rows: the load then writes their entries as it writes the rows.
+            statements.extend(index_statements(t));
             created.push(format!("{}.{}", ks.name, t.name));
         }
     }

@@ -926,11 +926,14 @@ impl Storage {
         result.map(|()| Some(store.def.id))
     }
 
-    /// Size of a table's files and memtables in bytes (for `load`).
+    /// Size of a table's live files and memtables in bytes (for `load`):
+    /// `rocksdb.live-sst-files-size`, not the total, which also counts a
+    /// finished merge's inputs until they are deleted (twice the table, for a
+    /// moment, after a merge of all of it).
     pub fn table_size_bytes(&self, table: &Uuid) -> u64 {
         let Ok(store) = self.table(table) else { return 0 };
         let Ok(cf) = self.cf(&store) else { return 0 };
-        let sst = self.db.property_int_value_cf(&cf, "rocksdb.total-sst-files-size").ok().flatten().unwrap_or(0);
+        let sst = self.db.property_int_value_cf(&cf, "rocksdb.live-sst-files-size").ok().flatten().unwrap_or(0);
         let mem = read_lock(&store.mem).bytes() as u64;
         sst + mem
     }

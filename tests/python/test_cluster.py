@@ -113,11 +113,26 @@ class EventListener:
         self.sock.close()
 
 
-def wait_no_hints(cluster, nodes, timeout=60):
-    def ok():
-        return all(cluster.tool("listpendinghints", node=i)["total_bytes"] == 0 for i in nodes)
+def pending_hint_bytes(cluster, nodes):
+    """The hint bytes nodes `nodes` hold for others (`shoal tool listpendinghints`), summed."""
+    return sum(cluster.tool("listpendinghints", node=i)["total_bytes"] for i in nodes)
 
-    wait_until(ok, timeout, interval=0.5, what="hints replayed")
+
+def wait_no_hints(cluster, nodes, timeout=60):
+    wait_until(lambda: pending_hint_bytes(cluster, nodes) == 0, timeout, interval=0.5, what="hints replayed")
+
+
+def write_kv(session, prefix, n):
+    """Rows (f"{prefix}{i}", i) for i below n into the kv table."""
+    insert = session.prepare(f"INSERT INTO {KS}.kv (k, v) VALUES (?, ?)")
+    for i in range(n):
+        session.execute(insert, (f"{prefix}{i}", i))
+
+
+def missing_kv(session, prefix, n):
+    """The i below n whose row `write_kv` wrote the session does not read back."""
+    rows = {r.k: r.v for r in session.execute(f"SELECT k, v FROM {KS}.kv")}
+    return [i for i in range(n) if rows.get(f"{prefix}{i}") != i]
 
 
 @pytest.fixture(scope="module")
@@ -173,15 +188,12 @@ def test_quorum_survives_a_killed_node_and_hints_bring_it_back(three):
     wait_state(three, down, "DN", observer=2)
     cluster, s = session_on(three, [three.address(1), three.address(2)], cl=ConsistencyLevel.QUORUM)
     try:
-        insert = s.prepare(f"INSERT INTO {KS}.kv (k, v) VALUES (?, ?)")
-        for i in range(300):
-            s.execute(insert, (f"down{i}", i))
+        write_kv(s, "down", 300)
         with pytest.raises(Unavailable) as e:
             s.execute(SimpleStatement(f"INSERT INTO {KS}.kv (k, v) VALUES ('all', 1)", consistency_level=ConsistencyLevel.ALL))
         assert e.value.consistency == ConsistencyLevel.ALL
         assert e.value.required_replicas == 3 and e.value.alive_replicas == 2
-        pending = three.tool("listpendinghints", node=1)["total_bytes"] + three.tool("listpendinghints", node=2)["total_bytes"]
-        assert pending > 0, "writes to a down replica must be hinted"
+        assert pending_hint_bytes(three, (1, 2)) > 0, "writes to a down replica must be hinted"
     finally:
         cluster.shutdown()
     three.start(3)
@@ -191,8 +203,7 @@ def test_quorum_survives_a_killed_node_and_hints_bring_it_back(three):
     wait_no_hints(three, [1, 2])
     cluster, s = session_on(three, [down], cl=ConsistencyLevel.ONE)
     try:
-        rows = {r.k: r.v for r in s.execute(f"SELECT k, v FROM {KS}.kv")}
-        missing = [i for i in range(300) if rows.get(f"down{i}") != i]
+        missing = missing_kv(s, "down", 300)
         assert not missing, f"{len(missing)} writes missing on the restarted node, e.g. {missing[:5]}"
         one = s.execute(SimpleStatement(f"SELECT v FROM {KS}.kv WHERE k = 'down7'")).one()
         assert one.v == 7
@@ -210,11 +221,8 @@ def test_a_drained_node_is_down_to_its_peers_and_a_restart_brings_it_back(three)
     wait_state(three, drained, "DN", observer=2)
     cluster, s = session_on(three, [three.address(1), three.address(2)], cl=ConsistencyLevel.QUORUM)
     try:
-        insert = s.prepare(f"INSERT INTO {KS}.kv (k, v) VALUES (?, ?)")
-        for i in range(100):
-            s.execute(insert, (f"drained{i}", i))
-        pending = three.tool("listpendinghints", node=1)["total_bytes"] + three.tool("listpendinghints", node=2)["total_bytes"]
-        assert pending > 0, "writes to a drained replica must be hinted"
+        write_kv(s, "drained", 100)
+        assert pending_hint_bytes(three, (1, 2)) > 0, "writes to a drained replica must be hinted"
     finally:
         cluster.shutdown()
     three.stop(3, graceful=True)
@@ -223,8 +231,7 @@ def test_a_drained_node_is_down_to_its_peers_and_a_restart_brings_it_back(three)
     wait_no_hints(three, [1, 2])
     cluster, s = session_on(three, [drained], cl=ConsistencyLevel.ONE)
     try:
-        rows = {r.k: r.v for r in s.execute(f"SELECT k, v FROM {KS}.kv")}
-        missing = [i for i in range(100) if rows.get(f"drained{i}") != i]
+        missing = missing_kv(s, "drained", 100)
         assert not missing, f"{len(missing)} writes missing on the drained node, e.g. {missing[:5]}"
     finally:
         cluster.shutdown()
@@ -459,7 +466,7 @@ def test_restart_under_a_new_address_keeps_identity_and_data(three):
     moved = [n for n in nodes if n["host_id"] == host_id]
     assert len(moved) == 1 and moved[0]["address"] == new
     assert old not in {n["address"] for n in nodes}
-    assert three.tool("listpendinghints", node=1)["total_bytes"] == 0
+    assert pending_hint_bytes(three, (1,)) == 0
     # Its own data, read from it alone.
     cluster, s = session_on(three, [new], cl=ConsistencyLevel.ONE)
     try:
@@ -500,7 +507,7 @@ def test_quorum_read_repairs_a_stale_replica(tmp_path):
                 s.execute(f"UPDATE rr.t SET v = 'new' WHERE k = {k}")
         finally:
             cluster.shutdown()
-        assert c.tool("listpendinghints", node=1)["total_bytes"] == 0, "hinted handoff is off in this cluster"
+        assert pending_hint_bytes(c, (1,)) == 0, "hinted handoff is off in this cluster"
         c.start(3)
         wait_state(c, stale, "UN", observer=1)
         # Node 3 alone still has the old values.

@@ -167,8 +167,10 @@ class ShoalCluster:
         return self
 
     def __exit__(self, *exc):
+        # SHOAL_TEST_KEEP=1 keeps a failed test's cluster directory (the nodes' logs and data) to look at.
+        keep = exc[0] is not None and os.environ.get("SHOAL_TEST_KEEP") == "1"
         try:
-            self.down(clear=True)
+            self.down(clear=not keep)
         except ShoalClusterError as e:
             print(f"ShoalCluster teardown failed: {e}", file=sys.stderr)
         return False

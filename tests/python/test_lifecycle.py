@@ -270,6 +270,7 @@ class WritesAllAlong:
     def __init__(self, c, ks, coordinators):
         self.cluster, self.session = session_on(c, [c.address(i) for i in coordinators], cl=ConsistencyLevel.QUORUM)
         self.ks, self.acked, self.stop = ks, [], threading.Event()
+        self.acked_at = {}  # key -> when its write was acknowledged (UTC, for a failure's message)
         self.thread = threading.Thread(target=self._run)
 
     def _run(self):
@@ -280,6 +281,7 @@ class WritesAllAlong:
             try:
                 self.session.execute(insert, (k, f"during-{k}"))
                 self.acked.append(k)
+                self.acked_at[k] = time.strftime("%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}"
             except Exception:  # not acknowledged: nothing to check
                 pass
             k += 1
@@ -502,7 +504,14 @@ def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_pa
             assert f"/{c.address(4)} is joining" in refused["error"], refused
             c.start(2)
             wait_state(c, c.address(2), "UN", observer=4)
-            resumed = c.tool("bootstrap", "resume", node=4)
+            resumed = c.tool("bootstrap", "resume", node=4, check=False)
+            if "is down" in resumed.get("error", ""):
+                # On a loaded machine node 4's failure detector may hold a source down for a moment;
+                # the operator's answer, as Cassandra's, is to resume again once every source is up.
+                for i in (1, 2, 3):
+                    wait_state(c, c.address(i), "UN", observer=4)
+                resumed = c.tool("bootstrap", "resume", node=4)
+            assert "error" not in resumed, resumed
             assert resumed["operation"] == "bootstrap" and resumed["ranges_already_streamed"] > 0, resumed
             # (system_auth, streamed after the user keyspace, comes from whichever node holds it.)
             user = [s for s in resumed["sessions"] if not s["keyspace"].startswith("system")]
@@ -516,7 +525,8 @@ def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_pa
         # of a key node 4 does not replicate may go to node 2.
         wait_no_hints(c, (1, 3))
         missing = missing_on(c, 4, "ks2", list(range(3000)) + writes.acked)
-        assert not missing, f"{len(missing)} rows missing on the resumed node, e.g. {missing[:10]}"
+        assert not missing, (f"{len(missing)} rows missing on the resumed node, e.g. {missing[:10]}, acknowledged at "
+                             f"{[writes.acked_at.get(k) for k in missing[:10]]} (UTC)")
         rings = {tuple(sorted((a, n["tokens"], n["state"]) for a, n in ring_states(c, observer=i).items())) for i in (1, 2, 3, 4)}
         assert len(rings) == 1, rings
 

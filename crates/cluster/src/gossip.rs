@@ -13,9 +13,11 @@
 //!
 //! Invariants:
 //! - A peer is identified by its host id. Several chitchat identities with
-//!   the same host id (a node restarted under another address) collapse
-//!   into one endpoint: the highest generation wins, so the old address is
-//!   forgotten rather than shown as a second, dead node.
+//!   the same host id (a node restarted, perhaps under another address)
+//!   collapse into one endpoint: the highest generation whose announcement
+//!   has arrived whole (`announced`) wins, so the old address is forgotten
+//!   rather than shown as a second, dead node, and a restarting node stays
+//!   in the ring (down) until its new state is complete.
 //! - A peer from another cluster is never merged: chitchat's `cluster_id` is
 //!   the cluster name, and messages with another id are dropped.
 //! - The view is rebuilt from chitchat state alone, on a timer; events are
@@ -219,28 +221,15 @@ impl Gossip {
                 .collect()
         };
         let (removing, removed) = (marked(REMOVING), marked(REMOVED));
-        let states: Vec<(ChitchatId, Endpoint)> = guard
+        let states: Vec<(ChitchatId, Endpoint, bool)> = guard
             .node_states()
             .iter()
-            .filter_map(|(id, state)| endpoint_of(id, state, live.contains(id)).map(|e| (id.clone(), e)))
+            .filter_map(|(id, state)| {
+                endpoint_of(id, state, live.contains(id)).map(|e| (id.clone(), e, announced(state)))
+            })
             .collect();
         drop(guard);
-        let mut endpoints: BTreeMap<Uuid, (u64, Endpoint)> = BTreeMap::new();
-        for (id, mut e) in states {
-            if e.host_id == self.local.host_id {
-                if id.generation_id != self.generation {
-                    continue;
-                }
-                e.alive = true;
-            }
-            match endpoints.get(&e.host_id) {
-                Some((generation, _)) if *generation >= id.generation_id => {}
-                _ => {
-                    endpoints.insert(e.host_id, (id.generation_id, e));
-                }
-            }
-        }
-        let mut endpoints: BTreeMap<Uuid, Endpoint> = endpoints.into_iter().map(|(k, (_, e))| (k, e)).collect();
+        let mut endpoints = incarnations(self.local.host_id, self.generation, states);
         if let Some(admit) = &self.admit {
             endpoints.retain(|id, e| *id == self.local.host_id || (admit.0)(e.internode));
         }
@@ -318,6 +307,43 @@ fn join_tokens(tokens: &[i64]) -> String {
     tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",")
 }
 
+/// Whether a node's announcement has arrived whole: its status, and its
+/// tokens when that status owns some. Chitchat carries a new incarnation's
+/// keys over one or more rounds; until they are all here, the incarnation
+/// before it (a restarted node's last state, down) stands for the node, so
+/// a restart never drops the node and its tokens from the ring for a
+/// moment (its ranges' writes would go to other nodes, and no hint to it).
+fn announced(state: &NodeState) -> bool {
+    match state.get("status").and_then(Status::parse) {
+        Some(status) => !status.owns_tokens() || state.get("tokens").is_some_and(|t| !t.is_empty()),
+        None => false,
+    }
+}
+
+/// One endpoint per host id from chitchat's identities (`(id, endpoint,
+/// announced)`): the most recent incarnation whose announcement arrived
+/// whole, else the most recent one. This node is only its own incarnation
+/// (`local`, `generation`), always alive.
+fn incarnations(local: Uuid, generation: u64, states: Vec<(ChitchatId, Endpoint, bool)>) -> BTreeMap<Uuid, Endpoint> {
+    let mut endpoints: BTreeMap<Uuid, ((bool, u64), Endpoint)> = BTreeMap::new();
+    for (id, mut e, complete) in states {
+        if e.host_id == local {
+            if id.generation_id != generation {
+                continue;
+            }
+            e.alive = true;
+        }
+        let rank = (complete, id.generation_id);
+        match endpoints.get(&e.host_id) {
+            Some((best, _)) if *best >= rank => {}
+            _ => {
+                endpoints.insert(e.host_id, (rank, e));
+            }
+        }
+    }
+    endpoints.into_iter().map(|(k, (_, e))| (k, e)).collect()
+}
+
 fn endpoint_of(id: &ChitchatId, state: &NodeState, alive: bool) -> Option<Endpoint> {
     let host_id: Uuid = state.get("host_id").or(Some(&*id.node_id)).and_then(|h| h.parse().ok())?;
     let internode = state.get("internode").and_then(|a| a.parse().ok()).unwrap_or(id.gossip_advertise_addr);
@@ -390,4 +416,50 @@ pub fn diff(prev: &ClusterView, next: &ClusterView) -> Vec<ClusterEvent> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(pairs: &[(&str, &str)]) -> NodeState {
+        let mut s = NodeState::for_test();
+        for (k, v) in pairs {
+            s.set(*k, *v);
+        }
+        s
+    }
+
+    #[test]
+    fn an_announcement_is_whole_with_its_status_and_the_tokens_it_owns() {
+        assert!(!announced(&state(&[("host_id", "x")])), "no status yet");
+        assert!(!announced(&state(&[("status", "NORMAL")])), "NORMAL without its tokens yet");
+        assert!(announced(&state(&[("status", "NORMAL"), ("tokens", "1,2")])));
+        assert!(announced(&state(&[("status", Status::Joining.as_str())])), "a joiner before its tokens owns none");
+    }
+
+    #[test]
+    fn a_restarting_node_stays_in_the_ring_until_its_new_state_has_arrived() {
+        let local = Uuid::from_u128(1);
+        let peer = Uuid::from_u128(2);
+        let addr: SocketAddr = "127.0.0.2:7000".parse().expect("addr");
+        let id = |generation| ChitchatId::new(peer.to_string(), generation, addr);
+        let old_state = state(&[("host_id", &peer.to_string()), ("status", "NORMAL"), ("tokens", "10,20")]);
+        let new_state = state(&[("host_id", &peer.to_string())]);
+        let old = endpoint_of(&id(100), &old_state, false).expect("old incarnation");
+        let partial = endpoint_of(&id(200), &new_state, false).expect("new incarnation");
+        let picked = incarnations(
+            local,
+            1,
+            vec![(id(100), old.clone(), announced(&old_state)), (id(200), partial, announced(&new_state))],
+        );
+        let e = picked.get(&peer).expect("the peer is still an endpoint");
+        assert_eq!((e.status, e.tokens.clone(), e.alive, e.generation), (Status::Normal, vec![10, 20], false, 100));
+
+        let whole_state = state(&[("host_id", &peer.to_string()), ("status", "NORMAL"), ("tokens", "10,20")]);
+        let whole = endpoint_of(&id(200), &whole_state, true).expect("new incarnation");
+        let picked = incarnations(local, 1, vec![(id(200), whole, true), (id(100), old, true)]);
+        let e = picked.get(&peer).expect("the peer");
+        assert_eq!((e.generation, e.alive), (200, true), "the newer incarnation wins once whole");
+    }
 }

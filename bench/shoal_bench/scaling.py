@@ -53,6 +53,10 @@ def parse_args(argv):
     threads.add_argument("--worker-threads", type=int, help="each node's worker_threads at every size")
     threads.add_argument("--cores-per-node", type=int,
                          help="each node's worker_threads is this (as if on its own machine of that many cores)")
+    ap.add_argument("--pin", action="store_true",
+                    help="pin node i (every thread) to its own C cores (C = --cores-per-node, default 1) with taskset, "
+                         "and the client to the cores left: no node's flushes, compactions or commit log borrow "
+                         "another's cores, as on separate machines")
     ap.add_argument("--seconds", type=int, default=20, help="length of each measured run (default 20)")
     ap.add_argument("--warmup", type=int, default=100000, help="discarded warm-up writes per cluster (default 100000)")
     ap.add_argument("--threads", type=int, default=128, help="requests in flight (default 128)")
@@ -66,7 +70,25 @@ def parse_args(argv):
         ap.error(f"--nodes: expected comma-separated numbers, got {a.nodes!r}")
     if not a.sizes or min(a.sizes) < 1 or max(a.sizes) > 254:
         ap.error("--nodes: sizes between 1 and 254")
+    if a.pin:
+        a.cores_per_node = a.cores_per_node or 1
+        if a.worker_threads:
+            ap.error("--pin: give --cores-per-node, not --worker-threads")
+        if max(a.sizes) * a.cores_per_node >= (os.cpu_count() or 1):
+            ap.error(f"--pin: {max(a.sizes)} nodes x {a.cores_per_node} cores leave no core of {os.cpu_count()} "
+                     "for the client")
     return a
+
+
+def pin_cores(a, n):
+    """With --pin: each node's cores (node i: the i-th block of --cores-per-node) and the client's (the rest)."""
+    c = a.cores_per_node
+    nodes = [list(range(i * c, (i + 1) * c)) for i in range(n)]
+    return nodes, list(range(n * c, os.cpu_count() or 1))
+
+
+def cpu_list(cores):
+    return ",".join(map(str, cores))
 
 
 def rf_for(n):
@@ -89,10 +111,12 @@ def stress_args(a, n, warmup):
     return ["write", f"duration={a.seconds}s"] + common + ["-rate", f"fixed={rate_for(a, n)}/s", f"threads={a.threads}"]
 
 
-def run_stress(cluster, args, out, name):
-    """One stress run against the cluster; its report's summary (raises Fail on errors)."""
+def run_stress(cluster, args, out, name, client_cores=None):
+    """One stress run against the cluster (on `client_cores` when given); its report's summary (raises Fail on
+    errors)."""
     path = os.path.join(out, name + ".json")
-    cmd = [SHOAL_BIN, "stress"] + args + ["-mode", "simplenative", "-node", ",".join(cluster.nodes),
+    pin = ["taskset", "-c", cpu_list(client_cores)] if client_cores else []
+    cmd = pin + [SHOAL_BIN, "stress"] + args + ["-mode", "simplenative", "-node", ",".join(cluster.nodes),
                                           "-port", f"native={cluster.port}", "--json", path,
                                           "--server-pid", ",".join(map(str, cluster.pids))]
     log(f"{len(cluster.nodes)} nodes: shoal stress {' '.join(map(shlex.quote, args))}")
@@ -111,8 +135,15 @@ def run_stress(cluster, args, out, name):
 def measure_size(a, n, out):
     """Warm-up and the measured runs on a fresh N-node cluster: one row of the table."""
     def work(cluster):
-        run_stress(cluster, stress_args(a, n, warmup=True), out, f"n{n}-warmup")
-        runs = [run_stress(cluster, stress_args(a, n, warmup=False), out, f"n{n}-run{r + 1}") for r in range(a.runs)]
+        client = None
+        if a.pin:
+            nodes, client = pin_cores(a, n)
+            for pid, cores in zip(cluster.pids, nodes):
+                sh(["taskset", "-a", "-p", "-c", cpu_list(cores), str(pid)], timeout=30)
+            log(f"{n} nodes pinned to cores {[cpu_list(c) for c in nodes]}, the client to {cpu_list(client)}")
+        run_stress(cluster, stress_args(a, n, warmup=True), out, f"n{n}-warmup", client)
+        runs = [run_stress(cluster, stress_args(a, n, warmup=False), out, f"n{n}-run{r + 1}", client)
+                for r in range(a.runs)]
         med = lambda key: statistics.median(s[key] for s in runs)  # noqa: E731
         lat = lambda key: statistics.median(s["latency"][key] for s in runs)  # noqa: E731
         cpu = statistics.median(s["server_cpu_us_per_op"] for s in runs)
@@ -161,7 +192,7 @@ def chart(rows, base):
 
 def report(a, rows, base, met, out, argv):
     m = machine()
-    cmd = "bench/scaling " + " ".join(map(shlex.quote, argv))
+    cmd = "bench/scaling " + " ".join(shlex.quote(shown(x) if os.path.isabs(x) else x) for x in argv)
     lines = [
         "# Shoal: server CPU per client write from 1 to 8 nodes (issue 24)",
         "",
@@ -174,7 +205,9 @@ def report(a, rows, base, met, out, argv):
          + f" for {a.seconds} s at QUORUM, RF = min(3, N), after a discarded warm-up of {a.warmup:,} writes per "
          f"cluster; median of {a.runs} run(s)."),
         "- Request threads per node (`worker_threads`): " + (f"{worker_threads(a)}" if worker_threads(a) else
-                                                              "the server's default, one per core of the machine") + ".",
+                                                              "the server's default, one per core of the machine") + "."
+        + (f" Each node pinned (`taskset`, every thread) to {a.cores_per_node} core(s) of its own, the client to the "
+           "cores left." if a.pin else ""),
         "- Server CPU: utime+stime of every node over the measured phase (`--server-pid`), divided by the client "
         "writes (and by RF for the per-replica figure).",
         f"- Goal: from 3 to 8 nodes within +-{GOAL:.0%} of the 3-node figure: "

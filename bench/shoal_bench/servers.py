@@ -80,6 +80,7 @@ class ShoalNode:
         return os.path.join(self.dir, "data") if self.dir else None
 
     def start(self):
+        os.makedirs(BENCH_HOME, exist_ok=True)  # a fresh machine has no cache yet
         self.dir = tempfile.mkdtemp(prefix="shoal.", dir=BENCH_HOME)
         cfg = os.path.join(self.dir, "shoal.yaml")
         with open(cfg, "w") as f:
@@ -219,6 +220,7 @@ class ShoalCluster:
         self.nodes, self.pids = [f"127.0.0.{i}" for i in range(1, n + 1)], []
 
     def start(self):
+        os.makedirs(BENCH_HOME, exist_ok=True)  # a fresh machine has no cache yet
         self.dir = tempfile.mkdtemp(prefix="shoal-cluster.", dir=BENCH_HOME)
         cfg = os.path.join(self.dir, "shoal.yaml")
         with open(cfg, "w") as f:

@@ -189,7 +189,7 @@ impl SimNode {
 }
 
 /// The schema never changes during a run: every node has it from the start.
-struct FixedSchema;
+pub(crate) struct FixedSchema;
 
 impl SchemaSync for FixedSchema {
     fn version(&self) -> Uuid {

@@ -57,6 +57,7 @@ pub mod lifecycle;
 pub mod linearizable;
 pub mod lwt;
 pub mod run;
+pub mod scale;
 pub mod table;
 
 pub use checker::{Property, Violation};

@@ -42,7 +42,8 @@ fi
 
 # Pinned client versions (checked against Cassandra 5.0.9).
 # kubernetes-validate: the deploy manifests' schemas, offline (tests/python/test_deploy.py).
-PY_PKGS=(cassandra-driver==3.30.1 cqlsh==6.2.2 pytest==8.3.4 lz4==4.4.5 python-snappy==0.7.3 prometheus-client==0.26.0
+# pytest-xdist: the Python suite runs its files on two workers (scripts/test.sh).
+PY_PKGS=(cassandra-driver==3.30.1 cqlsh==6.2.2 pytest==8.3.4 pytest-xdist==3.8.0 lz4==4.4.5 python-snappy==0.7.3 prometheus-client==0.26.0
          kubernetes-validate==1.37.0 "moto[server]==5.2.5")
 STAMP="$SHOAL_VENV/.shoal-pkgs"
 if [ ! -x "$SHOAL_VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "${PY_PKGS[*]}" ]; then

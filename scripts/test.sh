@@ -18,9 +18,11 @@ echo "== cargo clippy -D warnings"
 cargo clippy --release --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --release --workspace
-# The slowest tests are listed at the end (what to trim when the suite grows).
+# The slowest tests are listed at the end (what to trim when the suite grows). Two workers, each taking whole
+# files (a file's tests share its module fixtures, e.g. one node); most tests wait on real nodes, not the CPU.
 echo "== python driver + cqlsh tests"
-PATH="$SHOAL_VENV/bin:$PATH" SHOAL_BIN="$SHOAL_BIN" "$SHOAL_VENV/bin/python" -m pytest -q --durations=15 tests/python
+PATH="$SHOAL_VENV/bin:$PATH" SHOAL_BIN="$SHOAL_BIN" "$SHOAL_VENV/bin/python" -m pytest -q -n 2 --dist loadfile \
+  --durations=15 tests/python
 echo "== bench/chaos ci: every fault scenario (partitions, lossy links, kill -9, pauses, clock skew, full disk, power loss) on a 3-node RF=3 cluster in network namespaces"
 if chaos_why="$("$ROOT/bench/chaos" check)"; then
   SHOAL_BIN="$SHOAL_BIN" SHOAL_VENV="$SHOAL_VENV" "$ROOT/bench/chaos" ci --json-dir "$ROOT/bench/out/chaos"

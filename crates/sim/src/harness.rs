@@ -295,6 +295,46 @@ pub fn name_of(addr: SocketAddr) -> String {
     }
 }
 
+/// What `open_replica` opens: a node's storage, hint store and coordinator.
+pub(crate) type Replica = (Arc<Storage>, Arc<hints::HintStore>, Arc<Coordinator<MemTransport>>);
+
+/// A node's storage (RocksDB under `base/data`, commit log periodic: writes
+/// acknowledge at once, without the blocking pool), hint store
+/// (`base/hints`) and coordinator over `transport` and `view`, with
+/// `keyspace` installed. `name` prefixes the errors.
+pub(crate) fn open_replica(
+    base: &Path,
+    name: &str,
+    keyspace: &KeyspaceDef,
+    cache_bytes: usize,
+    memtable_space: usize,
+    view: &Arc<ViewHandle>,
+    transport: MemTransport,
+) -> Result<Replica, String> {
+    let config = StorageConfig {
+        data_dir: base.join("data"),
+        commitlog_sync: CommitlogSync::Periodic { period: Duration::from_secs(10) },
+        cache_bytes,
+        memtable_bytes: 4 << 20,
+        memtable_space,
+        tombstone_horizon: i64::MAX,
+    };
+    let (storage, _) = Storage::open(config).map_err(|e| format!("{name}: Storage::open: {e}"))?;
+    storage.set_schema(std::slice::from_ref(keyspace)).map_err(|e| format!("{name}: set_schema: {e}"))?;
+    let hints = hints::HintStore::open(hints::HintConfig::new(base.join("hints")))
+        .map_err(|e| format!("{name}: HintStore::open: {e}"))?;
+    let storage = Arc::new(storage);
+    let hints = Arc::new(hints);
+    let coordinator = Arc::new(Coordinator::new(
+        Arc::clone(view),
+        Arc::clone(&storage),
+        transport,
+        Arc::clone(&hints),
+        coordinator_config(),
+    ));
+    Ok((storage, hints, coordinator))
+}
+
 impl SimCluster {
     /// Opens `n` NORMAL nodes under `dir` with tokens, host ids and the
     /// network seed drawn from `rng`, and starts them. Must run inside the
@@ -338,34 +378,14 @@ impl SimCluster {
         let addr = address(index);
         let name = format!("n{index}");
         let base = self.dir.join(&name);
-        let config = StorageConfig {
-            data_dir: base.join("data"),
-            // Acknowledge at once (no fsync on the write path, no blocking pool).
-            commitlog_sync: CommitlogSync::Periodic { period: Duration::from_secs(10) },
-            cache_bytes: 1 << 20,
-            memtable_bytes: 4 << 20,
-            memtable_space: 64 << 20,
-            tombstone_horizon: i64::MAX,
-        };
-        let (storage, _) = Storage::open(config).map_err(|e| format!("{name}: Storage::open: {e}"))?;
-        storage.set_schema(std::slice::from_ref(&*self.keyspace)).map_err(|e| format!("{name}: set_schema: {e}"))?;
-        let hints = hints::HintStore::open(hints::HintConfig::new(base.join("hints")))
-            .map_err(|e| format!("{name}: HintStore::open: {e}"))?;
         let (version, endpoints) = {
             let m = lock(&self.membership);
             (m.version, Arc::clone(&m.endpoints))
         };
         let (transport, inbound) = self.net.add_node(addr);
-        let storage = Arc::new(storage);
-        let hints = Arc::new(hints);
         let view = Arc::new(ViewHandle::new(ClusterView::build(CLUSTER_NAME, host_id, (*endpoints).clone(), 0)));
-        let coordinator = Arc::new(Coordinator::new(
-            Arc::clone(&view),
-            Arc::clone(&storage),
-            transport,
-            Arc::clone(&hints),
-            coordinator_config(),
-        ));
+        let (storage, hints, coordinator) =
+            open_replica(&base, &name, &self.keyspace, 1 << 20, 64 << 20, &view, transport)?;
         let registry = Arc::new(StreamRegistry::default());
         let streams = Arc::new(self.stream_source(&base, &storage, &registry));
         let node = Arc::new(SimNode {

@@ -49,13 +49,13 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ring::ownership::effective_ownership;
 use ring::topology::{NodeInfo, TokenMetadata};
-use storage::{CommitlogSync, Storage, StorageConfig};
+use storage::Storage;
 use tokio::task::JoinHandle;
 use types::schema::{KeyspaceDef, Replication};
 use types::{Consistency, WriteType};
 use uuid::Uuid;
 
-use crate::harness::{coordinator_config, FixedSchema, CLUSTER_NAME};
+use crate::harness::{FixedSchema, CLUSTER_NAME};
 use crate::table;
 
 /// The data center of every node; the zones are its racks.
@@ -227,31 +227,13 @@ fn open_node(
     ks: &KeyspaceDef,
 ) -> Result<Node, String> {
     let base = dir.join(format!("n{i}"));
-    let config = StorageConfig {
-        data_dir: base.join("data"),
-        commitlog_sync: CommitlogSync::Periodic { period: std::time::Duration::from_secs(10) },
-        cache_bytes: 256 << 10,
-        memtable_bytes: 4 << 20,
-        memtable_space: 8 << 20,
-        tombstone_horizon: i64::MAX,
-    };
-    let (storage, _) = Storage::open(config).map_err(|e| format!("n{i}: Storage::open: {e}"))?;
-    storage.set_schema(std::slice::from_ref(ks)).map_err(|e| format!("n{i}: set_schema: {e}"))?;
-    let hints = hints::HintStore::open(hints::HintConfig::new(base.join("hints")))
-        .map_err(|e| format!("n{i}: HintStore::open: {e}"))?;
     let host_id = host_uuid(i);
     let addr = address(i);
     let view = Arc::new(ViewHandle::new(ClusterView::build(CLUSTER_NAME, host_id, endpoints.clone(), 0)));
     let (transport, inbound) = net.add_node(addr);
-    let storage = Arc::new(storage);
-    let hints = Arc::new(hints);
-    let coordinator = Arc::new(Coordinator::new(
-        Arc::clone(&view),
-        Arc::clone(&storage),
-        transport,
-        Arc::clone(&hints),
-        coordinator_config(),
-    ));
+    // Small caches and memtables: 288 nodes share one process.
+    let (storage, hints, coordinator) =
+        crate::harness::open_replica(&base, &format!("n{i}"), ks, 256 << 10, 8 << 20, &view, transport)?;
     let streams = Arc::new(cluster::stream::StreamSource::new(
         Arc::clone(&storage),
         base.join("streams").join("out"),

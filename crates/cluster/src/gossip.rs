@@ -307,13 +307,23 @@ fn join_tokens(tokens: &[i64]) -> String {
     tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",")
 }
 
-/// Whether a node's announcement has arrived whole: its status, and its
-/// tokens when that status owns some. Chitchat carries a new incarnation's
-/// keys over one or more rounds; until they are all here, the incarnation
-/// before it (a restarted node's last state, down) stands for the node, so
-/// a restart never drops the node and its tokens from the ring for a
-/// moment (its ranges' writes would go to other nodes, and no hint to it).
+/// The keys every node announces at start (`Gossip::start`) that place it:
+/// without them it would be shown in the default data center and rack, or
+/// at its gossip address.
+const PLACEMENT_KEYS: [&str; 5] = ["dc", "rack", "internode", "rpc_address", "native_port"];
+
+/// Whether a node's announcement has arrived whole: where it is
+/// (`PLACEMENT_KEYS`), its status, and its tokens when that status owns
+/// some. Chitchat carries a new incarnation's keys over one or more rounds;
+/// until they are all here, the incarnation before it (a restarted node's
+/// last state, down) stands for the node, so a restart never drops the
+/// node and its tokens from the ring for a moment, nor places it in the
+/// wrong data center (its ranges' writes would go to other nodes, and no
+/// hint to it).
 fn announced(state: &NodeState) -> bool {
+    if PLACEMENT_KEYS.iter().any(|k| state.get(k).is_none()) {
+        return false;
+    }
     match state.get("status").and_then(Status::parse) {
         Some(status) => !status.owns_tokens() || state.get("tokens").is_some_and(|t| !t.is_empty()),
         None => false,
@@ -322,8 +332,8 @@ fn announced(state: &NodeState) -> bool {
 
 /// One endpoint per host id from chitchat's identities (`(id, endpoint,
 /// announced)`): the most recent incarnation whose announcement arrived
-/// whole, else the most recent one. This node is only its own incarnation
-/// (`local`, `generation`), always alive.
+/// whole; none for a node with no such incarnation yet. This node is only
+/// its own incarnation (`local`, `generation`), always alive.
 fn incarnations(local: Uuid, generation: u64, states: Vec<(ChitchatId, Endpoint, bool)>) -> BTreeMap<Uuid, Endpoint> {
     let mut endpoints: BTreeMap<Uuid, ((bool, u64), Endpoint)> = BTreeMap::new();
     for (id, mut e, complete) in states {
@@ -341,7 +351,8 @@ fn incarnations(local: Uuid, generation: u64, states: Vec<(ChitchatId, Endpoint,
             }
         }
     }
-    endpoints.into_iter().map(|(k, (_, e))| (k, e)).collect()
+    // A node known only by a partial announcement is not placed anywhere yet.
+    endpoints.into_iter().filter(|(k, ((complete, _), _))| *complete || *k == local).map(|(k, (_, e))| (k, e)).collect()
 }
 
 fn endpoint_of(id: &ChitchatId, state: &NodeState, alive: bool) -> Option<Endpoint> {
@@ -422,8 +433,22 @@ pub fn diff(prev: &ClusterView, next: &ClusterView) -> Vec<ClusterEvent> {
 mod tests {
     use super::*;
 
+    /// A node state with the placement keys set, and `pairs`.
     fn state(pairs: &[(&str, &str)]) -> NodeState {
         let mut s = NodeState::for_test();
+        for k in PLACEMENT_KEYS {
+            s.set(
+                k,
+                if k == "native_port" {
+                    "9042"
+                } else if k.ends_with("address") {
+                    "127.0.0.2"
+                } else {
+                    "x"
+                },
+            );
+        }
+        s.set("internode", "127.0.0.2:7000");
         for (k, v) in pairs {
             s.set(*k, *v);
         }
@@ -431,11 +456,18 @@ mod tests {
     }
 
     #[test]
-    fn an_announcement_is_whole_with_its_status_and_the_tokens_it_owns() {
+    fn an_announcement_is_whole_with_its_place_status_and_the_tokens_it_owns() {
         assert!(!announced(&state(&[("host_id", "x")])), "no status yet");
         assert!(!announced(&state(&[("status", "NORMAL")])), "NORMAL without its tokens yet");
         assert!(announced(&state(&[("status", "NORMAL"), ("tokens", "1,2")])));
         assert!(announced(&state(&[("status", Status::Joining.as_str())])), "a joiner before its tokens owns none");
+        let mut no_dc = state(&[("status", "NORMAL"), ("tokens", "1,2")]);
+        no_dc.delete("dc");
+        assert!(!announced(&no_dc), "without its data center it would be placed in the default one");
+        let mut bare = NodeState::for_test();
+        bare.set("status", "NORMAL");
+        bare.set("tokens", "1,2");
+        assert!(!announced(&bare));
     }
 
     #[test]
@@ -461,5 +493,11 @@ mod tests {
         let picked = incarnations(local, 1, vec![(id(200), whole, true), (id(100), old, true)]);
         let e = picked.get(&peer).expect("the peer");
         assert_eq!((e.generation, e.alive), (200, true), "the newer incarnation wins once whole");
+
+        let newcomer = Uuid::from_u128(3);
+        let partial =
+            endpoint_of(&ChitchatId::new(newcomer.to_string(), 300, addr), &new_state, true).expect("partial");
+        let picked = incarnations(local, 1, vec![(ChitchatId::new(newcomer.to_string(), 300, addr), partial, false)]);
+        assert!(picked.is_empty(), "a node heard of only in part is not placed (nor in the default data center)");
     }
 }

@@ -28,6 +28,20 @@ def stress(c, nodes, *args, timeout=900):
     return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
 
+def repair(c, *args, node=1):
+    """`shoal tool repair ARGS` on node `node`. A repair needs every replica up when it starts; on a loaded
+    machine a failure detector may hold a live node down for a moment ("Endpoint not alive"), and the
+    operator's answer is to run it again once every node is UN: so does this, once."""
+    out = c.tool("repair", *args, node=node, check=False)
+    error = out.get("error", "") if isinstance(out, dict) else ""
+    if "Endpoint not alive" in error:
+        for i in range(1, c.nodes + 1):
+            wait_state(c, c.address(i), "UN", observer=node)
+        return c.tool("repair", *args, node=node)
+    assert not error, out
+    return out
+
+
 def key(k):
     return f"{k:010d}".encode()
 
@@ -65,9 +79,9 @@ def test_repair_of_100k_missed_writes_and_10k_deletes(tmp_path):
         missing_bytes = load1 - load3 * (BEFORE - DELETED) / BEFORE
         payload_bytes = MISSED * (10 + COLUMNS * SIZE) + DELETED * 10
         assert missing_bytes > 0.5 * payload_bytes, (load1, load3)
-        preview = c.tool("repair", KS, "--preview", node=1)
+        preview = repair(c, KS, "--preview", node=1)
         assert preview["bytes_repaired"] == 0, preview
-        repaired = c.tool("repair", KS, node=1)
+        repaired = repair(c, KS, node=1)
         differing = repaired["partitions_differing"]
         assert differing == MISSED + DELETED, repaired
         assert abs(preview["partitions_differing"] - differing) <= 0.1 * differing, (preview, repaired)
@@ -78,7 +92,7 @@ def test_repair_of_100k_missed_writes_and_10k_deletes(tmp_path):
               f"{wire / payload_bytes:.2f}x the {payload_bytes} bytes of CQL payload; preview "
               f"{preview['partitions_differing']} partitions, {preview['bytes_on_wire']} bytes on the wire")
 
-        again = c.tool("repair", KS, node=1)
+        again = repair(c, KS, node=1)
         assert again["partitions_differing"] == 0 and again["bytes_repaired"] == 0, again
 
         # Node 3 alone: every row written and not deleted, none of the deleted ones.
@@ -132,7 +146,7 @@ def test_the_schedule_repairs_a_replica_that_missed_writes(tmp_path):
         runs = scheduled()
         assert sum(r["partitions_differing"] for r in runs) >= 2000, runs
         assert all(r["keyspace"] == KS and r["primary_range_only"] for r in runs), runs
-        manual = c.tool("repair", KS, node=2)
+        manual = repair(c, KS, node=2)
         assert manual["operation"] == "repair", manual
 
         c.stop(1)
@@ -153,13 +167,13 @@ def test_incremental_repair_compares_only_what_was_written_since(tmp_path):
     with ShoalCluster(tmp_path / "c", nodes=3, config={"hinted_handoff_enabled": False}) as c:
         pre = stress(c, (1, 2, 3), "write", "n=3000", "cl=ALL", "-rate", "threads=8")
         assert pre.returncode == 0, pre.stdout + pre.stderr
-        first = c.tool("repair", KS, node=1)
+        first = repair(c, KS, node=1)
         assert first["mode"] == "incremental" and first["ranges_compared"] == first["ranges"] > 0, first
         assert first["partitions_compared"] == 3000 and first["partitions_differing"] == 0, first
         ranges = first["ranges"]
-        second = c.tool("repair", KS, node=1)
+        second = repair(c, KS, node=1)
         assert second["ranges_compared"] == 0 and second["partitions_compared"] == 0, second
-        valid = c.tool("repair", KS, "--validate", node=1)
+        valid = repair(c, KS, "--validate", node=1)
         assert valid["ranges_compared"] == ranges and valid["partitions_compared"] == 3000, valid
         assert valid["partitions_differing"] == 0 and valid["tables"][0]["ranges_out_of_sync"] == 0, valid
 
@@ -170,20 +184,20 @@ def test_incremental_repair_compares_only_what_was_written_since(tmp_path):
         assert missed.returncode == 0, missed.stdout + missed.stderr
         c.start(3)
         wait_state(c, c.address(3), "UN", observer=1)
-        third = c.tool("repair", KS, node=1)
+        third = repair(c, KS, node=1)
         assert 1 <= third["ranges_compared"] <= 3 and third["partitions_differing"] == 3, third
         assert third["partitions_compared"] <= 3 * 3003 / ranges * 4, third
         print(f"incremental: {third['ranges_compared']} of {ranges} ranges and {third['partitions_compared']} of "
               f"3003 partitions compared for 3 missed writes")
-        assert c.tool("repair", KS, node=1)["ranges_compared"] == 0
+        assert repair(c, KS, node=1)["ranges_compared"] == 0
 
         # A crash forgets what node 2 held repaired.
         c.stop(2)
         c.start(2)
         wait_state(c, c.address(2), "UN", observer=1)
-        after_crash = c.tool("repair", KS, node=1)
+        after_crash = repair(c, KS, node=1)
         assert after_crash["ranges_compared"] == ranges and after_crash["partitions_differing"] == 0, after_crash
-        full = c.tool("repair", KS, "--full", node=1)
+        full = repair(c, KS, "--full", node=1)
         assert full["mode"] == "full" and full["ranges_compared"] == ranges, full
         assert full["partitions_compared"] == 3003 and full["partitions_differing"] == 0, full
         history = c.tool("repair_admin", "list", node=1)["repairs"]

@@ -211,7 +211,10 @@ def test_nodetool_style_commands_print_and_their_json_parses(shoal_node_factory)
 
     hist = json.loads(node.tool("tablehistograms", "mt", "t", "--json"))
     assert hist["read_latency_us"]["50"] > 0 and hist["write_latency_us"]["50"] > 0, hist
-    assert node.tool("tablehistograms", "mt.t").splitlines()[0] == "mt/t histograms"
+    # Every read was served by the memtable: no SSTable (0, not the first bucket's 1).
+    assert hist["sstables_per_read"]["max"] == 0, hist
+    lines = node.tool("tablehistograms", "mt.t").splitlines()
+    assert lines[0] == "mt/t histograms" and "SSTables" in lines[1], lines
 
     stats = json.loads(node.tool("tablestats", "mt", "--json"))
     (ks,) = stats["keyspaces"]

@@ -141,7 +141,7 @@ impl ClientRequests {
 
     /// An operation's latencies over every level, and its error counts.
     pub fn totals(&self, op: Op) -> (crate::Snapshot, [u64; 3]) {
-        let mut total = crate::Snapshot { buckets: vec![0; crate::histogram::BUCKETS], count: 0, sum: 0 };
+        let mut total = crate::Snapshot { buckets: vec![0; crate::histogram::BUCKETS], count: 0, sum: 0, zeroes: 0 };
         let mut errors = [0u64; 3];
         for cl in LEVELS {
             let Some(slot) = self.slot(op, cl) else { continue };

@@ -69,7 +69,7 @@ impl Histogram {
 
     pub fn snapshot(&self) -> Snapshot {
         let buckets: Vec<u64> = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
-        Snapshot { count: buckets.iter().sum(), sum: self.sum.load(Ordering::Relaxed), buckets }
+        Snapshot { count: buckets.iter().sum(), sum: self.sum.load(Ordering::Relaxed), buckets, zeroes: 0 }
     }
 }
 
@@ -88,13 +88,43 @@ impl Drop for Timer<'_> {
     }
 }
 
+/// A histogram of small counts where 0 is a value of its own (Cassandra's
+/// `EstimatedHistogram` with `considerZeroes`, as its SSTables per read):
+/// zeroes are counted apart, the rest as `Histogram` does.
+#[derive(Default)]
+pub struct CountHistogram {
+    zeroes: AtomicU64,
+    rest: Histogram,
+}
+
+impl CountHistogram {
+    pub fn record(&self, value: u64) {
+        if value == 0 {
+            self.zeroes.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.rest.record(value);
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let mut s = self.rest.snapshot();
+        s.zeroes = self.zeroes.load(Ordering::Relaxed);
+        s.count += s.zeroes;
+        s
+    }
+}
+
 /// A histogram's counts at one moment.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
     pub buckets: Vec<u64>,
+    /// Every value recorded, `zeroes` included.
     pub count: u64,
     /// Sum of the recorded values.
     pub sum: u64,
+    /// Values of 0 counted apart (`CountHistogram`; 0 for a `Histogram`,
+    /// whose first bucket holds them, reported as 1).
+    pub zeroes: u64,
 }
 
 impl Snapshot {
@@ -105,7 +135,10 @@ impl Snapshot {
             return 0;
         }
         let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
-        let mut seen = 0;
+        if rank <= self.zeroes {
+            return 0;
+        }
+        let mut seen = self.zeroes;
         for (i, n) in self.buckets.iter().enumerate() {
             seen += n;
             if seen >= rank {
@@ -117,6 +150,9 @@ impl Snapshot {
 
     /// The smallest recorded value's bucket offset (0 when empty).
     pub fn min(&self) -> u64 {
+        if self.zeroes > 0 {
+            return 0;
+        }
         self.buckets.iter().position(|&n| n > 0).map_or(0, upper)
     }
 
@@ -138,7 +174,7 @@ impl Snapshot {
     /// is: Prometheus' `le` buckets.
     pub fn cumulative(&self, bounds: &[u64]) -> Vec<u64> {
         let mut out = Vec::with_capacity(bounds.len());
-        let (mut i, mut seen) = (0usize, 0u64);
+        let (mut i, mut seen) = (0usize, self.zeroes);
         for &bound in bounds {
             while i < BUCKETS - 1 && upper(i) <= bound {
                 seen += self.buckets.get(i).copied().unwrap_or(0);
@@ -157,7 +193,13 @@ impl Snapshot {
             .enumerate()
             .map(|(i, n)| n.saturating_sub(earlier.buckets.get(i).copied().unwrap_or(0)))
             .collect();
-        Snapshot { count: buckets.iter().sum(), sum: self.sum.saturating_sub(earlier.sum), buckets }
+        let zeroes = self.zeroes.saturating_sub(earlier.zeroes);
+        Snapshot {
+            count: buckets.iter().sum::<u64>() + zeroes,
+            sum: self.sum.saturating_sub(earlier.sum),
+            buckets,
+            zeroes,
+        }
     }
 }
 
@@ -168,6 +210,23 @@ fn upper(i: usize) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_count_histogram_reports_zero_as_zero() {
+        let h = super::CountHistogram::default();
+        for v in [0, 0, 1, 3] {
+            h.record(v);
+        }
+        let s = h.snapshot();
+        assert_eq!((s.count, s.zeroes, s.sum), (4, 2, 4));
+        assert_eq!((s.quantile(0.5), s.quantile(0.75), s.min(), s.max()), (0, 1, 0, 3));
+        assert_eq!(s.cumulative(&[0, 1, 5]), vec![2, 3, 4]);
+        h.record(0);
+        assert_eq!(
+            h.snapshot().since(&s),
+            super::Snapshot { buckets: vec![0; super::BUCKETS], count: 1, sum: 0, zeroes: 1 }
+        );
+    }
+
     use super::{Histogram, OFFSETS};
 
     #[test]

@@ -133,7 +133,7 @@ impl Stage {
         Stage { active: AtomicU64::new(0), pending: AtomicU64::new(0), completed: AtomicU64::new(0) }
     }
 }
-pub use histogram::{Histogram, Snapshot, Timer};
+pub use histogram::{CountHistogram, Histogram, Snapshot, Timer};
 pub use prom::Writer;
 pub use table::TableMetrics;
 

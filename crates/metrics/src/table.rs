@@ -19,6 +19,8 @@ pub struct TableMetrics {
     pub tombstones_scanned: Histogram,
     /// Other cells each local read went through.
     pub live_scanned: Histogram,
+    /// SSTables each local partition read went through (Table.SSTablesPerReadHistogram).
+    pub sstables_per_read: crate::histogram::CountHistogram,
     /// Bytes of the SSTables flushes wrote (Table.BytesFlushed).
     pub bytes_flushed: AtomicU64,
     /// Bytes of each partition a flush wrote, keys and values (the role of

@@ -133,7 +133,12 @@ fn tables(w: &mut Writer, samples: &[storage::TableSample]) {
             w.gauge(name, help, &[(l[0].0, &l[0].1), (l[1].0, &l[1].1)], read(s) as f64);
         }
     }
-    let scanned: [(&str, &str, Latency); 2] = [
+    let scanned: [(&str, &str, Latency); 3] = [
+        (
+            "shoal_table_sstables_per_read",
+            "SSTables each local partition read of the table went through (Table.SSTablesPerReadHistogram).",
+            |m| m.sstables_per_read.snapshot(),
+        ),
         (
             "shoal_table_tombstones_scanned",
             "Tombstones each local read of the table went through (Table.TombstoneScannedHistogram).",
@@ -371,7 +376,8 @@ pub fn proxyhistograms() -> Json {
     Json::Object(out)
 }
 
-/// `nodetool tablehistograms KS TABLE`: the table's local latencies.
+/// `nodetool tablehistograms KS TABLE`: the table's local latencies, the
+/// SSTables each partition read went through and the partition sizes.
 pub fn tablehistograms(state: &AdminState, keyspace: &str, table: &str) -> Option<Json> {
     let s = state.storage.table_samples().into_iter().find(|s| s.keyspace == keyspace && s.table == table)?;
     Some(json!({
@@ -381,6 +387,7 @@ pub fn tablehistograms(state: &AdminState, keyspace: &str, table: &str) -> Optio
         "write_latency_us": percentiles(&s.metrics.write_latency.snapshot()),
         "range_latency_us": percentiles(&s.metrics.range_latency.snapshot()),
         "partition_size_bytes": percentiles(&s.metrics.partition_size.snapshot()),
+        "sstables_per_read": percentiles(&s.metrics.sstables_per_read.snapshot()),
         "sstables": s.live_sstables,
     }))
 }

@@ -708,16 +708,17 @@ fn format_proxyhistograms(v: &Json) -> String {
 /// `tablehistograms` as nodetool prints it (the columns Shoal keeps).
 fn format_tablehistograms(v: &Json) -> String {
     let mut rows = vec![
-        vec!["Percentile", "Read Latency", "Write Latency", "Range Latency", "Partition Size"]
+        vec!["Percentile", "Read Latency", "Write Latency", "Range Latency", "SSTables", "Partition Size"]
             .into_iter()
             .map(String::from)
             .collect(),
-        vec!["", "(micros)", "(micros)", "(micros)", "(bytes)"].into_iter().map(String::from).collect(),
+        vec!["", "(micros)", "(micros)", "(micros)", "", "(bytes)"].into_iter().map(String::from).collect(),
     ];
     rows.extend(percentile_rows(&[
         &v["read_latency_us"],
         &v["write_latency_us"],
         &v["range_latency_us"],
+        &v["sstables_per_read"],
         &v["partition_size_bytes"],
     ]));
     format!("{}/{} histograms\n{}\n", text(&v["keyspace"]), text(&v["table"]), table(&rows))

@@ -259,6 +259,8 @@ pub struct Storage {
     pub(crate) index_jobs: Arc<crate::index::IndexJobs>,
     /// The options the database was opened with: they hold its statistics (tickers).
     pub(crate) statistics: Options,
+    /// Every table's file spans, for the SSTables a read goes through (`spans`).
+    pub(crate) spans: crate::spans::FileSpans,
 }
 
 impl Storage {
@@ -417,6 +419,7 @@ impl Storage {
             disk_monitor: Mutex::new(None),
             index_jobs: Arc::default(),
             statistics: db_opts,
+            spans: Default::default(),
         };
         storage.queue_index_builds(&keyspaces);
         storage.start_syncer();
@@ -836,6 +839,7 @@ impl Storage {
         for store in stores {
             self.flusher.flush_now(&store)?;
         }
+        self.spans.invalidate();
         Ok(())
     }
 

@@ -89,6 +89,7 @@ mod purge;
 mod raw;
 mod read;
 pub mod snapshot;
+mod spans;
 mod stream;
 mod tuning;
 mod unrepaired;

@@ -324,7 +324,17 @@ impl Storage {
     ) -> Result<(RawPartition, read::Scanned), StorageError> {
         let cf = self.cf(store)?;
         let mut recording = Recording::default();
-        read::traverse(store, read, |lower, upper| self.cells(store, &cf, lower, upper), &mut recording)?;
+        let mut sstables = 0;
+        read::traverse(
+            store,
+            read,
+            |lower, upper| {
+                sstables += self.files_meeting(store, &lower, &upper);
+                self.cells(store, &cf, lower, upper)
+            },
+            &mut recording,
+        )?;
+        recording.scanned.sstables = sstables;
         // Reversed reads visit rows in descending key order.
         let cells = match sorted(&recording.cells) {
             Cow::Borrowed(_) => recording.cells,

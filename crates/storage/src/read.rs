@@ -131,9 +131,33 @@ impl Storage {
         let start = std::time::Instant::now();
         let mut scanned = Scanned::default();
         let cf = self.cf(&store)?;
-        let out = traverse(&store, read, |lower, upper| self.cells(&store, &cf, lower, upper), &mut scanned);
+        let mut sstables = 0;
+        let out = traverse(
+            &store,
+            read,
+            |lower, upper| {
+                sstables += self.files_meeting(&store, &lower, &upper);
+                self.cells(&store, &cf, lower, upper)
+            },
+            &mut scanned,
+        );
+        scanned.sstables = sstables;
         scanned.record(&store, start);
         out
+    }
+
+    /// The table's SSTables whose key range meets `[lower, upper)`: those a
+    /// read of that range goes through (`spans`).
+    pub(crate) fn files_meeting(&self, store: &TableStore, lower: &[u8], upper: &[u8]) -> u64 {
+        self.spans.count(&store.cf_name, lower, upper, || {
+            let files = self.db.live_files().ok()?;
+            Some(
+                files
+                    .into_iter()
+                    .filter_map(|f| Some((f.column_family_name, f.level, f.start_key?, f.end_key?)))
+                    .collect(),
+            )
+        })
     }
 
     fn read_partition_in(&self, store: &TableStore, read: &PartitionRead) -> Result<Option<Partition>, StorageError> {
@@ -511,6 +535,8 @@ impl Visitor for () {
 pub(crate) struct Scanned {
     pub tombstones: u64,
     pub cells: u64,
+    /// The SSTables the read went through (`Storage::files_meeting`).
+    pub sstables: u64,
 }
 
 impl Visitor for Scanned {
@@ -530,6 +556,7 @@ impl Scanned {
         store.metrics.read_latency.record_since(start);
         store.metrics.tombstones_scanned.record(self.tombstones);
         store.metrics.live_scanned.record(self.cells);
+        store.metrics.sstables_per_read.record(self.sstables);
     }
 }
 

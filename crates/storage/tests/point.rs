@@ -89,3 +89,33 @@ fn point_reads_agree_with_a_last_write_wins_model() {
         }
     }
 }
+
+#[test]
+fn a_read_counts_the_sstables_it_goes_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let (storage, _) = open(&config(dir.path(), periodic()));
+    let t = Uuid::new_v4();
+    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+    let per_read = |storage: &Storage| {
+        let sample = storage.table_samples().into_iter().find(|s| s.table == "kv").unwrap();
+        (sample.metrics.sstables_per_read.snapshot(), sample.live_sstables)
+    };
+    // Only in the memtable: no SSTable.
+    storage.apply(&[put(t, 1, "a", 1)]).unwrap();
+    assert_eq!(get(&storage, t, 1).as_deref(), Some("a"));
+    let (h, _) = per_read(&storage);
+    assert_eq!((h.count, h.max()), (1, 0));
+    // Partition 1 alone in every file: a read of it goes through all of them, one of partition 2 through none.
+    for (ts, v) in [(2, "b"), (3, "c")] {
+        storage.flush(None).unwrap();
+        storage.apply(&[put(t, 1, v, ts)]).unwrap();
+    }
+    storage.flush(None).unwrap();
+    assert_eq!(get(&storage, t, 1).as_deref(), Some("c"));
+    let (h, files) = per_read(&storage);
+    assert!(files >= 1, "{files} files");
+    assert_eq!((h.count, h.max()), (2, files));
+    assert_eq!(get(&storage, t, 2), None);
+    let (h, _) = per_read(&storage);
+    assert_eq!((h.count, h.min()), (3, 0));
+}

@@ -306,7 +306,8 @@ impl Storage {
     pub fn read_raw(&self, read: &PartitionRead) -> Result<RawPartition, StorageError> {
         let store = self.table(&read.table)?;
         let start = std::time::Instant::now();
-        let (raw, scanned) = self.read_raw_in(&store, read)?;
+        let (raw, mut scanned) = self.read_raw_in(&store, read)?;
+        scanned.sstables = self.partition_files(&store, read);
         scanned.record(&store, start);
         Ok(raw)
     }
@@ -324,17 +325,7 @@ impl Storage {
     ) -> Result<(RawPartition, read::Scanned), StorageError> {
         let cf = self.cf(store)?;
         let mut recording = Recording::default();
-        let mut sstables = 0;
-        read::traverse(
-            store,
-            read,
-            |lower, upper| {
-                sstables += self.files_meeting(store, &lower, &upper);
-                self.cells(store, &cf, lower, upper)
-            },
-            &mut recording,
-        )?;
-        recording.scanned.sstables = sstables;
+        read::traverse(store, read, |lower, upper| self.cells(store, &cf, lower, upper), &mut recording)?;
         // Reversed reads visit rows in descending key order.
         let cells = match sorted(&recording.cells) {
             Cow::Borrowed(_) => recording.cells,

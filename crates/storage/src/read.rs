@@ -131,25 +131,18 @@ impl Storage {
         let start = std::time::Instant::now();
         let mut scanned = Scanned::default();
         let cf = self.cf(&store)?;
-        let mut sstables = 0;
-        let out = traverse(
-            &store,
-            read,
-            |lower, upper| {
-                sstables += self.files_meeting(&store, &lower, &upper);
-                self.cells(&store, &cf, lower, upper)
-            },
-            &mut scanned,
-        );
-        scanned.sstables = sstables;
+        let out = traverse(&store, read, |lower, upper| self.cells(&store, &cf, lower, upper), &mut scanned);
+        scanned.sstables = self.partition_files(&store, read);
         scanned.record(&store, start);
         out
     }
 
-    /// The table's SSTables whose key range meets `[lower, upper)`: those a
-    /// read of that range goes through (`spans`).
-    pub(crate) fn files_meeting(&self, store: &TableStore, lower: &[u8], upper: &[u8]) -> u64 {
-        self.spans.count(&store.cf_name, lower, upper, || {
+    /// The table's SSTables whose key range meets the partition `read` reads
+    /// (`partition_range`): those its cursor goes through (`spans`). 0 when
+    /// the partition's keys cannot be made (the read failed on that already).
+    pub(crate) fn partition_files(&self, store: &TableStore, read: &PartitionRead) -> u64 {
+        let Ok((_, lower, upper)) = partition_range(read) else { return 0 };
+        self.spans.count(&store.cf_name, &lower, &upper, || {
             let files = self.db.live_files().ok()?;
             Some(
                 files
@@ -535,7 +528,7 @@ impl Visitor for () {
 pub(crate) struct Scanned {
     pub tombstones: u64,
     pub cells: u64,
-    /// The SSTables the read went through (`Storage::files_meeting`).
+    /// The SSTables the read went through (`Storage::partition_files`).
     pub sstables: u64,
 }
 
@@ -560,6 +553,24 @@ impl Scanned {
     }
 }
 
+/// A partition's keys: its prefix (token and key), and the start and
+/// (exclusive) end of the range that holds every entry of it.
+type PartitionKeys = (Vec<u8>, Vec<u8>, Vec<u8>);
+
+/// The keys of the partition `read` reads (the one cursor `traverse` opens).
+fn partition_range(read: &PartitionRead) -> Result<PartitionKeys, StorageError> {
+    let mut prefix = Vec::with_capacity(read.partition_key.len() + 11);
+    keys::partition_prefix(read.token, &read.partition_key, &mut prefix)?;
+    let start = with_section(&prefix, 0);
+    let end = keys::prefix_successor(&prefix).unwrap_or_else(|| {
+        // Only for the greatest token with a 64 KiB key of 0xFF bytes.
+        let mut end = prefix.clone();
+        end.resize(prefix.len() + 4 * (keys::MAX_KEY_LENGTH + 1), 0xFF);
+        end
+    });
+    Ok((prefix, start, end))
+}
+
 /// Reads one partition as `read` asks, from the entries `open(lower, upper)`
 /// yields: the header section (partition deletion, range tombstones and, when
 /// asked, the static row), then the clustering slices in the read direction,
@@ -571,16 +582,8 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
     mut open: impl FnMut(Vec<u8>, Vec<u8>) -> Result<C, StorageError>,
     visitor: &mut V,
 ) -> Result<Option<Partition>, StorageError> {
-    let mut prefix = Vec::with_capacity(read.partition_key.len() + 11);
-    keys::partition_prefix(read.token, &read.partition_key, &mut prefix)?;
     // One cursor over the whole partition; each section and slice is a window of it.
-    let partition_start = with_section(&prefix, 0);
-    let partition_end = keys::prefix_successor(&prefix).unwrap_or_else(|| {
-        // Only for the greatest token with a 64 KiB key of 0xFF bytes.
-        let mut end = prefix.clone();
-        end.resize(prefix.len() + 4 * (keys::MAX_KEY_LENGTH + 1), 0xFF);
-        end
-    });
+    let (prefix, partition_start, partition_end) = partition_range(read)?;
     let mut cursor = open(partition_start.clone(), partition_end)?;
 
     // Deletion info and the static row come first in the partition.

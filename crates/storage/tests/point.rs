@@ -46,9 +46,7 @@ fn point_reads_agree_with_a_last_write_wins_model() {
     for seed in 0..8u64 {
         let mut rng = StdRng::seed_from_u64(seed);
         let dir = tempfile::tempdir().unwrap();
-        let (storage, _) = open(&config(dir.path(), periodic()));
-        let t = Uuid::new_v4();
-        storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+        let (storage, t) = open_kv(dir.path());
         // pk -> (latest deletion, latest write (ts, value))
         let mut model: BTreeMap<i32, (i64, Option<(i64, String)>)> = BTreeMap::new();
         for step in 0..400 {
@@ -93,9 +91,7 @@ fn point_reads_agree_with_a_last_write_wins_model() {
 #[test]
 fn a_read_counts_the_sstables_it_goes_through() {
     let dir = tempfile::tempdir().unwrap();
-    let (storage, _) = open(&config(dir.path(), periodic()));
-    let t = Uuid::new_v4();
-    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+    let (storage, t) = open_kv(dir.path());
     let per_read = |storage: &Storage| {
         let sample = storage.table_samples().into_iter().find(|s| s.table == "kv").unwrap();
         (sample.metrics.sstables_per_read.snapshot(), sample.live_sstables)

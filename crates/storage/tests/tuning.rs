@@ -47,9 +47,7 @@ fn text_value(pk: i32) -> Bytes {
 #[test]
 fn random_data_turns_compression_off_and_text_turns_it_back_on() {
     let dir = tempfile::tempdir().unwrap();
-    let (storage, _) = open(&config(dir.path(), periodic()));
-    let t = Uuid::new_v4();
-    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+    let (storage, t) = open_kv(dir.path());
     assert_eq!(storage.compressing(&t), Some(true));
     // Nothing written yet: nothing to decide.
     assert!(storage.tune_compression().is_empty());
@@ -204,9 +202,7 @@ fn a_small_table_is_merged_whole_and_a_large_one_in_tiers() {
 #[test]
 fn compaction_stats_list_each_table_and_settle_to_idle() {
     let dir = tempfile::tempdir().unwrap();
-    let (storage, _) = open(&config(dir.path(), periodic()));
-    let t = Uuid::new_v4();
-    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+    let (storage, t) = open_kv(dir.path());
     let stats = storage.compaction_stats();
     let table = stats.tables.iter().find(|s| s.id == t).expect("the table is listed");
     assert_eq!((table.keyspace.as_str(), table.table.as_str()), ("ks", "kv"));

@@ -35,6 +35,14 @@ pub fn open(cfg: &StorageConfig) -> (Storage, Vec<KeyspaceDef>) {
     Storage::open(cfg.clone()).expect("Storage::open")
 }
 
+/// A storage under `dir` (`config`, commit log `periodic`) holding one table, `ks.kv` (`kv_table`); its id.
+pub fn open_kv(dir: &Path) -> (Storage, Uuid) {
+    let (storage, _) = open(&config(dir, periodic()));
+    let t = Uuid::new_v4();
+    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).expect("set_schema");
+    (storage, t)
+}
+
 /// A storage under `dir` with small memtables (64 KiB: flushes happen under test) and `keyspaces` as schema.
 pub fn open_small(dir: &Path, keyspaces: &[KeyspaceDef]) -> Storage {
     let mut cfg = config(dir, periodic());

@@ -433,25 +433,20 @@ pub fn diff(prev: &ClusterView, next: &ClusterView) -> Vec<ClusterEvent> {
 mod tests {
     use super::*;
 
-    /// A node state with the placement keys set, and `pairs`.
+    /// A node state with every `PLACEMENT_KEYS` key set, and `pairs`.
     fn state(pairs: &[(&str, &str)]) -> NodeState {
         let mut s = NodeState::for_test();
-        for k in PLACEMENT_KEYS {
-            s.set(
-                k,
-                if k == "native_port" {
-                    "9042"
-                } else if k.ends_with("address") {
-                    "127.0.0.2"
-                } else {
-                    "x"
-                },
-            );
-        }
-        s.set("internode", "127.0.0.2:7000");
-        for (k, v) in pairs {
+        let place = [
+            ("dc", "dc1"),
+            ("rack", "r1"),
+            ("internode", "127.0.0.2:7000"),
+            ("rpc_address", "127.0.0.2"),
+            ("native_port", "9042"),
+        ];
+        for (k, v) in place.iter().chain(pairs) {
             s.set(*k, *v);
         }
+        assert!(PLACEMENT_KEYS.iter().all(|k| s.get(k).is_some()));
         s
     }
 

@@ -114,6 +114,20 @@ class EventListener:
         self.sock.close()
 
 
+def tool_when_up(c, *args, node, refused, nodes=None):
+    """`c.tool(*args, node=node)`, for an operation that needs other nodes up. When it is refused with
+    `refused` in its error (a loaded machine's failure detector held a live node down for a moment), it
+    runs once more after each of `nodes` (default: all) is UN as `node` sees it, as an operator would."""
+    out = c.tool(*args, node=node, check=False)
+    error = out.get("error", "") if isinstance(out, dict) else ""
+    if refused in error:
+        for i in nodes or range(1, c.nodes + 1):
+            wait_state(c, c.address(i), "UN", observer=node)
+        return c.tool(*args, node=node)
+    assert not error, out
+    return out
+
+
 def pending_hint_bytes(cluster, nodes):
     """The hint bytes nodes `nodes` hold for others (`shoal tool listpendinghints`), summed."""
     return sum(cluster.tool("listpendinghints", node=i)["total_bytes"] for i in nodes)

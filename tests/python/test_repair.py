@@ -12,7 +12,7 @@ from cassandra.concurrent import execute_concurrent_with_args
 
 from cluster_harness import ShoalCluster
 from shoal_harness import EXTERNAL
-from test_cluster import session_on, wait_state
+from test_cluster import session_on, tool_when_up, wait_state
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own cluster of shoal processes")
 
@@ -29,17 +29,9 @@ def stress(c, nodes, *args, timeout=900):
 
 
 def repair(c, *args, node=1):
-    """`shoal tool repair ARGS` on node `node`. A repair needs every replica up when it starts; on a loaded
-    machine a failure detector may hold a live node down for a moment ("Endpoint not alive"), and the
-    operator's answer is to run it again once every node is UN: so does this, once."""
-    out = c.tool("repair", *args, node=node, check=False)
-    error = out.get("error", "") if isinstance(out, dict) else ""
-    if "Endpoint not alive" in error:
-        for i in range(1, c.nodes + 1):
-            wait_state(c, c.address(i), "UN", observer=node)
-        return c.tool("repair", *args, node=node)
-    assert not error, out
-    return out
+    """`shoal tool repair ARGS` on node `node`. A repair needs every replica up when it starts ("Endpoint
+    not alive" otherwise): run again once every node is UN (`tool_when_up`)."""
+    return tool_when_up(c, "repair", *args, node=node, refused="Endpoint not alive")
 
 
 def key(k):

@@ -274,11 +274,10 @@ fn hint_totals(nodes: &[Node]) -> (u64, u64) {
     nodes.iter().fold((0, 0), |(h, b), n| (h + n.hints.stats().stored_hints, b + n.hints.total_pending_bytes()))
 }
 
-/// Which node index coordinates write `w` of partition `pk`: its replicas in
-/// turn (token-aware), skipping `down`.
-fn coordinator_of(view: &ClusterView, ks: &KeyspaceDef, pk: i32, w: u64, down: Option<Uuid>) -> Option<Uuid> {
-    let replicas: Vec<Uuid> = view.replicas(ks, table::token(pk)).into_iter().filter(|r| Some(*r) != down).collect();
-    replicas.get((w % replicas.len().max(1) as u64) as usize).copied()
+/// Which replica coordinates write `w`: its live `replicas` in turn
+/// (token-aware, as the clients route).
+fn coordinator_of(live: &[Uuid], w: u64) -> Option<Uuid> {
+    live.get((w % live.len().max(1) as u64) as usize).copied()
 }
 
 /// Writes partitions `pks` at CL ONE, each through a replica (`coordinator_of`);
@@ -296,11 +295,10 @@ async fn write_all(
     let mut acked = 0;
     for w in pks {
         let pk = i32::try_from(w).map_err(|_| "too many writes".to_string())?;
-        let coordinator = coordinator_of(&view, ks, pk, w, down).ok_or("a partition without a live replica")?;
-        for r in view.replicas(ks, table::token(pk)) {
-            if r != coordinator && Some(r) != down {
-                links.insert((coordinator.min(r), coordinator.max(r)));
-            }
+        let live: Vec<Uuid> = view.replicas(ks, table::token(pk)).into_iter().filter(|r| Some(*r) != down).collect();
+        let coordinator = coordinator_of(&live, w).ok_or("a partition without a live replica")?;
+        for r in live.into_iter().filter(|r| *r != coordinator) {
+            links.insert((coordinator.min(r), coordinator.max(r)));
         }
         let node = index.get(&coordinator).and_then(|i| nodes.get(*i)).ok_or("unknown coordinator")?;
         let ts = table::TIMESTAMP_BASE_MICROS + w as i64;

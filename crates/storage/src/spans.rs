@@ -161,6 +161,41 @@ mod tests {
         assert_eq!(spans.count("t", b"n", b"o", || Some(vec![file("t", 0, b"a", b"b")])), 0, "read again");
     }
 
+    /// Random levels (level 0 overlapping, deeper levels disjoint and
+    /// sorted, keys one or two bytes so bounds often touch) and random
+    /// ranges: `meeting` agrees with testing every file.
+    #[test]
+    fn meeting_agrees_with_testing_every_file() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let key = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
+            (0..rng.gen_range(1..=2)).map(|_| rng.gen_range(b'a'..=b'h')).collect()
+        };
+        for _ in 0..2000 {
+            let mut levels: Levels = vec![Vec::new()];
+            for _ in 0..rng.gen_range(0..4) {
+                let (a, b) = (key(&mut rng), key(&mut rng));
+                levels[0].push(Span { smallest: a.clone().min(b.clone()), largest: a.max(b) });
+            }
+            for _ in 0..rng.gen_range(0..3) {
+                // Disjoint files: consecutive pairs of sorted distinct cut points.
+                let mut cuts: Vec<Vec<u8>> = (0..rng.gen_range(0..8)).map(|_| key(&mut rng)).collect();
+                cuts.sort();
+                cuts.dedup();
+                levels.push(
+                    cuts.chunks_exact(2).map(|c| Span { smallest: c[0].clone(), largest: c[1].clone() }).collect(),
+                );
+            }
+            let (lower, upper) = (key(&mut rng), key(&mut rng));
+            let brute = levels
+                .iter()
+                .flatten()
+                .filter(|s| s.smallest.as_slice() < upper.as_slice() && s.largest.as_slice() >= lower.as_slice())
+                .count() as u64;
+            assert_eq!(meeting(&levels, &lower, &upper), brute, "{levels:?} [{lower:?}, {upper:?})");
+        }
+    }
+
     #[test]
     fn a_failed_listing_counts_nothing_until_one_succeeds() {
         let spans = FileSpans::default();

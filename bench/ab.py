@@ -3,12 +3,14 @@
 measured (ADR 0002, ADR 0003, the commit messages).
 
     bench/ab.py BIN_A,BIN_B[,...] [ROUNDS]      (env: N=300000 rows, CLIENT=the stress binary (default: the build's),
-                                                 WORKLOADS=write,mixed)
+                                                 WORKLOADS=write,mixed; add `read` for reads from files)
 
 Each round starts every binary in turn (the order alternates between rounds) as a fresh
 `shoal server` on a free port with its data in a temp dir under /tmp/ab, runs
 `shoal stress write n=N -rate threads=64` and then `shoal stress mixed n=N/2
-ratio(read=9,write=1) -pop dist=uniform(1..N) -rate threads=64` with --server-pid, and prints
+ratio(read=9,write=1) -pop dist=uniform(1..N) -rate threads=64` with --server-pid (and, with
+`read` in WORKLOADS, `shoal tool flush` then `shoal stress read n=N/2 -pop dist=uniform(1..N)`: point
+reads served from SSTables, not memtables), and prints
 (op/s, server CPU-us/op, p99 ms) per workload, then all rounds as JSON. Compare binaries within one
 invocation only: the machine is shared and noisy.
 """
@@ -26,19 +28,22 @@ def wait_port(port):
             socket.create_connection(("127.0.0.1", port), 0.2).close(); return
         except OSError: time.sleep(0.1)
     raise SystemExit("no port")
-workloads = [w for w in (("write", ["write", f"n={n}"]), ("mixed", ["mixed", f"n={n//2}", "ratio(read=9,write=1)", "-pop", f"dist=uniform(1..{n})"]))
+workloads = [w for w in (("write", ["write", f"n={n}"]), ("mixed", ["mixed", f"n={n//2}", "ratio(read=9,write=1)", "-pop", f"dist=uniform(1..{n})"]),
+                         ("read", ["read", f"n={n//2}", "-pop", f"dist=uniform(1..{n})"]))
              if w[0] in os.environ.get("WORKLOADS", "write,mixed").split(",")]
 results = {b: [] for b in bins}
 for r in range(rounds):
     for b in (bins if r % 2 == 0 else bins[::-1]):
         os.makedirs("/tmp/ab", exist_ok=True)
         d = tempfile.mkdtemp(prefix="run.", dir="/tmp/ab")
-        port = free_port()
-        srv = subprocess.Popen([b, "server", "--data-dir", d + "/data", "--native-port", str(port), "--admin-port", str(free_port())],
+        port, admin = free_port(), free_port()
+        srv = subprocess.Popen([b, "server", "--data-dir", d + "/data", "--native-port", str(port), "--admin-port", str(admin)],
                                stdout=open(d + "/log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
         wait_port(port)
         row = {}
         for name, args in workloads:
+            if name == "read":
+                subprocess.run([client, "tool", "-p", str(admin), "flush"], stdout=subprocess.DEVNULL, check=True)
             j = f"{d}/{name}.json"
             subprocess.run([client, "stress", *args, "-rate", "threads=64", "-node", "127.0.0.1", "-port", f"native={port}",
                             "--json", j, "--server-pid", str(srv.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)

@@ -271,7 +271,9 @@ impl Storage {
         let db_path = config.data_dir.join("db");
         let manifest = read_manifest(&config.data_dir)?;
         let unrepaired = crate::unrepaired::Unrepaired::load(&config.data_dir)?;
-        let cache = Cache::new_lru_cache(config.cache_bytes);
+        // HyperClockCache: lookups without a shard mutex or LRU list upkeep
+        // (ARCHITECTURE.md, the life of a read: the read-path A/B).
+        let cache = Cache::new_hyper_clock_cache(config.cache_bytes, 0);
         let gc_registry = filter::GcRegistry::default();
         let purge_markers = Arc::new(AtomicBool::new(false));
 
@@ -1127,6 +1129,8 @@ fn table_options(
     block.set_block_cache(cache);
     block.set_bloom_filter(10.0, false);
     block.set_cache_index_and_filter_blocks(true);
+    block.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    flush::read_blocks(&mut block);
     opts.set_block_based_table_factory(&block);
     tuning::configure(&mut opts, &store.shape);
     opts

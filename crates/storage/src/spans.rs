@@ -2,13 +2,19 @@
 //! `Table.SSTablesPerReadHistogram`, nodetool tablehistograms' "SSTables"):
 //! the live files of the table whose key range meets the partition's.
 //!
-//! A partition read is one RocksDB iterator over the partition's key range
-//! (`read::traverse`), and Shoal's bloom filters are whole-key ones that an
-//! iterator does not consult, so every file whose [smallest, largest] key
-//! range meets the partition's is sought into: the files of level 0 that
-//! overlap it, and at most a few per deeper level. That count is what this
-//! module gives, from a copy of every column family's file spans
-//! (`DB::live_files`), sorted per level.
+//! A partition of a table with clustering columns is read with one RocksDB
+//! iterator over the partition's key range (`read::traverse`), and Shoal's
+//! bloom filters are whole-key ones that an iterator does not consult, so
+//! every file whose [smallest, largest] key range meets the partition's is
+//! sought into: the files of level 0 that overlap it, and at most a few per
+//! deeper level. That count is what this module gives, from a copy of every
+//! column family's file spans (`DB::live_files`), sorted per level.
+//!
+//! A partition of a table without clustering columns is read with point
+//! lookups (`Storage::cells`), which do consult the bloom filters: for it the
+//! count is the files that could hold the partition, an upper bound of those
+//! read (a file whose filter rules the key out is counted, not read; RocksDB
+//! does not tell which filters said no for one read through its C API).
 //!
 //! Invariants:
 //! - The copy is at most `REFRESH` old (flushes and compactions change the

@@ -328,10 +328,7 @@ impl Grouped<'_> {
                 write_aggregate(self.selection, rows, &mut groups.out);
             }
         }
-        let mut metadata = RowsMetadata::new(self.selection.result_specs());
-        if page.skip_metadata {
-            metadata = metadata.without_column_specs();
-        }
+        let mut metadata = self.selection.result_metadata(page.skip_metadata);
         if let Some(next) = next_state {
             metadata = metadata.with_paging_state(Some(next.encode()));
         }

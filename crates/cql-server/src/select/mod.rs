@@ -176,10 +176,7 @@ pub fn execute(
         sort_rows(table, plan.reversed, &mut rows);
     }
 
-    let mut metadata = RowsMetadata::new(selection.result_specs());
-    if page.skip_metadata {
-        metadata = metadata.without_column_specs();
-    }
+    let mut metadata = selection.result_metadata(page.skip_metadata);
     let mut out = Out::new(&selection, &proc.clock, ctx.values);
     if aggregate {
         write_aggregate(&selection, &rows, &mut out);

@@ -102,6 +102,18 @@ pub struct SelectionPlan {
 }
 
 impl SelectionPlan {
+    /// The result's metadata: its column specs, or only their count when the
+    /// client asked to skip them (then no spec is built: most reads by
+    /// prepared statements skip them).
+    pub fn result_metadata(&self, skip_specs: bool) -> RowsMetadata {
+        if !skip_specs {
+            return RowsMetadata::new(self.result_specs());
+        }
+        let mut metadata = RowsMetadata::empty();
+        metadata.columns_count = if self.json { 1 } else { self.specs.len() };
+        metadata
+    }
+
     /// The result's columns: the selectors', or for SELECT JSON the one
     /// `[json]` text column (named after the table, as Cassandra's).
     pub fn result_specs(&self) -> Vec<ColumnSpec> {

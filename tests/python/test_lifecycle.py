@@ -466,6 +466,11 @@ def test_one_topology_change_at_a_time(tmp_path):
         assert all(n["state"] == "UN" for n in states.values()), states
 
 
+def peers_seen(session):
+    """The peer addresses in system.peers of the node that answers (nodes 1 and 3 here)."""
+    return {str(r.peer) for r in session.execute("SELECT peer FROM system.peers")}
+
+
 def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_path):
     """Node 2, a source of node 4's bootstrap, is killed while it streams (throttled to 256 KiB/s);
     QUORUM writes go on meanwhile. The join fails with a message naming the lost source and node 4
@@ -498,6 +503,8 @@ def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_pa
             for i in (1, 3):
                 wait_state(c, c.address(4), "UJ", observer=i)
                 assert ring_states(c, observer=i)[c.address(4)]["tokens"], "node 4 keeps its announced tokens"
+            # As in Cassandra, a joining node is no driver's peer until it is NORMAL.
+            assert c.address(4) not in peers_seen(writes.session), "a JOINING node listed in system.peers"
             info = c.tool("info", node=4)
             assert info["bootstrap"]["state"] == "FAILED" and c.address(2) in info["bootstrap"]["error"], info
             refused = c.tool("decommission", node=3, check=False)
@@ -514,6 +521,11 @@ def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_pa
             assert "already bootstrapped" in again["error"], again
         wait_state(c, c.address(4), "UN", observer=1)
         assert c.tool("info", node=4)["bootstrap"]["state"] == "COMPLETED"
+        cluster, s = session_on(c, [c.address(1)])
+        try:
+            assert c.address(4) in peers_seen(s), "the NORMAL node is missing from system.peers"
+        finally:
+            cluster.shutdown()
         assert "bootstrap done" in (c.workdir / "node4" / "node.log").read_text()
         # Node 2 missed the writes made while it was down until their hints reach it; a CL ONE read
         # of a key node 4 does not replicate may go to node 2.

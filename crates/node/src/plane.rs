@@ -156,10 +156,15 @@ impl DataPlane for ClusterPlane {
         run(self.coordinator.truncate(*table)).map_err(query_error)
     }
 
+    /// The ring's other members (NORMAL, LEAVING, or announced shut down):
+    /// a joining node is listed only once it is NORMAL, as Cassandra writes a
+    /// peer's row only for token-ring members (`StorageService.onChange`,
+    /// `handleStateNormal`); drivers refuse rows without tokens ("Found an
+    /// invalid row for peer") and count every listed peer for schema agreement.
     fn peers(&self) -> Vec<PeerInfo> {
         let view = self.coordinator.view.snapshot();
         view.peers()
-            .filter(|e| e.status.owns_tokens() || e.status == cluster::Status::Joining)
+            .filter(|e| e.status.owns_tokens())
             .map(|e| PeerInfo {
                 peer: e.internode.ip(),
                 peer_port: e.internode.port(),

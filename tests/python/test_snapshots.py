@@ -392,8 +392,10 @@ def test_backup_to_an_s3_store_restores_into_a_fresh_cluster(shoal_node_factory,
             {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
         key = iam.create_access_key(UserName="shoal")["AccessKey"]
         boto3.client("s3", **setup).create_bucket(Bucket="shoal-backups")
+        # Parts of 5 MiB (S3's smallest): the big table's file goes up in parts and comes back by ranges.
         creds = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
-                 "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"], "AWS_REGION": "us-east-1"}
+                 "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"], "AWS_REGION": "us-east-1",
+                 "SHOAL_S3_MULTIPART_CHUNKSIZE": "5MiB"}
         for k, v in creds.items():
             monkeypatch.setenv(k, v)
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -405,6 +407,12 @@ def test_backup_to_an_s3_store_restores_into_a_fresh_cluster(shoal_node_factory,
         try:
             fill(s, "s3ks")
             before = table_rows(s, "s3ks")
+            # About 12 MiB of incompressible values: one file of more than two parts.
+            s.execute("CREATE TABLE s3ks.big (k int PRIMARY KEY, v text)")
+            insert = s.prepare("INSERT INTO s3ks.big (k, v) VALUES (?, ?)")
+            big = {i: os.urandom(5000).hex() for i in range(1200)}
+            for k, v in big.items():
+                s.execute(insert, (k, v))
             host_id = str(s.execute("SELECT host_id FROM system.local").one()[0])
         finally:
             cluster.shutdown()
@@ -413,6 +421,14 @@ def test_backup_to_an_s3_store_restores_into_a_fresh_cluster(shoal_node_factory,
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket="shoal-backups")["Contents"]]
         assert f"nightly/{host_id}/t1/s3ks/manifest.json" in keys, keys
         assert any(k.endswith(".sst") for k in keys), keys
+        # The big table's file went up in 3 parts (a multipart upload's ETag ends in "-<parts>").
+        sizes = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket="shoal-backups")["Contents"]}
+        largest = max((k for k in sizes if k.endswith(".sst")), key=sizes.get)
+        assert sizes[largest] > 10 << 20, sizes
+        etag = s3.head_object(Bucket="shoal-backups", Key=largest)["ETag"]
+        assert etag.strip('"').endswith("-3"), (largest, sizes[largest], etag)
+        # No upload was left unfinished.
+        assert not s3.list_multipart_uploads(Bucket="shoal-backups").get("Uploads"), "an upload left open"
         code, _, err = tool(node, "backup", "s3://shoal-backups/nightly", "-t", "t1")
         assert code == 1 and "already exists" in err, err
         node.stop()
@@ -433,8 +449,13 @@ def test_backup_to_an_s3_store_restores_into_a_fresh_cluster(shoal_node_factory,
         s = c.connect()
         try:
             assert table_rows(s, "s3ks") == before
+            assert dict(s.execute("SELECT k, v FROM s3ks.big").all()) == big
         finally:
             c.shutdown()
+        # The big file came back in ranged GETs of one part each (moto logs each answer's status).
+        logged = re.sub(r"\x1b\[[0-9;]*m", "", (tmp_path / "moto.log").read_text())
+        ranged = re.findall(r'"GET /shoal-backups/(\S+) HTTP/1.1" 206', logged)
+        assert ranged.count(largest) == 3, ranged
         # The fetched copy is gone once loaded.
         assert not [p for p in (fresh.data_dir / "snapshots").iterdir() if p.name.startswith(".s3-")]
     finally:

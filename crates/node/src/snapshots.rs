@@ -398,6 +398,7 @@ async fn load_from(request: &Request, state: &AdminState, dir: PathBuf, cl: Cons
 /// Uploads every file under `from` to `bucket` at `base/<relative path>`,
 /// refusing a place that already holds objects. Returns (files, bytes).
 fn upload(store: &crate::s3::S3, bucket: &str, base: &str, from: &Path) -> Result<(u64, u64), String> {
+    let part = crate::s3::part_bytes()?;
     if !store.list(bucket, &format!("{base}/"))?.is_empty() {
         return Err(format!("s3://{bucket}/{base} already exists"));
     }
@@ -411,10 +412,8 @@ fn upload(store: &crate::s3::S3, bucket: &str, base: &str, from: &Path) -> Resul
                 continue;
             }
             let relative = path.strip_prefix(from).map_err(|e| e.to_string())?.to_string_lossy().to_string();
-            let body = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            store.put(bucket, &format!("{base}/{relative}"), &body)?;
+            bytes += store.put_file(bucket, &format!("{base}/{relative}"), &path, part)?;
             files += 1;
-            bytes += body.len() as u64;
         }
     }
     Ok((files, bytes))
@@ -422,6 +421,7 @@ fn upload(store: &crate::s3::S3, bucket: &str, base: &str, from: &Path) -> Resul
 
 /// Fetches every object under `prefix` into `to`, at its key's path below the prefix.
 fn download(store: &crate::s3::S3, bucket: &str, prefix: &str, to: &Path) -> Result<(), String> {
+    let part = crate::s3::part_bytes()?;
     let listed = store.list(bucket, prefix)?;
     if listed.is_empty() {
         return Err(format!("no objects under s3://{bucket}/{prefix}"));
@@ -435,7 +435,7 @@ fn download(store: &crate::s3::S3, bucket: &str, prefix: &str, to: &Path) -> Res
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
         }
-        std::fs::write(&path, store.get(bucket, &key)?).map_err(|e| format!("{}: {e}", path.display()))?;
+        store.get_to_file(bucket, &key, &path, part)?;
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! Credentials and place come from the node's environment, as the AWS
 //! tools take them: `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION` (default `us-east-1`), and the part
-//! size `SHOAL_S3_MULTIPART_CHUNKSIZE` (bytes, or with a KiB/MiB/GiB suffix;
+//! size `SHOAL_S3_MULTIPART_CHUNKSIZE` (as shoal.yaml's sizes: bytes, KiB, MiB, GiB;
 //! default 64 MiB, at least S3's 5 MiB; the AWS CLI's `multipart_chunksize`).
 //!
 //! Invariants:
@@ -37,19 +37,13 @@ pub fn part_bytes() -> Result<u64, String> {
     let Some(text) = std::env::var("SHOAL_S3_MULTIPART_CHUNKSIZE").ok().filter(|v| !v.is_empty()) else {
         return Ok(PART_BYTES);
     };
-    let t = text.trim();
-    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" | "kb" => 1 << 10,
-        "mib" | "mb" => 1 << 20,
-        "gib" | "gb" => 1 << 30,
-        _ => return Err(format!("SHOAL_S3_MULTIPART_CHUNKSIZE: not a size: {text}")),
-    };
-    let bytes = digits.parse::<u64>().ok().and_then(|n| n.checked_mul(scale));
-    match bytes {
-        Some(b) if b >= MIN_PART_BYTES => Ok(b),
-        _ => Err(format!("SHOAL_S3_MULTIPART_CHUNKSIZE must be at least 5MiB (S3's smallest part): {text}")),
+    // The sizes shoal.yaml takes (`16MiB`, `512KiB`, bytes).
+    match crate::config::parse_size(&text) {
+        None => Err(format!("SHOAL_S3_MULTIPART_CHUNKSIZE: not a size (e.g. 64MiB): {text}")),
+        Some(b) if b < MIN_PART_BYTES => {
+            Err(format!("SHOAL_S3_MULTIPART_CHUNKSIZE must be at least 5MiB (S3's smallest part): {text}"))
+        }
+        Some(b) => Ok(b),
     }
 }
 

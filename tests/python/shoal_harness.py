@@ -106,10 +106,20 @@ class ShoalNode:
         # Each node gets its own storage (internode) port so that several
         # single-node servers can run side by side on 127.0.0.1.
         cfg = {"storage_port": free_port(host), "admin_port": free_port(host), "prometheus_port": free_port(host)}
+        # The ports this harness chose (not the caller's): a first start may choose them again.
+        self.chosen_ports = [k for k in cfg if k not in (config or {})]
         cfg.update(config or {})
         self.config = cfg
-        self.config_path.write_text("".join(f"{k}: {_yaml_scalar(v)}\n" for k, v in cfg.items()))
+        self.write_config()
         ALL_NODES.append(self)
+
+    def write_config(self):
+        self.config_path.write_text("".join(f"{k}: {_yaml_scalar(v)}\n" for k, v in self.config.items()))
+
+    def port_was_taken(self):
+        """Whether this start failed because a port was in use: a port free when chosen (bound to
+        port 0, then let go) can be taken by another process before the server binds it."""
+        return "Address already in use" in self.log_tail().rsplit("===== pytest: start #", 1)[-1]
 
     # -- process control
 
@@ -157,6 +167,12 @@ class ShoalNode:
             self.wait_ready(timeout)
         except Exception as e:
             self.stop()
+            if self.starts == 1 and self.port_was_taken():
+                # Nothing has used this node's ports yet: choose them again, once.
+                self.port = free_port(self.host)
+                self.config.update({k: free_port(self.host) for k in self.chosen_ports})
+                self.write_config()
+                return self.start(timeout)
             log_text = self.log_tail()
             msg = (f"shoal server pid {self.pid} on {self.host}:{self.port} failed to start: {e}\n"
                    f"----- server log {self.log_path} -----\n{log_text}")

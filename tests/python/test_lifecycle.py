@@ -15,7 +15,7 @@ from cassandra.query import SimpleStatement
 
 from cluster_harness import ShoalCluster
 from shoal_harness import EXTERNAL
-from test_cluster import session_on, tool_when_up, wait_no_hints, wait_state
+from test_cluster import EventListener, session_on, tool_when_up, wait_no_hints, wait_state
 
 pytestmark = pytest.mark.skipif(bool(EXTERNAL), reason="starts its own cluster of shoal processes")
 
@@ -478,11 +478,13 @@ def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_pa
     node 2 is back, `shoal tool bootstrap resume` on node 4 streams only what it had not received
     (the ranges of the other sources are not streamed again), node 4 turns NORMAL and alone
     answers at CL ONE for every earlier row and every acknowledged write; every node shows the
-    same ring."""
+    same ring. A driver's event connection hears of node 4 only once it is NORMAL: NEW_NODE, then UP
+    (Cassandra tells its listeners of ring members only)."""
     import subprocess
 
     with ShoalCluster(tmp_path / "c", nodes=3, config={"stream_throughput_outbound": "256KiB/s"}) as c:
         kv_table(c, "ks2", value=lambda k: f"before-{k}" + os.urandom(500).hex())  # incompressible
+        events = EventListener(c.address(1), c.native_port)
         with WritesAllAlong(c, "ks2", (1, 3)) as writes:
             add = subprocess.Popen(
                 [c.bin_path, "cluster", "--dir", str(c.workdir), "add", "--timeout", "180"],
@@ -520,6 +522,11 @@ def test_a_source_killed_mid_bootstrap_fails_the_join_which_resumes_later(tmp_pa
             again = c.tool("bootstrap", "resume", node=4, check=False)
             assert "already bootstrapped" in again["error"], again
         wait_state(c, c.address(4), "UN", observer=1)
+        events.wait_for("TOPOLOGY_CHANGE", "NEW_NODE", c.address(4))
+        events.wait_for("STATUS_CHANGE", "UP", c.address(4))
+        events.close()
+        about4 = [(kind, change) for kind, change, ip in events.seen if ip == c.address(4)]
+        assert about4 == [("TOPOLOGY_CHANGE", "NEW_NODE"), ("STATUS_CHANGE", "UP")], events.seen
         assert c.tool("info", node=4)["bootstrap"]["state"] == "COMPLETED"
         cluster, s = session_on(c, [c.address(1)])
         try:

@@ -384,36 +384,48 @@ fn native(e: &Endpoint) -> SocketAddr {
 }
 
 /// Driver-visible differences between two views.
+///
+/// As Cassandra's `StorageService` tells its event listeners: `NEW_NODE` when a
+/// node enters the token ring (NORMAL), `UP` only for ring members (`onAlive`
+/// checks `isMember`; a joining node's `UP` waits until it is NORMAL, after its
+/// `NEW_NODE`), `DOWN` for any node that goes down (`onDead` has no such check),
+/// `REMOVED_NODE` when a node leaves the ring or is forgotten.
 pub fn diff(prev: &ClusterView, next: &ClusterView) -> Vec<ClusterEvent> {
     let mut out = Vec::new();
     for (id, e) in &next.endpoints {
         if *id == next.local {
             continue;
         }
+        let member = e.status.owns_tokens();
+        let up = ClusterEvent::Up { host_id: *id, native: native(e) };
         match prev.endpoints.get(id) {
             None => {
-                if e.status.owns_tokens() {
+                if member {
                     out.push(ClusterEvent::NewNode(native(e)));
-                }
-                if e.alive {
-                    out.push(ClusterEvent::Up { host_id: *id, native: native(e) });
+                    if e.alive {
+                        out.push(up);
+                    }
                 }
             }
             Some(p) => {
-                if !p.status.owns_tokens() && e.status.owns_tokens() {
+                let joined = !p.status.owns_tokens() && member;
+                if joined {
                     out.push(ClusterEvent::NewNode(native(e)));
                 }
-                if p.internode != e.internode && e.status.owns_tokens() {
+                let moved = p.internode != e.internode;
+                if moved && member {
                     // Same host at a new address: drivers see the old one go.
                     out.push(ClusterEvent::RemovedNode(native(p)));
                     out.push(ClusterEvent::NewNode(native(e)));
                 }
-                if p.alive != e.alive || (p.internode != e.internode && e.alive) {
-                    out.push(if e.alive {
-                        ClusterEvent::Up { host_id: *id, native: native(e) }
-                    } else {
-                        ClusterEvent::Down { host_id: *id, native: native(e) }
-                    });
+                if e.alive {
+                    // Up when it came up, moved, or became a member while up
+                    // (its earlier UP was held back as a non-member's).
+                    if member && (!p.alive || moved || joined) {
+                        out.push(up);
+                    }
+                } else if p.alive {
+                    out.push(ClusterEvent::Down { host_id: *id, native: native(e) });
                 }
                 if e.status == Status::Left && p.status != Status::Left {
                     out.push(ClusterEvent::RemovedNode(native(e)));
@@ -494,5 +506,49 @@ mod tests {
             endpoint_of(&ChitchatId::new(newcomer.to_string(), 300, addr), &new_state, true).expect("partial");
         let picked = incarnations(local, 1, vec![(ChitchatId::new(newcomer.to_string(), 300, addr), partial, false)]);
         assert!(picked.is_empty(), "a node heard of only in part is not placed (nor in the default data center)");
+    }
+
+    fn at(n: u8, status: Status, alive: bool) -> Endpoint {
+        Endpoint {
+            host_id: Uuid::from_u128(u128::from(n)),
+            internode: format!("127.0.0.{n}:7000").parse().expect("address"),
+            rpc_address: format!("127.0.0.{n}").parse().expect("address"),
+            native_port: 9042,
+            dc: "dc1".into(),
+            rack: "r1".into(),
+            tokens: vec![i64::from(n) * 100],
+            status,
+            alive,
+            schema_version: None,
+            release_version: String::new(),
+            load_bytes: 0,
+            generation: 1,
+        }
+    }
+
+    /// Node 1's view holding itself and `others`.
+    fn seen(others: &[Endpoint]) -> ClusterView {
+        let endpoints = std::iter::once(at(1, Status::Normal, true)).chain(others.iter().cloned());
+        ClusterView::build("c", Uuid::from_u128(1), endpoints.map(|e| (e.host_id, e)).collect(), 1)
+    }
+
+    #[test]
+    fn drivers_hear_of_a_joining_node_only_once_it_is_a_member_and_of_its_death_at_any_time() {
+        let node2: SocketAddr = "127.0.0.2:9042".parse().expect("addr");
+        let up = ClusterEvent::Up { host_id: Uuid::from_u128(2), native: node2 };
+        let down = ClusterEvent::Down { host_id: Uuid::from_u128(2), native: node2 };
+        let alone = seen(&[]);
+        let joining = seen(&[at(2, Status::Joining, true)]);
+        let normal = seen(&[at(2, Status::Normal, true)]);
+        assert_eq!(diff(&alone, &joining), vec![], "Cassandra's onAlive tells listeners of members only");
+        assert_eq!(diff(&joining, &normal), vec![ClusterEvent::NewNode(node2), up.clone()]);
+        assert_eq!(diff(&alone, &normal), vec![ClusterEvent::NewNode(node2), up.clone()]);
+        let joiner_died = seen(&[at(2, Status::Joining, false)]);
+        assert_eq!(diff(&joining, &joiner_died), vec![down.clone()], "onDead tells of any node");
+        assert_eq!(diff(&joiner_died, &joining), vec![], "a joiner back up is still no member");
+        let member_died = seen(&[at(2, Status::Normal, false)]);
+        assert_eq!(diff(&normal, &member_died), vec![down]);
+        assert_eq!(diff(&member_died, &normal), vec![up]);
+        assert_eq!(diff(&normal, &normal), vec![]);
     }
 }

@@ -1109,6 +1109,7 @@ fn compactionstats(state: &AdminState) -> Json {
                 "tombstone_markers": t.tombstone_markers,
                 "droppable_tombstones": t.droppable_tombstones,
                 "tombstone_compactions": t.tombstone_compactions,
+                "last_tombstone_compaction": t.last_tombstone_compaction,
             })
         })
         .collect();

@@ -84,8 +84,12 @@ pub struct TableCompactionStats {
     pub tombstone_markers: u64,
     /// Of those, the ones gc_grace and the repaired horizon let go now.
     pub droppable_tombstones: u64,
-    /// Tombstone compactions run on the table since the engine opened.
+    /// Tombstone compactions run on the table (kept across restarts).
     pub tombstone_compactions: u64,
+    /// When the table's last tombstone or major compaction ended (unix
+    /// seconds; before the first, when its markers began to be counted):
+    /// `tombstone_compaction_interval` runs from here.
+    pub last_tombstone_compaction: i64,
 }
 
 /// The node's background work owed and running (`Storage::compaction_stats`).
@@ -246,6 +250,8 @@ pub struct Storage {
     pub(crate) tombstone_compacting: AtomicBool,
     /// No tombstone compaction starts before this (`purge`'s pacing).
     pub(crate) purge_pace: Mutex<Instant>,
+    /// When the tombstone markers were last saved (`purge::save`).
+    pub(crate) markers_saved_at: Mutex<Instant>,
     pub(crate) poisoned: Arc<Mutex<Option<String>>>,
     pub(crate) group: Arc<GroupCommit>,
     pub(crate) stop: Arc<AtomicBool>,
@@ -271,6 +277,7 @@ impl Storage {
         let db_path = config.data_dir.join("db");
         let manifest = read_manifest(&config.data_dir)?;
         let unrepaired = crate::unrepaired::Unrepaired::load(&config.data_dir)?;
+        let saved_markers = purge::load(&config.data_dir)?;
         // HyperClockCache: lookups without a shard mutex or LRU list upkeep
         // (ARCHITECTURE.md, the life of a read: the read-path A/B).
         let cache = Cache::new_hyper_clock_cache(config.cache_bytes, 0);
@@ -293,8 +300,16 @@ impl Storage {
                 };
                 let gc_grace = Arc::new(AtomicI32::new(table.options.gc_grace_seconds));
                 let horizon = Arc::new(AtomicI64::new(config.tombstone_horizon));
-                let store =
-                    Arc::new(TableStore::new(table, cf_name.clone(), ks.durable_writes, gc_grace, horizon, None, None));
+                let markers = saved_markers.tables.get(&table.id).map(|m| Arc::new(purge::Markers::restored(m)));
+                let store = Arc::new(TableStore::new(
+                    table,
+                    cf_name.clone(),
+                    ks.durable_writes,
+                    gc_grace,
+                    horizon,
+                    None,
+                    markers,
+                ));
                 gc_registry.register(&store);
                 descriptors.push(ColumnFamilyDescriptor::new(
                     cf_name.clone(),
@@ -412,6 +427,7 @@ impl Storage {
             compacting: Mutex::new(()),
             tombstone_compacting: AtomicBool::new(false),
             purge_pace: Mutex::new(Instant::now()),
+            markers_saved_at: Mutex::new(Instant::now()),
             poisoned: Arc::new(Mutex::new(None)),
             group: Arc::new(GroupCommit::default()),
             stop: Arc::new(AtomicBool::new(false)),
@@ -872,8 +888,33 @@ impl Storage {
         self.purge_markers.store(true, Ordering::SeqCst);
         self.db.compact_range_cf_opt(&cf, None::<&[u8]>, None::<&[u8]>, &opts);
         self.purge_markers.store(false, Ordering::SeqCst);
-        store.markers.forget(gc_before);
-        store.markers.last_purge.store(unix_now(), Ordering::Relaxed);
+        store.markers.purged(gc_before, unix_now());
+        if let Err(e) = self.save_markers(true) {
+            tracing::warn!("cannot save the tombstone marker counts: {e}");
+        }
+        Ok(())
+    }
+
+    /// Saves every table's tombstone markers (`purge::save`): with `force`,
+    /// now; else if any changed and the last save is `purge::SAVE_EVERY`
+    /// old.
+    pub(crate) fn save_markers(&self, force: bool) -> Result<(), StorageError> {
+        let mut saved_at = lock(&self.markers_saved_at);
+        if !force && saved_at.elapsed() < purge::SAVE_EVERY {
+            return Ok(());
+        }
+        let stores: Vec<Arc<TableStore>> = read_lock(&self.tables).values().cloned().collect();
+        // Every flag is taken (no short circuit).
+        let changed = stores.iter().fold(false, |changed, s| s.markers.take_dirty() | changed);
+        if !changed && !force {
+            return Ok(());
+        }
+        let tables: Vec<(Uuid, &purge::Markers)> = stores.iter().map(|s| (s.def.id, &*s.markers)).collect();
+        if let Err(e) = purge::save(&self.config.data_dir, &tables) {
+            stores.iter().for_each(|s| s.markers.mark_dirty());
+            return Err(e.into());
+        }
+        *saved_at = Instant::now();
         Ok(())
     }
 
@@ -896,7 +937,13 @@ impl Storage {
     /// Returns the table purged. Blocks while it purges: call it off the
     /// async runtime's workers.
     pub fn tombstone_compaction(&self) -> Result<Option<Uuid>, StorageError> {
-        if self.stop.load(Ordering::Relaxed) || Instant::now() < *lock(&self.purge_pace) {
+        if self.stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        if let Err(e) = self.save_markers(false) {
+            tracing::warn!("cannot save the tombstone marker counts: {e}");
+        }
+        if Instant::now() < *lock(&self.purge_pace) {
             return Ok(None);
         }
         let now = unix_now();
@@ -1005,6 +1052,7 @@ impl Storage {
                     tombstone_markers: store.markers.total(),
                     droppable_tombstones,
                     tombstone_compactions: store.markers.purges.load(Ordering::Relaxed),
+                    last_tombstone_compaction: store.markers.last_purge.load(Ordering::Relaxed),
                 }
             })
             .collect();
@@ -1072,6 +1120,7 @@ impl Storage {
         self.log.sync()?;
         self.flush(None)?;
         self.unrepaired.save(&self.config.data_dir)?;
+        self.save_markers(true)?;
         Ok(())
     }
 

@@ -74,14 +74,20 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest, StorageError> {
 
 pub(crate) fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), StorageError> {
     let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| StorageError::Invalid(e.to_string()))?;
-    let tmp = dir.join(format!("{MANIFEST}.tmp"));
+    write_durably(dir, MANIFEST, &bytes)?;
+    Ok(())
+}
+
+/// Replaces `dir/name` with `bytes` whole or not at all, durably: written to
+/// a temporary file, synced, renamed over it, and the directory synced.
+pub(crate) fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(format!("{name}.tmp"));
     {
-        use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
     }
-    std::fs::rename(&tmp, dir.join(MANIFEST))?;
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(())
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
 }

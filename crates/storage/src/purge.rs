@@ -31,20 +31,37 @@
 //!   another `d` (background purges take at most half the time).
 //! - The safety argument of `filter` holds unchanged: the purge is
 //!   `Storage::compact`'s own two passes; this module only decides when.
-//! - The counts are an estimate: they are kept in memory (markers written
-//!   before a restart are not counted after it, until they are purged by a
-//!   later tombstone compaction or by `compact`), markers streamed or
-//!   repaired in are not counted, and a purge forgets only buckets wholly
-//!   before its `gc_before`. Being wrong costs a purge too many or too
-//!   late, never data.
+//! - The counts, the last purge's time and the purge count survive restarts:
+//!   `save` writes every table's to `FILE` in the data directory (at a clean
+//!   shutdown, after each purge, and every `SAVE_EVERY` while markers are
+//!   written: the node's check calls `Storage::save_tombstone_markers`), and
+//!   the engine's open reads them back (`load`). So a node restarted more
+//!   often than `tombstone_compaction_interval` still purges, and markers
+//!   written before a restart still count after it.
+//! - The counts are an estimate: markers written since the last save are
+//!   not counted after a crash (the commit log replay counts nothing),
+//!   markers streamed or repaired in are not counted, and a purge forgets
+//!   only buckets wholly before its `gc_before`. Being wrong costs a purge
+//!   too many or too late, never data; a missing or damaged `FILE` counts
+//!   nothing and starts each table's interval at the open.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use types::schema::TableOptions;
+use uuid::Uuid;
 
 use crate::engine::lock;
+
+/// The file in the data directory that keeps each table's markers across
+/// restarts (`save`, `load`).
+pub(crate) const FILE: &str = "tombstone-markers.json";
+/// Least time between two saves while markers are written.
+pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(10);
 
 /// Width of a bucket of marker counts, in seconds.
 pub(crate) const BUCKET_SECS: i64 = 10;
@@ -93,25 +110,76 @@ pub(crate) struct Markers {
     pub last_purge: AtomicI64,
     /// Tombstone compactions run on the table.
     pub purges: AtomicU64,
+    /// Changed since the last `save`.
+    dirty: AtomicBool,
+}
+
+/// One table's `Markers` as `FILE` keeps them.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct SavedMarkers {
+    /// (bucket, markers) pairs, oldest first.
+    buckets: Vec<(i64, u64)>,
+    last_purge: i64,
+    purges: u64,
+}
+
+/// `FILE`'s content: each table's markers by table id.
+#[derive(Serialize, Deserialize, Default)]
+pub(crate) struct Saved {
+    pub tables: BTreeMap<Uuid, SavedMarkers>,
 }
 
 impl Markers {
     pub fn new(now: i64) -> Markers {
-        Markers { counts: Mutex::new(BTreeMap::new()), last_purge: AtomicI64::new(now), purges: AtomicU64::new(0) }
+        Markers {
+            counts: Mutex::new(BTreeMap::new()),
+            last_purge: AtomicI64::new(now),
+            purges: AtomicU64::new(0),
+            dirty: AtomicBool::new(false),
+        }
+    }
+
+    /// The markers `save` kept.
+    pub fn restored(saved: &SavedMarkers) -> Markers {
+        let mut counts = BTreeMap::new();
+        for &(bucket, n) in &saved.buckets {
+            *counts.entry(bucket).or_insert(0) += n;
+            fold_oldest(&mut counts);
+        }
+        Markers {
+            counts: Mutex::new(counts),
+            last_purge: AtomicI64::new(saved.last_purge),
+            purges: AtomicU64::new(saved.purges),
+            dirty: AtomicBool::new(false),
+        }
+    }
+
+    /// What `save` keeps of these markers.
+    pub fn saved(&self) -> SavedMarkers {
+        SavedMarkers {
+            buckets: lock(&self.counts).iter().map(|(&b, &n)| (b, n)).collect(),
+            last_purge: self.last_purge.load(Ordering::Relaxed),
+            purges: self.purges.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether these markers changed since `take_dirty` last said so.
+    pub fn take_dirty(&self) -> bool {
+        self.dirty.swap(false, Ordering::Relaxed)
+    }
+
+    /// Marks these markers changed (a save that failed).
+    pub fn mark_dirty(&self) {
+        self.dirty.store(true, Ordering::Relaxed);
     }
 
     /// Counts one marker deleted at `local_deletion_time` (unix seconds).
     pub fn add(&self, local_deletion_time: i32) {
         let bucket = i64::from(local_deletion_time).div_euclid(BUCKET_SECS) * BUCKET_SECS;
         let mut counts = lock(&self.counts);
+        self.dirty.store(true, Ordering::Relaxed);
         *counts.entry(bucket).or_insert(0) += 1;
-        if counts.len() > MAX_BUCKETS {
-            if let Some((_, n)) = counts.pop_first() {
-                if let Some(mut next) = counts.first_entry() {
-                    *next.get_mut() += n;
-                }
-            }
-        }
+        fold_oldest(&mut counts);
     }
 
     /// Markers surely deleted before `gc_before` (whole buckets only).
@@ -124,12 +192,49 @@ impl Markers {
         lock(&self.counts).values().sum()
     }
 
-    /// Forgets the markers a purge with this `gc_before` dropped.
-    pub fn forget(&self, gc_before: i64) {
+    /// Forgets the markers a purge with this `gc_before` dropped, and marks
+    /// the purge's end at `now`.
+    pub fn purged(&self, gc_before: i64, now: i64) {
         let mut counts = lock(&self.counts);
         let kept = counts.split_off(&gc_before.saturating_sub(BUCKET_SECS).saturating_add(1));
         *counts = kept;
+        self.last_purge.store(now, Ordering::Relaxed);
+        self.dirty.store(true, Ordering::Relaxed);
     }
+}
+
+/// Past `MAX_BUCKETS`, folds the oldest bucket into the next.
+fn fold_oldest(counts: &mut BTreeMap<i64, u64>) {
+    if counts.len() > MAX_BUCKETS {
+        if let Some((_, n)) = counts.pop_first() {
+            if let Some(mut next) = counts.first_entry() {
+                *next.get_mut() += n;
+            }
+        }
+    }
+}
+
+/// Writes every table's markers to `dir/FILE` (through a temporary file,
+/// then renamed).
+pub(crate) fn save(dir: &Path, tables: &[(Uuid, &Markers)]) -> std::io::Result<()> {
+    let saved = Saved { tables: tables.iter().map(|(id, m)| (*id, m.saved())).collect() };
+    let bytes = serde_json::to_vec(&saved).map_err(std::io::Error::other)?;
+    crate::manifest::write_durably(dir, FILE, &bytes)
+}
+
+/// What `save` wrote in `dir`: nothing when there is no file; nothing, with
+/// a warning, when it is damaged (counts are an estimate: see the module).
+pub(crate) fn load(dir: &Path) -> std::io::Result<Saved> {
+    let path = dir.join(FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Saved::default()),
+        Err(e) => return Err(e),
+    };
+    Ok(serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        tracing::warn!(file = %path.display(), "damaged tombstone marker counts, counting from zero: {e}");
+        Saved::default()
+    }))
 }
 
 #[cfg(test)]
@@ -147,9 +252,37 @@ mod tests {
         assert_eq!(m.droppable(110), 2);
         assert_eq!(m.droppable(119), 2);
         assert_eq!(m.droppable(120), 3);
-        m.forget(115);
+        m.purged(115, 500);
         assert_eq!(m.total(), 1);
         assert_eq!(m.droppable(i64::MAX), 1);
+        assert_eq!(m.last_purge.load(Ordering::Relaxed), 500);
+    }
+
+    #[test]
+    fn markers_saved_and_loaded_are_the_same_and_a_damaged_file_counts_nothing() {
+        let dir = tempfile::tempdir().expect("dir");
+        assert!(load(dir.path()).expect("no file").tables.is_empty());
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let ma = Markers::new(7);
+        assert!(!ma.take_dirty());
+        ma.add(100);
+        ma.add(105);
+        ma.add(230);
+        ma.purges.store(3, Ordering::Relaxed);
+        assert!(ma.take_dirty() && !ma.take_dirty());
+        let mb = Markers::new(9);
+        save(dir.path(), &[(a, &ma), (b, &mb)]).expect("save");
+        let loaded = load(dir.path()).expect("load");
+        assert_eq!(loaded.tables.len(), 2);
+        let back = Markers::restored(&loaded.tables[&a]);
+        assert_eq!(back.saved(), ma.saved());
+        assert_eq!((back.total(), back.droppable(120)), (3, 2));
+        assert_eq!(back.last_purge.load(Ordering::Relaxed), 7);
+        assert_eq!(back.purges.load(Ordering::Relaxed), 3);
+        assert!(!back.take_dirty());
+        assert_eq!(Markers::restored(&loaded.tables[&b]).saved(), mb.saved());
+        std::fs::write(dir.path().join(FILE), b"{\"tables\": [1, 2").expect("damage");
+        assert!(load(dir.path()).expect("damaged").tables.is_empty());
     }
 
     #[test]

@@ -35,7 +35,6 @@
 //!   unrepaired (`forget`).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -281,12 +280,7 @@ impl Unrepaired {
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_be_bytes());
-        let tmp = dir.join(format!("{FILE}.tmp"));
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&out)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, dir.join(FILE))?;
-        std::fs::File::open(dir)?.sync_all()
+        crate::manifest::write_durably(dir, FILE, &out)
     }
 
     /// Reads what `save` wrote in `dir`, then removes it (durably): a crash

@@ -157,3 +157,42 @@ fn markers_within_gc_grace_or_interval_are_left_alone() {
     assert_eq!(stats(&st, young.id).tombstone_markers, 0);
     assert!(st.table_size_bytes(&young.id) < st.table_size_bytes(&kept.id) / 10);
 }
+
+#[test]
+fn marker_counts_and_the_last_purge_survive_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    // gc_grace 0 and the default interval (a day): the markers wait for it.
+    let t = table(0, None);
+    let ks = [keyspace("ks", true, vec![t.clone()])];
+    let before = {
+        let st = open_small(dir.path(), &ks);
+        fill(&st, t.id, 0..PARTITIONS);
+        delete(&st, t.id, 0..PARTITIONS);
+        let s = stats(&st, t.id);
+        assert!(s.tombstone_markers >= u64::from(PARTITIONS as u32), "{s:?}");
+        st.shutdown().unwrap();
+        s
+    };
+    // A second later, so an interval restarted by the open would show.
+    std::thread::sleep(Duration::from_millis(1100));
+    let purged = {
+        let st = open_small(dir.path(), &ks);
+        let s = stats(&st, t.id);
+        assert_eq!(
+            (s.tombstone_markers, s.droppable_tombstones, s.last_tombstone_compaction),
+            (before.tombstone_markers, before.droppable_tombstones, before.last_tombstone_compaction),
+            "counted before the restart, counted after it; the interval runs from the table's creation"
+        );
+        // Still within the interval: nothing purged in the background.
+        assert_eq!(st.tombstone_compaction().unwrap(), None);
+        st.compact(Some(&t.id)).unwrap();
+        let s = stats(&st, t.id);
+        assert_eq!(s.tombstone_markers, 0);
+        assert!(s.last_tombstone_compaction > before.last_tombstone_compaction, "{s:?}");
+        // No shutdown: the purge's own save is what the next open reads.
+        s
+    };
+    let st = open_small(dir.path(), &ks);
+    let s = stats(&st, t.id);
+    assert_eq!((s.tombstone_markers, s.last_tombstone_compaction), (0, purged.last_tombstone_compaction));
+}

@@ -34,7 +34,8 @@ Settled cost and read-back (issue 24; on unless --no-settle, --no-verify):
   settle: after each kept run of a workload that writes (write, mixed, fixed, max@, counter_write, lwt) the
           server is flushed (`shoal tool flush`; `nodetool flush`) and polled (`shoal tool compactionstats
           --json`; `nodetool compactionstats`) until no task is pending or running, then until its processes'
-          CPU grows by less than 2% of a core over 2 s (at most --settle-timeout seconds). "settled CPU-us/op"
+          CPU grows by less than 2% of a core over 2 s, or holds steady below 10% of a core over two such
+          windows (a JVM's idle background; at most --settle-timeout seconds). "settled CPU-us/op"
           = the server's CPU inside the run's window plus the CPU from the window's end until settled, divided
           by the window's operations; beside the in-window "server CPU-us/op" in the tables and runs.json.
           Every phase starts on a settled server, so no debt leaks into the next one.

@@ -777,7 +777,8 @@ def setup_issue24_lines(a):
     if getattr(a, "settle", False):
         L.append("- Settled CPU-us/op (issue 24): after each run that writes, the server is flushed (`shoal tool flush`; "
                  "`nodetool flush`) and polled (`shoal tool compactionstats --json`; `nodetool compactionstats`) until "
-                 "no task is pending or running and its CPU grows by less than 2% of a core over 2 s (at most "
+                 "no task is pending or running and its CPU grows by less than 2% of a core over 2 s, or holds steady "
+                 "below 10% of a core over two such windows (an idle JVM's background, counted too; at most "
                  f"{a.settle_timeout} s); the server's CPU from the end of the measured phase until then is added to "
                  "the phase's own, divided by the phase's operations. Every phase starts on a settled server. The "
                  "nodetool polls (one JVM each, every second or so) cost Cassandra's JMX a little CPU, counted too.")

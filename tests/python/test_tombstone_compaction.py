@@ -4,6 +4,7 @@ with the DataStax driver and `shoal tool`:
 - a delete-heavy table with a small gc_grace_seconds stays bounded on disk with no `shoal tool
   compact`: the node's background tombstone compactions purge the deletion markers (storage `purge`);
 - `shoal tool garbagecollect` purges now what the background would leave for a day;
+- the marker counts and the time of the last purge survive a restart;
 - `shoal tool settraceprobability` / `gettraceprobability`;
 - `shoal tool drain`: memtables flushed, the native port closed, the node up but serving no client.
 """
@@ -118,6 +119,29 @@ def test_garbagecollect_purges_now(shoal_node_factory):
         assert "Unknown keyspace/cf pair (gcks.nope)" in _tool_fails(node, "garbagecollect", "gcks", "nope")[1]
     finally:
         c.shutdown()
+
+
+def test_marker_counts_survive_a_restart(shoal_node_factory):
+    """The deletion markers counted before a clean restart are counted after it, and the table's
+    tombstone_compaction_interval (a day by default) still runs from its creation, not from the
+    restart (DATA_DIR/tombstone-markers.json): compactionstats says the same before and after."""
+    node = shoal_node_factory()
+    c = connect_cluster(node)
+    try:
+        s = c.connect()
+        create_keyspace(s, "rk")
+        s.execute("CREATE TABLE rk.t (k int PRIMARY KEY, v text) WITH gc_grace_seconds = 0")
+        dele = s.prepare("DELETE FROM rk.t WHERE k = ?")
+        execute_concurrent_with_args(s, dele, [(k,) for k in range(2000)], concurrency=64)
+    finally:
+        c.shutdown()
+    before = _table_stats(node, "rk", "t")
+    assert before["tombstone_markers"] >= 2000, before
+    time.sleep(1.1)  # a restarted interval would show in last_tombstone_compaction
+    node.restart()
+    after = _table_stats(node, "rk", "t")
+    kept = ("tombstone_markers", "tombstone_compactions", "last_tombstone_compaction")
+    assert {k: after[k] for k in kept} == {k: before[k] for k in kept}, (before, after)
 
 
 def test_trace_probability(shoal_node_factory):

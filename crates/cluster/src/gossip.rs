@@ -509,21 +509,7 @@ mod tests {
     }
 
     fn at(n: u8, status: Status, alive: bool) -> Endpoint {
-        Endpoint {
-            host_id: Uuid::from_u128(u128::from(n)),
-            internode: format!("127.0.0.{n}:7000").parse().expect("address"),
-            rpc_address: format!("127.0.0.{n}").parse().expect("address"),
-            native_port: 9042,
-            dc: "dc1".into(),
-            rack: "r1".into(),
-            tokens: vec![i64::from(n) * 100],
-            status,
-            alive,
-            schema_version: None,
-            release_version: String::new(),
-            load_bytes: 0,
-            generation: 1,
-        }
+        Endpoint::test_node(n, &[i64::from(n) * 100], status, alive)
     }
 
     /// Node 1's view holding itself and `others`.

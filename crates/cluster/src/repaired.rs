@@ -178,21 +178,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn endpoint(n: u8, tokens: Vec<i64>, status: Status) -> Endpoint {
-        Endpoint {
-            host_id: Uuid::from_u128(n as u128),
-            internode: format!("127.0.0.{n}:7000").parse().unwrap(),
-            rpc_address: format!("127.0.0.{n}").parse().unwrap(),
-            native_port: 9042,
-            dc: "dc1".into(),
-            rack: "r1".into(),
-            tokens,
-            status,
-            alive: true,
-            schema_version: None,
-            release_version: String::new(),
-            load_bytes: 0,
-            generation: 1,
-        }
+        Endpoint::test_node(n, &tokens, status, true)
     }
 
     fn view(local: u8, endpoints: Vec<Endpoint>) -> ClusterView {

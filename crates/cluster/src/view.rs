@@ -97,6 +97,29 @@ pub struct Endpoint {
     pub generation: u64,
 }
 
+#[cfg(test)]
+impl Endpoint {
+    /// Node `n` of a test: host id `n`, at 127.0.0.`n` (internode port 7000,
+    /// native port 9042), in dc1 and rack r1.
+    pub(crate) fn test_node(n: u8, tokens: &[i64], status: Status, alive: bool) -> Endpoint {
+        Endpoint {
+            host_id: Uuid::from_u128(u128::from(n)),
+            internode: SocketAddr::new(std::net::Ipv4Addr::new(127, 0, 0, n).into(), 7000),
+            rpc_address: std::net::Ipv4Addr::new(127, 0, 0, n).into(),
+            native_port: 9042,
+            dc: "dc1".into(),
+            rack: "r1".into(),
+            tokens: tokens.to_vec(),
+            status,
+            alive,
+            schema_version: None,
+            release_version: String::new(),
+            load_bytes: 0,
+            generation: 1,
+        }
+    }
+}
+
 impl Endpoint {
     pub fn address(&self) -> IpAddr {
         self.internode.ip()

@@ -975,7 +975,7 @@ impl Storage {
         let result = self.purge_table(&store);
         self.tombstone_compacting.store(false, Ordering::SeqCst);
         *lock(&self.purge_pace) = Instant::now() + started.elapsed();
-        store.markers.purges.fetch_add(1, Ordering::Relaxed);
+        store.markers.count_purge();
         result.map(|()| Some(store.def.id))
     }
 

@@ -34,10 +34,10 @@
 //! - The counts, the last purge's time and the purge count survive restarts:
 //!   `save` writes every table's to `FILE` in the data directory (at a clean
 //!   shutdown, after each purge, and every `SAVE_EVERY` while markers are
-//!   written: the node's check calls `Storage::save_tombstone_markers`), and
-//!   the engine's open reads them back (`load`). So a node restarted more
-//!   often than `tombstone_compaction_interval` still purges, and markers
-//!   written before a restart still count after it.
+//!   written: `Storage::tombstone_compaction`, the node's check, saves
+//!   what changed), and the engine's open reads them back (`load`). So a
+//!   node restarted more often than `tombstone_compaction_interval` still
+//!   purges, and markers written before a restart still count after it.
 //! - The counts are an estimate: markers written since the last save are
 //!   not counted after a crash (the commit log replay counts nothing),
 //!   markers streamed or repaired in are not counted, and a purge forgets
@@ -166,6 +166,12 @@ impl Markers {
     /// Whether these markers changed since `take_dirty` last said so.
     pub fn take_dirty(&self) -> bool {
         self.dirty.swap(false, Ordering::Relaxed)
+    }
+
+    /// Counts one tombstone compaction of the table.
+    pub fn count_purge(&self) {
+        self.purges.fetch_add(1, Ordering::Relaxed);
+        self.dirty.store(true, Ordering::Relaxed);
     }
 
     /// Marks these markers changed (a save that failed).

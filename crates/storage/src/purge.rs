@@ -292,6 +292,33 @@ mod tests {
     }
 
     #[test]
+    fn random_markers_round_trip_through_the_file_with_the_same_counts_at_every_gc_before() {
+        use rand::{Rng, SeedableRng};
+        let dir = tempfile::tempdir().expect("dir");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+        for round in 0..20 {
+            let m = Markers::new(rng.gen_range(0..1_000_000));
+            // Empty, a few, and past MAX_BUCKETS (folded) sets of buckets, negative times included.
+            let n = [0, 1, 50, MAX_BUCKETS + 300][round % 4];
+            for _ in 0..n {
+                m.add(rng.gen_range(-200_000..200_000));
+            }
+            if rng.gen_bool(0.5) {
+                m.purged(rng.gen_range(-200_000..200_000), rng.gen_range(0..1_000_000));
+            }
+            let id = Uuid::from_u128(round as u128);
+            save(dir.path(), &[(id, &m)]).expect("save");
+            let back = Markers::restored(&load(dir.path()).expect("load").tables[&id]);
+            assert_eq!(back.saved(), m.saved(), "round {round}");
+            for _ in 0..20 {
+                let gc_before = rng.gen_range(-250_000..250_000);
+                assert_eq!(back.droppable(gc_before), m.droppable(gc_before), "round {round}, gc_before {gc_before}");
+            }
+            assert!(lock(&back.counts).len() <= MAX_BUCKETS);
+        }
+    }
+
+    #[test]
     fn buckets_are_bounded_and_fold_forward() {
         let m = Markers::new(0);
         for i in 0..(MAX_BUCKETS as i32 + 10) {

@@ -256,6 +256,8 @@ pub struct Storage {
     pub(crate) group: Arc<GroupCommit>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) syncer: Mutex<Option<JoinHandle<()>>>,
+    /// The `commitlog-alloc` thread: makes the log's next segment ahead of need.
+    pub(crate) allocator: Mutex<Option<JoinHandle<()>>>,
     /// Which ranges of each table hold writes no repair compared (`unrepaired`).
     pub(crate) unrepaired: crate::unrepaired::Unrepaired,
     /// The disk usage guardrail's state (`disk_usage`), and its monitor thread.
@@ -432,6 +434,7 @@ impl Storage {
             group: Arc::new(GroupCommit::default()),
             stop: Arc::new(AtomicBool::new(false)),
             syncer: Mutex::new(None),
+            allocator: Mutex::new(None),
             unrepaired,
             disk_usage: Arc::new(DiskUsage::new()),
             disk_monitor: Mutex::new(None),
@@ -441,6 +444,7 @@ impl Storage {
         };
         storage.queue_index_builds(&keyspaces);
         storage.start_syncer();
+        storage.start_allocator();
         let thread = std::thread::Builder::new().name("memtable-flush".into()).spawn(move || flusher.run());
         match thread {
             Ok(h) => *lock(&storage.flush_thread) = Some(h),
@@ -494,6 +498,27 @@ impl Storage {
         match handle {
             Ok(h) => *lock(&self.syncer) = Some(h),
             Err(e) => poison(&self.poisoned, &format!("cannot start commit log sync thread: {e}")),
+        }
+    }
+
+    /// Starts the thread that makes the commit log's next segment while the
+    /// current one fills (`CommitLog::prepare_next`), as Cassandra's
+    /// segment allocator does. Without it (it could not start, or it is
+    /// behind) a rotation makes its segment itself.
+    fn start_allocator(&self) {
+        let (log, stop) = (Arc::clone(&self.log), Arc::clone(&self.stop));
+        let thread = std::thread::Builder::new().name("commitlog-alloc".into()).spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if let Err(e) = log.prepare_next() {
+                    // A rotation makes its segment itself then, and reports what fails.
+                    tracing::debug!("cannot make the next commit log segment ahead: {e}");
+                }
+                log.wait_for_rotation(Duration::from_millis(100));
+            }
+        });
+        match thread {
+            Ok(h) => *lock(&self.allocator) = Some(h),
+            Err(e) => tracing::warn!("cannot start the commit log segment allocator: {e}"),
         }
     }
 
@@ -1128,6 +1153,9 @@ impl Storage {
         self.stop.store(true, Ordering::Relaxed);
         self.group.wake();
         if let Some(handle) = lock(&self.syncer).take() {
+            let _ = handle.join();
+        }
+        if let Some(handle) = lock(&self.allocator).take() {
             let _ = handle.join();
         }
         self.flusher.stop.store(true, Ordering::Relaxed);

@@ -6,6 +6,8 @@ with the DataStax driver and `shoal tool`:
 - `shoal tool garbagecollect` purges now what the background would leave for a day;
 - the marker counts and the time of the last purge survive a restart;
 - `shoal tool settraceprobability` / `gettraceprobability`;
+- `shoal tool setcompactionthroughput` / `getcompactionthroughput`, and shoal.yaml's
+  `compaction_throughput`;
 - `shoal tool drain`: memtables flushed, the native port closed, the node up but serving no client.
 """
 
@@ -178,6 +180,40 @@ def test_trace_probability(shoal_node_factory):
         assert sessions() == settled
     finally:
         c.shutdown()
+
+
+def test_compaction_throughput(shoal_node_factory):
+    """get/setcompactionthroughput as nodetool's (MiB/s, 0: unthrottled), starting from shoal.yaml's
+    `compaction_throughput`; until a restart, which goes back to the file's; bad values refused with
+    nodetool's kind of message and nothing changed. A compaction under a low rate still completes
+    and keeps every row (the storage test `compaction_throughput.rs` checks the rate itself)."""
+    node = shoal_node_factory(config={"compaction_throughput": "64MiB/s"})
+    assert node.tool("getcompactionthroughput") == "Current compaction throughput: 64 MiB/s\n"
+    assert _tool_json(node, "getcompactionthroughput") == {"bytes_per_second": 64 << 20, "mib_per_second": 64.0}
+    assert node.tool("setcompactionthroughput", "16") == ""
+    assert node.tool("getcompactionthroughput") == "Current compaction throughput: 16 MiB/s\n"
+    for bad in ("-1", "fast", "1.5"):
+        code, err = _tool_fails(node, "setcompactionthroughput", bad)
+        assert code == 1 and "compaction_throughput must be a whole number of MiB/s" in err, (bad, code, err)
+    assert node.tool("getcompactionthroughput") == "Current compaction throughput: 16 MiB/s\n"
+    c = connect_cluster(node)
+    try:
+        s = c.connect()
+        create_keyspace(s, "ct")
+        s.execute("CREATE TABLE ct.t (k int PRIMARY KEY, v text)")
+        ins = s.prepare("INSERT INTO ct.t (k, v) VALUES (?, ?)")
+        for part in range(3):
+            execute_concurrent_with_args(s, ins, [(k, VALUE) for k in range(part * 500, (part + 1) * 500)])
+            node.tool("flush", "ct", "t")
+        node.tool("setcompactionthroughput", "1")
+        node.tool("compact", "ct", "t")
+        assert s.execute("SELECT count(*) FROM ct.t").one()[0] == 1500
+    finally:
+        c.shutdown()
+    assert node.tool("setcompactionthroughput", "0") == ""
+    assert node.tool("getcompactionthroughput") == "Current compaction throughput: 0 MiB/s\n"
+    node.restart()
+    assert node.tool("getcompactionthroughput") == "Current compaction throughput: 64 MiB/s\n"
 
 
 def test_drain_flushes_and_stops_serving_clients(shoal_node_factory):

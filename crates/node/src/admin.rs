@@ -21,7 +21,8 @@
 //! `POST /v1/restore?tag=&keyspace=[&table=&consistency=]`, `POST /v1/load?dir=[&consistency=&create_schema=true]`
 //! and `POST /v1/backup?dir=[&tag=&keyspace=...]` (answer when done; `snapshots`),
 //! `GET /v1/incremental_backup`, `POST /v1/incremental_backup/enable|disable` (the
-//! `incremental_backups` setting, until the node restarts).
+//! `incremental_backups` setting, until the node restarts), `GET /v1/compactionthroughput`,
+//! `POST /v1/compactionthroughput?value=MIB` (until the node restarts).
 //! `GET /dashboard` (and its assets and peer proxy, `dashboard`) is the live
 //! dashboard: HTML, JavaScript and CSS, not JSON.
 //!
@@ -425,6 +426,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/compactionstats"
         | "/v1/repair_admin"
         | "/v1/traceprobability"
+        | "/v1/compactionthroughput"
         | "/v1/proxyhistograms"
         | "/v1/tablehistograms"
         | "/v1/tablestats"
@@ -435,8 +437,9 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         | "/v1/incremental_backup" => "GET",
         _ => return Response::error(404, format!("no such endpoint: {}", truncate(&request.path))),
     };
-    // The one endpoint with both: reading and setting the trace probability.
-    let method = if path == "/v1/traceprobability" && request.method == "POST" { "POST" } else { method };
+    // The endpoints with both: reading and setting the trace probability and the compaction throughput.
+    let settable = matches!(path, "/v1/traceprobability" | "/v1/compactionthroughput");
+    let method = if settable && request.method == "POST" { "POST" } else { method };
     if request.method != method {
         return Response::error(405, format!("{path} takes {method}, not {}", request.method));
     }
@@ -459,6 +462,7 @@ async fn route(request: &Request, state: &AdminState) -> Response {
         "/v1/tablestats" => tablestats(request, state),
         "/v1/tablehistograms" => tablehistograms(request, state),
         "/v1/traceprobability" => traceprobability(request, state),
+        "/v1/compactionthroughput" => compactionthroughput(request, state),
         "/v1/drain" => drain(state).await,
         "/v1/rebuild" => rebuild(request, state).await,
         "/v1/repair" => repair(request, state).await,
@@ -1053,6 +1057,25 @@ fn traceprobability(request: &Request, state: &AdminState) -> Answer {
         state.tracer.set_probability(p);
     }
     Ok(json!({ "probability": state.tracer.probability() }))
+}
+
+/// `GET /v1/compactionthroughput`: `{mib_per_second, bytes_per_second}`
+/// (0: unthrottled); `POST ?value=MIB` sets it (nodetool
+/// setcompactionthroughput: MiB/s, a whole number, 0 to disable throttling).
+fn compactionthroughput(request: &Request, state: &AdminState) -> Answer {
+    if request.method == "POST" {
+        let value =
+            request.param("value").ok_or_else(|| Response::error(400, "setcompactionthroughput needs value"))?;
+        let mib = value.trim().parse::<u64>().map_err(|_| {
+            Response::error(400, format!("compaction_throughput must be a whole number of MiB/s: {}", truncate(value)))
+        })?;
+        let bytes = mib
+            .checked_mul(1 << 20)
+            .ok_or_else(|| Response::error(400, format!("compaction_throughput is too large: {mib} MiB/s")))?;
+        state.storage.set_compaction_throughput(bytes);
+    }
+    let bytes = state.storage.compaction_throughput();
+    Ok(json!({ "bytes_per_second": bytes, "mib_per_second": bytes as f64 / (1u64 << 20) as f64 }))
 }
 
 /// `POST /v1/drain`, as Cassandra's drain: stops the CQL server (no new

@@ -110,6 +110,12 @@ pub struct ConfigFile {
     pub stream_throughput_outbound: Option<Size>,
     /// The same in megabits per second (Cassandra before 4.1).
     pub stream_throughput_outbound_megabits_per_sec: Option<u64>,
+    /// Bytes per second compactions may write (`64MiB/s`; 0 = unthrottled,
+    /// Shoal's and ScyllaDB's default; Cassandra's is 64MiB/s). Changed at
+    /// run time by `shoal tool setcompactionthroughput`.
+    pub compaction_throughput: Option<Size>,
+    /// The same in MiB per second (Cassandra before 4.1).
+    pub compaction_throughput_mb_per_sec: Option<u64>,
     /// Shoal-only (no cassandra.yaml equivalent): the port of the HTTP/JSON
     /// admin API that `shoal tool` speaks, on `listen_address`. Default 7199,
     /// the port Cassandra's JMX (nodetool) listens on.
@@ -455,6 +461,8 @@ pub struct NodeConfig {
     pub prometheus_address: Option<IpAddr>,
     /// Streaming's outbound limit, bytes per second over all sessions; 0 = unthrottled.
     pub stream_throughput_bytes: u64,
+    /// How fast compactions may write, bytes per second; 0 = unthrottled.
+    pub compaction_throughput_bytes: u64,
     pub auto_bootstrap: bool,
     pub consistent_rangemovement: bool,
     /// The dead node this one replaces on its first start.
@@ -798,6 +806,16 @@ impl ConfigFile {
                 (None, Some(megabits)) => megabits.saturating_mul(1_000_000 / 8),
                 (None, None) => 0,
             },
+            compaction_throughput_bytes: match (self.compaction_throughput, self.compaction_throughput_mb_per_sec) {
+                (Some(_), Some(_)) => {
+                    return Err(ConfigError(
+                        "give compaction_throughput or compaction_throughput_mb_per_sec, not both".into(),
+                    ))
+                }
+                (Some(rate), None) => rate_bytes("compaction_throughput", &rate)?,
+                (None, Some(mib)) => mib.saturating_mul(1 << 20),
+                (None, None) => 0,
+            },
             tombstone_gc_propagation_delay: match self.tombstone_gc_propagation_delay {
                 Some(d) => duration("tombstone_gc_propagation_delay", &d)?,
                 None => Duration::from_secs(3600),
@@ -1126,6 +1144,18 @@ mod tests {
         };
         let c = ConfigFile::parse("native_transport_port: 1234\nadmin_port: 7200\n").unwrap().build(o.clone()).unwrap();
         assert_eq!(c.stream_throughput_bytes, 0, "unthrottled by default");
+        assert_eq!(c.compaction_throughput_bytes, 0, "unthrottled by default");
+        let c = ConfigFile::parse("compaction_throughput: 64MiB/s\n").unwrap().build(o.clone()).unwrap();
+        assert_eq!(c.compaction_throughput_bytes, 64 << 20);
+        let c = ConfigFile::parse("compaction_throughput_mb_per_sec: 16\n").unwrap().build(o.clone()).unwrap();
+        assert_eq!(c.compaction_throughput_bytes, 16 << 20);
+        let e = ConfigFile::parse("compaction_throughput: 64MiB/s\ncompaction_throughput_mb_per_sec: 16\n")
+            .unwrap()
+            .build(o.clone())
+            .unwrap_err();
+        assert!(e.0.contains("not both"), "{e:?}");
+        let e = ConfigFile::parse("compaction_throughput: quick\n").unwrap().build(o.clone()).unwrap_err();
+        assert!(e.0.contains("not a data rate"), "{e:?}");
         let c = ConfigFile::parse("stream_throughput_outbound: 24MiB/s\n").unwrap().build(o.clone()).unwrap();
         assert_eq!(c.stream_throughput_bytes, 24 << 20);
         let c =

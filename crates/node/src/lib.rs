@@ -102,6 +102,9 @@ pub fn run(config: NodeConfig) -> anyhow::Result<()> {
     // The disk usage guardrail (`data_disk_usage_*`): storage samples the data directory's disk.
     storage.monitor_disk_usage(config.disk_usage).context("cannot start the disk usage guardrail")?;
     storage.set_incremental_backups(config.incremental_backups);
+    if config.compaction_throughput_bytes > 0 {
+        storage.set_compaction_throughput(config.compaction_throughput_bytes);
+    }
     let addr = SocketAddr::new(config.rpc_address, config.native_port);
     let result = runtime.block_on(async {
         // Join the ring first: CQL clients are served once the node is NORMAL.

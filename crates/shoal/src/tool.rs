@@ -93,6 +93,14 @@ enum ToolCommand {
     },
     /// Print the probability of tracing a request the client did not ask to trace.
     Gettraceprobability,
+    /// Set how fast compactions may write, in MiB/s (0 to disable throttling), until the
+    /// node restarts (shoal.yaml's compaction_throughput then).
+    Setcompactionthroughput {
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+    },
+    /// Print how fast compactions may write (0: unthrottled).
+    Getcompactionthroughput,
     /// Pending hints per target node.
     Listpendinghints,
     /// Stream this node's ranges from the other replicas (all user keyspaces, or one); prints
@@ -428,6 +436,10 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
         ToolCommand::Settraceprobability { value } => {
             ("POST", vec![with_query("/v1/traceprobability", &[("value", Some(value))])], QUICK_TIMEOUT)
         }
+        ToolCommand::Getcompactionthroughput => ("GET", vec!["/v1/compactionthroughput".to_string()], QUICK_TIMEOUT),
+        ToolCommand::Setcompactionthroughput { value } => {
+            ("POST", vec![with_query("/v1/compactionthroughput", &[("value", Some(value))])], QUICK_TIMEOUT)
+        }
         ToolCommand::Netstats => ("GET", vec!["/v1/netstats".to_string()], QUICK_TIMEOUT),
         ToolCommand::Compactionstats { .. } => ("GET", vec!["/v1/compactionstats".to_string()], QUICK_TIMEOUT),
         ToolCommand::RepairAdmin { .. } => ("GET", vec!["/v1/repair_admin".to_string()], QUICK_TIMEOUT),
@@ -593,12 +605,21 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
                 answer.get("probability").and_then(Json::as_f64).unwrap_or(0.0)
             )
         }
+        ToolCommand::Getcompactionthroughput => {
+            let mib = answer.get("mib_per_second").and_then(Json::as_f64).unwrap_or(0.0);
+            if mib.fract() == 0.0 {
+                format!("Current compaction throughput: {mib:.0} MiB/s\n")
+            } else {
+                format!("Current compaction throughput: {mib} MiB/s\n")
+            }
+        }
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }
         | ToolCommand::Compact { .. }
         | ToolCommand::Garbagecollect { .. }
         | ToolCommand::Drain
         | ToolCommand::Settraceprobability { .. }
+        | ToolCommand::Setcompactionthroughput { .. }
         | ToolCommand::Cleanup { .. }
         | ToolCommand::Decommission
         | ToolCommand::Snapshot { .. }

@@ -258,6 +258,8 @@ pub struct Storage {
     pub(crate) syncer: Mutex<Option<JoinHandle<()>>>,
     /// The `commitlog-alloc` thread: makes the log's next segment ahead of need.
     pub(crate) allocator: Mutex<Option<JoinHandle<()>>>,
+    /// How fast compactions may write (`throttle`).
+    pub(crate) throttle: crate::throttle::CompactionThrottle,
     /// Which ranges of each table hold writes no repair compared (`unrepaired`).
     pub(crate) unrepaired: crate::unrepaired::Unrepaired,
     /// The disk usage guardrail's state (`disk_usage`), and its monitor thread.
@@ -353,6 +355,7 @@ impl Storage {
         // the bytes compactions read and wrote, for the metrics.
         db_opts.enable_statistics();
         db_opts.set_statistics_level(rocksdb::statistics::StatsLevel::ExceptHistogramOrTimers);
+        let throttle = crate::throttle::CompactionThrottle::attach(&mut db_opts);
         let db = Db::open_cf_descriptors(&db_opts, &db_path, descriptors)?;
         for orphan in &orphans {
             tracing::warn!(column_family = %orphan, "dropping column family not named in the manifest");
@@ -435,6 +438,7 @@ impl Storage {
             stop: Arc::new(AtomicBool::new(false)),
             syncer: Mutex::new(None),
             allocator: Mutex::new(None),
+            throttle,
             unrepaired,
             disk_usage: Arc::new(DiskUsage::new()),
             disk_monitor: Mutex::new(None),
@@ -520,6 +524,24 @@ impl Storage {
             Ok(h) => *lock(&self.allocator) = Some(h),
             Err(e) => tracing::warn!("cannot start the commit log segment allocator: {e}"),
         }
+    }
+
+    /// Sets how fast compactions may write, in bytes per second (0:
+    /// unthrottled, the default); it applies to compactions running now.
+    pub fn set_compaction_throughput(&self, bytes_per_second: u64) {
+        self.throttle.set(bytes_per_second);
+        tracing::info!(bytes_per_second, "compaction throughput set (0: unthrottled)");
+    }
+
+    /// How fast compactions may write, in bytes per second (0: unthrottled).
+    pub fn compaction_throughput(&self) -> u64 {
+        self.throttle.get()
+    }
+
+    /// Bytes written through the compaction throttle since the open
+    /// (compactions, and RocksDB's own flushes of its Paxos table).
+    pub fn throttled_bytes(&self) -> u64 {
+        self.throttle.bytes_through()
     }
 
     /// Turns the disk usage guardrail on (or changes its settings, or, with

@@ -91,6 +91,7 @@ mod read;
 pub mod snapshot;
 mod spans;
 mod stream;
+mod throttle;
 mod tuning;
 mod unrepaired;
 mod validate;

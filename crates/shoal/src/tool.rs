@@ -606,12 +606,9 @@ fn run(args: &ToolArgs) -> Result<(), Failure> {
             )
         }
         ToolCommand::Getcompactionthroughput => {
+            // f64's Display prints a whole number without a fraction: `64`, `1.5`.
             let mib = answer.get("mib_per_second").and_then(Json::as_f64).unwrap_or(0.0);
-            if mib.fract() == 0.0 {
-                format!("Current compaction throughput: {mib:.0} MiB/s\n")
-            } else {
-                format!("Current compaction throughput: {mib} MiB/s\n")
-            }
+            format!("Current compaction throughput: {mib} MiB/s\n")
         }
         // nodetool prints nothing on success.
         ToolCommand::Flush { .. }

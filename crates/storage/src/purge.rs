@@ -171,7 +171,7 @@ impl Markers {
     /// Counts one tombstone compaction of the table.
     pub fn count_purge(&self) {
         self.purges.fetch_add(1, Ordering::Relaxed);
-        self.dirty.store(true, Ordering::Relaxed);
+        self.mark_dirty();
     }
 
     /// Marks these markers changed (a save that failed).

@@ -99,12 +99,12 @@ pub(crate) fn serve<T: Transport + Clone>(
     schema: &Arc<dyn SchemaSync>,
     msg: Inbound,
 ) {
-    let Inbound { from, payload, responder, .. } = msg;
+    let Inbound { from, payload, responder, deadline, .. } = msg;
     let traced = match Traced::decode(&payload) {
         Ok(t) => t,
         Err(e) => return responder.fail(FailureCode::MalformedPayload, &e.to_string()),
     };
-    let inner = Inbound { from, verb: traced.verb, payload: traced.payload, responder };
+    let inner = Inbound { from, verb: traced.verb, payload: traced.payload, responder, deadline };
     let state = coordinator.tracer().map(|tracer| {
         let state = tracer.join(traced.session);
         state.event(format!("{} message received from /{from}", verb_name(inner.verb)));

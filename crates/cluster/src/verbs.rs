@@ -10,7 +10,9 @@
 //!
 //! Invariants:
 //! - Every request is answered or failed (`Failure` with a code), never
-//!   silently dropped, except when the node is shutting down.
+//!   silently dropped, except when the node is shutting down and when its
+//!   sender has given up on it (an expired `ExpiringReq`, dropped unserved
+//!   and counted as a dropped message of its verb, as Cassandra does).
 //! - An undecodable payload answers `Failure(MalformedPayload)` and changes
 //!   nothing.
 //! - Hints for a target are deleted only after the target acknowledged
@@ -59,6 +61,14 @@ pub async fn serve<T: Transport + Clone>(
         let mut mutations = Vec::new();
         let mut next = Some(first);
         while let Some(msg) = next.take() {
+            // A request its sender has given up on is dropped here (counted),
+            // as Cassandra's stages do when they dequeue one.
+            let Some(msg) = msg.live() else {
+                if mutations.len() < MUTATION_GROUP_MAX {
+                    next = inbound.try_recv().ok();
+                }
+                continue;
+            };
             if msg.verb == Verb::TracedReq {
                 crate::traced::serve(&coordinator, &schema, msg);
             } else if msg.verb == Verb::MutationReq {
@@ -125,6 +135,7 @@ pub fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
     let mut batch = WriteBatch::new();
     let applied: Vec<_> = requests
         .into_iter()
+        .filter_map(Inbound::live)
         .map(|msg| {
             let outcome = match message::decode_mutations(&msg.payload) {
                 Ok(mutations) => {
@@ -150,7 +161,7 @@ pub fn apply_mutations(storage: &Storage, requests: Vec<Inbound>) {
 
 /// A lightweight transaction's prepare, propose or commit (`paxos`).
 pub(crate) fn serve_paxos(storage: &Storage, msg: Inbound) {
-    let Inbound { from, verb, payload, responder } = msg;
+    let Inbound { from, verb, payload, responder, .. } = msg;
     let Some(rsp) = verb.response() else { return };
     match crate::paxos::serve(storage, verb, &payload) {
         Ok(body) => responder.respond(rsp, body),
@@ -164,7 +175,7 @@ pub(crate) fn serve_paxos(storage: &Storage, msg: Inbound) {
 
 /// A streaming request (`stream::serve` does the work off the runtime's workers).
 async fn serve_stream(streams: Arc<StreamSource>, msg: Inbound) {
-    let Inbound { from, verb, payload, responder } = msg;
+    let Inbound { from, verb, payload, responder, .. } = msg;
     match crate::stream::serve(streams, from, verb, payload).await {
         Ok((rsp, body)) => responder.respond(rsp, body),
         Err(e) => {
@@ -177,14 +188,14 @@ async fn serve_stream(streams: Arc<StreamSource>, msg: Inbound) {
 /// Answers one request of the verbs served inline or on a worker (schema
 /// push/pull among them); public for the tests that serve a node's schema verbs.
 pub fn handle(storage: &Storage, schema: &dyn SchemaSync, msg: Inbound) {
-    let Inbound { from, verb, payload, responder } = msg;
+    let Inbound { from, verb, payload, responder, deadline } = msg;
     let fail = |responder: net::Responder, code: FailureCode, e: &dyn std::fmt::Display| {
         tracing::debug!(%from, ?verb, "internode request failed: {e}");
         responder.fail(code, &e.to_string());
     };
     match verb {
         Verb::Echo => responder.respond(Verb::EchoRsp, payload),
-        Verb::MutationReq => apply_mutations(storage, vec![Inbound { from, verb, payload, responder }]),
+        Verb::MutationReq => apply_mutations(storage, vec![Inbound { from, verb, payload, responder, deadline }]),
         Verb::ReadReq | Verb::DigestReq => {
             let read = ReadRequest::decode(&payload).map_err(|e| e.to_string()).and_then(|r| {
                 wire::decode_command(r.table, r.token, r.partition_key.to_vec(), &r.command).map_err(|e| e.to_string())

@@ -190,7 +190,7 @@ fn pair_on<T>(
         while let Some(msg) = inbound.recv().await {
             let streams = Arc::clone(&serving);
             tokio::spawn(async move {
-                let net::Inbound { from, verb, payload, responder } = msg;
+                let net::Inbound { from, verb, payload, responder, .. } = msg;
                 match stream::serve(streams, from, verb, payload).await {
                     Ok((rsp, body)) => responder.respond(rsp, body),
                     Err(e) => responder.fail(net::FailureCode::Storage, &e),

@@ -127,13 +127,22 @@ pub enum Verb {
     /// its steps in the session, and answers with the inner request's
     /// response verb. A node older than tracing answers `Failure(UnknownVerb)`.
     TracedReq = 0x6A,
+    /// A request that expires (Cassandra's message expiration with
+    /// `internode_timeout`): the sender's creation time and timeout, then
+    /// the inner request's verb and payload (`message::Expiring`). The
+    /// transport wraps the verbs [`Verb::is_droppable`] says in it; the
+    /// replica drops one whose sender has given up on it unanswered, counted
+    /// as a dropped message of its inner verb, and otherwise answers with the
+    /// inner request's response verb. A node older than it answers
+    /// `Failure(UnknownVerb)`, and the sender sends that peer bare requests.
+    ExpiringReq = 0x6B,
     /// A response carrying an error (`message::Failure`) instead of the
     /// request's normal response.
     Failure = 0x7F,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 49] = [
+    pub const ALL: [Verb; 50] = [
         Verb::Handshake,
         Verb::BulkHandshake,
         Verb::Echo,
@@ -183,6 +192,7 @@ impl Verb {
         Verb::IndexScanReq,
         Verb::IndexScanRsp,
         Verb::TracedReq,
+        Verb::ExpiringReq,
     ];
 
     pub fn code(self) -> u8 {
@@ -199,9 +209,18 @@ impl Verb {
     }
 
     /// True for verbs a request (expecting a response) may carry: those
-    /// with a response verb, and `TracedReq`.
+    /// with a response verb, `TracedReq` and `ExpiringReq`.
     pub fn is_request(self) -> bool {
-        self == Verb::TracedReq || self.response().is_some()
+        matches!(self, Verb::TracedReq | Verb::ExpiringReq) || self.response().is_some()
+    }
+
+    /// Requests a replica may drop unanswered once their sender has given
+    /// up on them (Cassandra's droppable verbs: mutations, reads, range
+    /// reads): serving them late does nothing for the client, whose
+    /// coordinator has already answered or timed out (and hinted a
+    /// mutation). The transport sends these in `ExpiringReq`.
+    pub fn is_droppable(self) -> bool {
+        matches!(self, Verb::MutationReq | Verb::ReadReq | Verb::DigestReq | Verb::ScanReq | Verb::IndexScanReq)
     }
 
     /// True for verbs that travel in response frames (`IS_RESPONSE` set).
@@ -235,8 +254,8 @@ impl Verb {
     }
 
     /// The normal response verb of a request verb (`None` for responses and
-    /// for `Handshake`, which is never answered; `TracedReq` is answered with
-    /// its inner request's, see [`Verb::is_request`]).
+    /// for `Handshake`, which is never answered; `TracedReq` and `ExpiringReq`
+    /// are answered with their inner request's, see [`Verb::is_request`]).
     pub fn response(self) -> Option<Verb> {
         match self {
             Verb::Echo => Some(Verb::EchoRsp),

@@ -40,6 +40,7 @@
 #![deny(clippy::indexing_slicing)]
 #![cfg_attr(test, allow(clippy::indexing_slicing))]
 
+pub mod expiry;
 pub mod frame;
 pub mod mem;
 pub mod message;
@@ -48,6 +49,6 @@ pub mod transport;
 
 pub use frame::{Flags, Frame, FrameDecoder, FrameError, Verb};
 pub use mem::{MemConfig, MemFaults, MemNetwork, MemStats, MemTransport};
-pub use message::{DecodeError, Failure, FailureCode, MutationAck, ReadRequest, ReadResponse, Traced};
+pub use message::{DecodeError, Expiring, Failure, FailureCode, MutationAck, ReadRequest, ReadResponse, Traced};
 pub use tcp::{BulkConnector, BulkHandler, InlineHandler, InternodeTls, TcpConfig, TcpTransport, BULK_READY};
 pub use transport::{Inbound, NetError, Responder, Response, Transport};

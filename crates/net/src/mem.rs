@@ -362,7 +362,7 @@ impl MemState {
             };
             Responder { kind: ResponderKind::Mem(reply) }
         };
-        let inbound = Inbound { from, verb: frame.verb, payload: frame.payload, responder };
+        let inbound = Inbound { from, verb: frame.verb, payload: frame.payload, responder, deadline: None };
         if let Err(e) = node.inbound.try_send(inbound) {
             self.stats.dropped_overloaded += 1;
             let (inbound, code, text) = match e {

@@ -225,6 +225,48 @@ impl Traced {
     }
 }
 
+/// A request that expires (`Verb::ExpiringReq`): when its sender made it
+/// (wall clock, microseconds since the epoch) and how long the sender waits
+/// for its answer, then the inner request's verb code and its payload, as
+/// they would travel alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expiring {
+    pub created_at_us: i64,
+    pub timeout_ms: u32,
+    /// A request verb with a response verb of its own (never `TracedReq`
+    /// or `ExpiringReq`).
+    pub verb: Verb,
+    pub payload: Bytes,
+}
+
+impl Expiring {
+    /// Bytes before the inner payload.
+    pub const HEADER_LEN: usize = 8 + 4 + 1;
+
+    pub fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::with_capacity(Self::HEADER_LEN + self.payload.len());
+        buf.put_i64(self.created_at_us);
+        buf.put_u32(self.timeout_ms);
+        buf.put_u8(self.verb.code());
+        buf.put_slice(&self.payload);
+        buf.freeze()
+    }
+
+    pub fn decode(payload: &Bytes) -> Result<Expiring, DecodeError> {
+        let mut r = Reader::new(payload);
+        let created_at_us = r.i64("creation time")?;
+        let timeout_ms = r.u32("timeout")?;
+        let code = r.u8("expiring verb")?;
+        let verb = Verb::from_code(code)
+            .filter(|v| v.response().is_some())
+            .ok_or_else(|| DecodeError::Invalid { what: "expiring verb", detail: format!("{code:#04x}") })?;
+        let rest = r.remaining();
+        let payload = r.take(rest, "expiring payload")?;
+        r.finish()?;
+        Ok(Expiring { created_at_us, timeout_ms, verb, payload })
+    }
+}
+
 /// The answer to a `ReadReq` (data) or `DigestReq` (digest): opaque for now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadResponse {
@@ -709,6 +751,30 @@ mod tests {
         }
         for cut in 0..17 {
             assert!(matches!(Traced::decode(&bytes.slice(..cut)), Err(DecodeError::Truncated { .. })), "{cut}");
+        }
+    }
+
+    #[test]
+    fn expiring_requests_round_trip_and_refuse_wrappers_and_responses() {
+        let inner = encode_mutations(&[]);
+        let e = Expiring {
+            created_at_us: 1_764_300_000_000_000,
+            timeout_ms: 2000,
+            verb: Verb::MutationReq,
+            payload: inner,
+        };
+        let bytes = e.encode();
+        assert_eq!(bytes.len(), Expiring::HEADER_LEN + 4);
+        assert_eq!(Expiring::decode(&bytes).unwrap(), e);
+        for code in [Verb::MutationRsp.code(), Verb::TracedReq.code(), Verb::ExpiringReq.code(), 0xEE] {
+            let mut raw = BytesMut::new();
+            raw.put_i64(1);
+            raw.put_u32(1);
+            raw.put_u8(code);
+            assert!(matches!(Expiring::decode(&raw.freeze()), Err(DecodeError::Invalid { .. })), "{code:#x}");
+        }
+        for cut in 0..Expiring::HEADER_LEN {
+            assert!(matches!(Expiring::decode(&bytes.slice(..cut)), Err(DecodeError::Truncated { .. })), "{cut}");
         }
     }
 

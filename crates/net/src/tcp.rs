@@ -59,7 +59,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -70,8 +70,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use crate::expiry::{steady_clock_us, TransitClock};
 use crate::frame::{Frame, FrameDecoder, FrameError, Verb, PAYLOAD_BYTES_MAX_DEFAULT};
-use crate::message::{decode_handshake, encode_handshake, Failure, FailureCode};
+use crate::message::{decode_handshake, encode_handshake, Expiring, Failure, FailureCode};
 use crate::transport::{
     await_response, check_one_way_verb, check_request_verb, response_result, Inbound, NetError, Responder,
     ResponderKind, Response, Transport,
@@ -150,6 +151,12 @@ pub struct TcpConfig {
     pub write_batch_bytes_max: usize,
     /// Encrypt every connection (None: plain TCP).
     pub tls: Option<InternodeTls>,
+    /// Judge an expiring request's age by its sender's clock (Cassandra's
+    /// `internode_timeout`; `expiry`'s steady clocks, the floor taking out
+    /// their offset),
+    /// so time spent before this node read it counts. Off: by its arrival,
+    /// so only time queued here counts.
+    pub internode_timeout: bool,
 }
 
 impl TcpConfig {
@@ -173,6 +180,7 @@ impl TcpConfig {
             // small mutations, small enough not to delay the first of them.
             write_batch_bytes_max: 256 * 1024,
             tls: None,
+            internode_timeout: true,
         }
     }
 
@@ -321,7 +329,12 @@ impl TcpTransport {
         }
         let config = &self.inner.config;
         let (outbox, rx) = outbox(config.queue_frames_max, config.queue_bytes_max);
-        let peer = Arc::new(Peer { addr, outbox, pending: Mutex::new(HashMap::new()) });
+        let peer = Arc::new(Peer {
+            addr,
+            outbox,
+            pending: Mutex::new(HashMap::new()),
+            refuses_expiring: AtomicBool::new(false),
+        });
         peers.insert(addr, Arc::clone(&peer));
         self.inner.runtime.spawn(run_peer(
             Arc::clone(&peer),
@@ -343,16 +356,32 @@ impl TcpTransport {
     }
 
     /// The synchronous half of `send_request`: registers the pending request
-    /// and queues its frame.
+    /// and queues its frame. A droppable verb goes in an `ExpiringReq` that
+    /// expires after `expires_after`, unless the peer refuses those; the
+    /// flag says which went.
     fn queue_request(
         &self,
         addr: SocketAddr,
         verb: Verb,
         payload: Bytes,
-    ) -> Result<(PendingGuard, oneshot::Receiver<Result<Response, NetError>>), NetError> {
+        expires_after: Option<Duration>,
+    ) -> Result<(Queued, bool), NetError> {
         check_request_verb(verb)?;
         self.check_payload(&payload)?;
         let peer = self.peer(addr)?;
+        let room = (payload.len() + Expiring::HEADER_LEN) as u64 <= u64::from(self.inner.config.payload_bytes_max);
+        let (verb, payload, wrapped) = match expires_after {
+            Some(timeout) if verb.is_droppable() && room && !peer.refuses_expiring.load(Ordering::Relaxed) => {
+                let expiring = Expiring {
+                    created_at_us: steady_clock_us(),
+                    timeout_ms: u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX),
+                    verb,
+                    payload,
+                };
+                (Verb::ExpiringReq, expiring.encode(), true)
+            }
+            _ => (verb, payload, false),
+        };
         let request_id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
@@ -365,7 +394,7 @@ impl TcpTransport {
         // From here on, dropping the guard forgets the pending entry.
         let guard = PendingGuard { peer: Arc::clone(&peer), request_id };
         match peer.outbox.push(Frame::request(verb, request_id, payload)) {
-            Ok(()) => Ok((guard, rx)),
+            Ok(()) => Ok(((guard, rx), wrapped)),
             Err(PushError::Full) => Err(NetError::Overloaded { peer: addr }),
             Err(PushError::Closed) => Err(NetError::Shutdown),
         }
@@ -385,8 +414,27 @@ impl Transport for TcpTransport {
         timeout: Duration,
     ) -> impl std::future::Future<Output = Result<Response, NetError>> + Send + 'static {
         let deadline = Instant::now() + timeout;
-        let queued = self.queue_request(peer, verb, payload);
-        await_response(peer, timeout, deadline, queued)
+        let queued = self.queue_request(peer, verb, payload.clone(), Some(timeout));
+        let this = self.clone();
+        async move {
+            let (queued, wrapped) = match queued {
+                Ok((queued, wrapped)) => (Ok(queued), wrapped),
+                Err(e) => (Err(e), false),
+            };
+            match await_response(peer, timeout, deadline, queued).await {
+                Err(NetError::Remote { code: FailureCode::UnknownVerb, .. }) if wrapped => {
+                    // A node older than `ExpiringReq`: this request and the
+                    // later ones go bare, within the same deadline.
+                    tracing::info!(%peer, "peer does not know expiring requests; sending them bare");
+                    if let Ok(p) = this.peer(peer) {
+                        p.refuses_expiring.store(true, Ordering::Relaxed);
+                    }
+                    let queued = this.queue_request(peer, verb, payload, None).map(|(queued, _)| queued);
+                    await_response(peer, timeout, deadline, queued).await
+                }
+                result => result,
+            }
+        }
     }
 
     fn bulk_connector(&self) -> Option<BulkConnector> {
@@ -414,11 +462,17 @@ impl Transport for TcpTransport {
 
 type PendingMap = HashMap<u64, oneshot::Sender<Result<Response, NetError>>>;
 
+/// A queued request: the guard of its pending entry and where its answer comes.
+type Queued = (PendingGuard, oneshot::Receiver<Result<Response, NetError>>);
+
 /// What the transport knows about one peer it sends to.
 struct Peer {
     addr: SocketAddr,
     outbox: Outbox,
     pending: Mutex<PendingMap>,
+    /// The peer answered an `ExpiringReq` with `Failure(UnknownVerb)` (a
+    /// node older than it): its requests go bare from then on.
+    refuses_expiring: AtomicBool,
 }
 
 impl Peer {
@@ -888,6 +942,29 @@ async fn read_responses(mut reader: impl AsyncRead + Unpin, peer: &Peer, payload
     }
 }
 
+/// Unwraps an `ExpiringReq` into its inner request with its deadline on
+/// this node's clock, or drops it (counted) when its sender has already
+/// given up. A malformed one is failed (`MalformedPayload`).
+fn unwrap_expiring(message: Inbound, clock: &mut TransitClock, internode_timeout: bool) -> Option<Inbound> {
+    let Inbound { from, payload, responder, .. } = message;
+    let expiring = match Expiring::decode(&payload) {
+        Ok(expiring) => expiring,
+        Err(e) => {
+            responder.fail(FailureCode::MalformedPayload, &e.to_string());
+            return None;
+        }
+    };
+    let now = Instant::now();
+    let age = match internode_timeout {
+        true => clock.age(expiring.created_at_us, steady_clock_us(), now),
+        false => Duration::ZERO,
+    };
+    let timeout = Duration::from_millis(u64::from(expiring.timeout_ms));
+    let deadline = now + timeout.saturating_sub(age);
+    let inner = Inbound { from, verb: expiring.verb, payload: expiring.payload, responder, deadline: Some(deadline) };
+    inner.live()
+}
+
 async fn accept_loop(
     listener: TcpListener,
     inbound: mpsc::Sender<Inbound>,
@@ -1038,7 +1115,8 @@ async fn serve_frames<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
     tracing::debug!(%remote, %from, "inbound internode connection open");
     let (outbox, mut rx) = outbox(config.queue_frames_max, config.queue_bytes_max);
-    let requests = read_requests(reader, decoder, buf, from, &inbound, inline, outbox, config.payload_bytes_max);
+    let limits = (config.payload_bytes_max, config.internode_timeout);
+    let requests = read_requests(reader, decoder, buf, from, &inbound, inline, outbox, limits);
     tokio::select! {
         end = write_frames(writer, Vec::new(), &mut rx, config.write_batch_bytes_max) => end,
         end = requests => end,
@@ -1058,10 +1136,11 @@ async fn read_requests(
     inbound: &mpsc::Sender<Inbound>,
     inline: Option<&(Verb, InlineHandler)>,
     outbox: Outbox,
-    payload_bytes_max: u32,
+    (payload_bytes_max, internode_timeout): (u32, bool),
 ) -> ConnectionEnd {
     let reply = |request_id| TcpReply { outbox: outbox.clone(), request_id, payload_bytes_max };
     let mut inline_batch = Vec::new();
+    let mut clock = TransitClock::new();
     loop {
         loop {
             let frame = match decoder.decode(&mut buf) {
@@ -1091,7 +1170,15 @@ async fn read_requests(
             } else {
                 Responder { kind: ResponderKind::Tcp(reply(frame.request_id)) }
             };
-            let message = Inbound { from, verb: frame.verb, payload: frame.payload, responder };
+            let message = Inbound { from, verb: frame.verb, payload: frame.payload, responder, deadline: None };
+            let message = if message.verb == Verb::ExpiringReq {
+                match unwrap_expiring(message, &mut clock, internode_timeout) {
+                    Some(message) => message,
+                    None => continue,
+                }
+            } else {
+                message
+            };
             if inline.is_some_and(|(verb, _)| *verb == message.verb) {
                 inline_batch.push(message);
                 continue;

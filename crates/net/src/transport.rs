@@ -136,6 +136,31 @@ pub struct Inbound {
     pub verb: Verb,
     pub payload: Bytes,
     pub responder: Responder,
+    /// When the sender gives up waiting for the answer, on this node's
+    /// clock (`ExpiringReq`, see `expiry`); None for requests that do not
+    /// expire. Past it the request is dropped unserved ([`Inbound::live`]).
+    pub deadline: Option<tokio::time::Instant>,
+}
+
+impl Inbound {
+    /// True once the sender has given up on this request.
+    pub fn expired(&self) -> bool {
+        self.deadline.is_some_and(|d| tokio::time::Instant::now() >= d)
+    }
+
+    /// The request, unless its sender has given up on it: then it is dropped
+    /// unanswered and counted as a dropped message of its verb (Cassandra's
+    /// `DroppedMessage.Dropped`). Serving it would only delay the requests
+    /// behind it: the coordinator has answered its client without this
+    /// replica and hinted a mutation it did not get.
+    pub fn live(self) -> Option<Inbound> {
+        if self.expired() {
+            tracing::debug!(from = %self.from, verb = ?self.verb, "expired internode request dropped");
+            metrics::dropped(&format!("{:?}", self.verb));
+            return None;
+        }
+        Some(self)
+    }
 }
 
 impl fmt::Debug for Inbound {
@@ -145,6 +170,7 @@ impl fmt::Debug for Inbound {
             .field("verb", &self.verb)
             .field("payload_len", &self.payload.len())
             .field("expects_response", &self.responder.expects_response())
+            .field("deadline", &self.deadline)
             .finish()
     }
 }

@@ -653,3 +653,88 @@ async fn an_inline_verb_is_served_in_the_connection_task_in_batches_and_the_othe
     b.shutdown();
     let _ = tokio::time::timeout(SHORT, hb).await;
 }
+
+fn dropped(verb: &str) -> u64 {
+    metrics::dropped_messages().into_iter().find(|(v, _)| v == verb).map_or(0, |(_, n)| n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_requests_their_sender_gave_up_on_are_dropped_unserved_and_counted() {
+    // Nobody drains B's inbound queue for a while, as a replica whose
+    // mutation stage is stuck.
+    let (a, _ha) = tcp_node(config()).await;
+    let (b, mut b_inbound) = TcpTransport::bind(config()).await.unwrap();
+    let before = dropped("MUTATION_REQ");
+    let short: Vec<_> = (0..5)
+        .map(|_| a.send_request(b.local_addr(), Verb::MutationReq, encode_mutations(&[]), Duration::from_millis(200)))
+        .collect();
+    let long = a.send_request(b.local_addr(), Verb::MutationReq, encode_mutations(&[]), SHORT);
+    // Echo does not expire: it is served however late.
+    let echo = a.send_request(b.local_addr(), Verb::Echo, Bytes::from_static(b"late"), SHORT);
+    for request in short {
+        assert!(matches!(request.await, Err(NetError::Timeout { .. })));
+    }
+    let mut served = Vec::new();
+    while served.len() < 2 {
+        let message = tokio::time::timeout(SHORT, b_inbound.recv()).await.unwrap().unwrap();
+        let Some(message) = message.live() else { continue };
+        assert!(message.deadline.is_some() == (message.verb == Verb::MutationReq), "{message:?}");
+        served.push(message.verb);
+        match message.verb {
+            Verb::Echo => message.responder.respond(Verb::EchoRsp, message.payload),
+            _ => message.responder.respond(Verb::MutationRsp, MutationAck.encode()),
+        }
+    }
+    assert_eq!(served, vec![Verb::MutationReq, Verb::Echo]);
+    assert_eq!(long.await.unwrap().0, Verb::MutationRsp);
+    assert_eq!(echo.await.unwrap(), (Verb::EchoRsp, Bytes::from_static(b"late")));
+    assert_eq!(dropped("MUTATION_REQ") - before, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_a_peer_older_than_expiring_requests_gets_them_bare() {
+    // A node that predates `ExpiringReq`: it answers it `Failure(UnknownVerb)`
+    // and acknowledges bare mutations; it reports the verbs it received.
+    let old = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let old_addr = old.local_addr().unwrap();
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let Ok((mut stream, _)) = old.accept().await else { return };
+        let mut decoder = FrameDecoder::default();
+        let mut buf = bytes::BytesMut::new();
+        loop {
+            while let Ok(Some(frame)) = decoder.decode(&mut buf) {
+                let _ = seen_tx.send(frame.verb);
+                let answer = match frame.verb {
+                    Verb::Handshake => continue,
+                    Verb::MutationReq => Frame::response(Verb::MutationRsp, frame.request_id, Bytes::new()),
+                    _ => {
+                        let failure = Failure::new(FailureCode::UnknownVerb, "unknown verb 0x6b").encode();
+                        Frame::response(Verb::Failure, frame.request_id, failure)
+                    }
+                };
+                if stream.write_all(&answer.to_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            match stream.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    });
+    let (a, _ha) = tcp_node(config()).await;
+    for _ in 0..3 {
+        let ack = a.send_request(old_addr, Verb::MutationReq, encode_mutations(&[]), SHORT).await.unwrap();
+        assert_eq!(ack.0, Verb::MutationRsp);
+    }
+    let mut verbs = Vec::new();
+    while let Ok(verb) = seen.try_recv() {
+        verbs.push(verb);
+    }
+    // One expiring request, refused; then bare ones, the refused one again among them.
+    assert_eq!(
+        verbs,
+        vec![Verb::Handshake, Verb::ExpiringReq, Verb::MutationReq, Verb::MutationReq, Verb::MutationReq]
+    );
+}

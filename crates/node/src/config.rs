@@ -70,6 +70,12 @@ pub struct ConfigFile {
     pub allocate_tokens_for_local_replication_factor: Option<u32>,
     pub write_request_timeout: Option<Dur>,
     pub read_request_timeout: Option<Dur>,
+    /// Replicas judge how long a request has waited by the coordinator's
+    /// clock (Cassandra 4.1's name; default true), and drop those whose
+    /// coordinator has given up. False: by when they arrived.
+    pub internode_timeout: Option<bool>,
+    /// The same, Cassandra's name before 4.1.
+    pub cross_node_timeout: Option<bool>,
     /// How long a lightweight transaction's coordinator retries a contended
     /// Paxos ballot before a CAS WriteTimeout (default 1000ms, as Cassandra).
     pub cas_contention_timeout: Option<Dur>,
@@ -450,6 +456,7 @@ pub struct NodeConfig {
     pub allocation_rf: u32,
     pub write_request_timeout: Duration,
     pub read_request_timeout: Duration,
+    pub internode_timeout: bool,
     pub cas_contention_timeout: Duration,
     pub memtable_bytes: usize,
     pub memtable_space: usize,
@@ -527,6 +534,7 @@ impl NodeConfig {
             ("phi_convict_threshold", self.phi_convict_threshold.to_string()),
             ("write_request_timeout", ms(self.write_request_timeout)),
             ("read_request_timeout", ms(self.read_request_timeout)),
+            ("internode_timeout", self.internode_timeout.to_string()),
             ("cas_contention_timeout", ms(self.cas_contention_timeout)),
             ("memtable_heap_space", mib(self.memtable_space as u64)),
             ("block_cache_size", mib(self.block_cache_bytes as u64)),
@@ -737,6 +745,13 @@ impl ConfigFile {
             dc: o.dc.or(self.dc).unwrap_or_else(|| "datacenter1".to_string()),
             rack: o.rack.or(self.rack).unwrap_or_else(|| "rack1".to_string()),
             hinted_handoff_enabled: self.hinted_handoff_enabled.unwrap_or(true),
+            internode_timeout: match (self.internode_timeout, self.cross_node_timeout) {
+                (Some(_), Some(_)) => {
+                    return Err(ConfigError("give internode_timeout or cross_node_timeout, not both".into()))
+                }
+                (Some(on), None) | (None, Some(on)) => on,
+                (None, None) => true,
+            },
             max_hint_window,
             max_hints_bytes_per_host: match self.max_hints_size_per_host {
                 Some(s) => size_bytes("max_hints_size_per_host", &s)?,
@@ -1150,6 +1165,15 @@ mod tests {
         let c = ConfigFile::parse("compaction_throughput_mb_per_sec: 16\n").unwrap().build(o.clone()).unwrap();
         assert_eq!(c.compaction_throughput_bytes, 16 << 20);
         let e = ConfigFile::parse("compaction_throughput: 64MiB/s\ncompaction_throughput_mb_per_sec: 16\n")
+            .unwrap()
+            .build(o.clone())
+            .unwrap_err();
+        assert!(e.0.contains("not both"), "{e:?}");
+        assert!(c.internode_timeout, "on by default, as Cassandra 4.1");
+        for (yaml, on) in [("internode_timeout: false\n", false), ("cross_node_timeout: false\n", false)] {
+            assert_eq!(ConfigFile::parse(yaml).unwrap().build(o.clone()).unwrap().internode_timeout, on, "{yaml}");
+        }
+        let e = ConfigFile::parse("internode_timeout: true\ncross_node_timeout: false\n")
             .unwrap()
             .build(o.clone())
             .unwrap_err();

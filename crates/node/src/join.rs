@@ -99,6 +99,7 @@ pub async fn join(
 ) -> anyhow::Result<Joined> {
     let internode = SocketAddr::new(config.listen_address, config.storage_port);
     let mut tcp = TcpConfig::new(internode);
+    tcp.internode_timeout = config.internode_timeout;
     tcp.tls = config.internode_encryption.build().map_err(|e| anyhow::anyhow!("server_encryption_options: {e}"))?;
     let (transport, inbound) = TcpTransport::bind(tcp)
         .await

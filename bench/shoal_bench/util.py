@@ -16,7 +16,8 @@ CASS_REF = os.environ.get("CASS_REF", os.path.join(ROOT, "scripts", "cassandra")
 CASS_INSTALL = os.environ.get("CASS_HOME", os.path.join(HOME, ".cache/cassandra-ref"))
 BENCH_HOME = os.environ.get("BENCH_HOME", os.path.join(HOME, ".cache/shoal/bench"))
 TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", os.path.join(HOME, ".cache/shoal/target"))
-SHOAL_BIN = os.path.join(TARGET_DIR, "release", "shoal")
+# $SHOAL_BIN (scripts/env.sh sets it) picks another build, e.g. an older binary for an A/B.
+SHOAL_BIN = os.environ.get("SHOAL_BIN") or os.path.join(TARGET_DIR, "release", "shoal")
 
 
 def shown(path):

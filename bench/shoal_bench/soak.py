@@ -6,6 +6,7 @@ errors, their slopes per hour, and a verdict against the issue's Done-when line.
                [--rate R | --calibrate 45s] [--load-fraction 0.5] [--keys 1000000] [--interval 10s]
                [--window-before 10s] [--window-after 60s] [--warmup 5m] [--rss-bound 25] [--disk-bound 50]
                [--dir DIR] [--keep] [--json OUT] [--write-md [bench/SOAK.md]] [--note TEXT]
+               [--shoal-config 'KEY: VALUE']...
 
 Phases, on one cluster (`shoal cluster up -n 3`: nodes on 127.0.0.1..3, num_tokens 16, the server's
 defaults otherwise, hinted handoff included), every `shoal stress` in the driver mode pointed at all
@@ -598,8 +599,9 @@ def render_md(doc, image_line):
           f"{doc['commit']}, {doc['binary']}.", "",
           "## Setup", "",
           f"- Machine: {doc['machine']}; the three nodes and the client all on it.",
-          f"- Cluster: `shoal cluster up -n 3` (127.0.0.1..3, num_tokens 16, the server's defaults otherwise: "
-          "hinted handoff on, commit log as shipped), keyspace `keyspace1` with RF=3.",
+          f"- Cluster: `shoal cluster up -n 3` (127.0.0.1..3, num_tokens 16, "
+          + "".join(f"`{line}`, " for line in a.get("shoal_config") or [])
+          + "the server's defaults otherwise: hinted handoff on, commit log as shipped), keyspace `keyspace1` with RF=3.",
           f"- Data: {a['keys']:,} keys preloaded (`shoal stress write n={a['keys']} cl=QUORUM -pop seq=1..{a['keys']}`); "
           f"the soak reads and writes them 1:1 (`-pop dist=uniform(1..{a['keys']})`), so the data set does not grow.",
           ("- Rate: " + (f"{doc['rate']:,} op/s fixed by `--rate`." if a.get("rate") else
@@ -689,6 +691,8 @@ def parse(argv):
     p.add_argument("--write-md", nargs="?", const=os.path.join(HERE, "SOAK.md"), metavar="PATH",
                    help="write the report there (default bench/SOAK.md) and soak.svg beside it")
     p.add_argument("--note", help="a line for the report (e.g. what else the machine was doing)")
+    p.add_argument("--shoal-config", action="append", default=[], metavar="'KEY: VALUE'",
+                   help="a line added to every node's shoal.yaml (repeatable), e.g. 'compaction_throughput: 16MiB/s'")
     p.add_argument("--analyse", metavar="DIR", help="no run: the outputs again from a finished run's work directory")
     a = p.parse_args(argv)
     try:
@@ -865,7 +869,7 @@ def main(argv=None):
         signal.signal(sig, on_signal)
     log(f"bench/soak: {a.soak_s / 60:g} min, restarts every {a.restart_every_s:g} s; work directory {shown(work)}; "
         f"{machine()}")
-    cluster = SoakCluster(work)
+    cluster = SoakCluster(work, a.shoal_config)
     state, code, t_start = {}, 0, time.time()
     try:
         cluster.up()

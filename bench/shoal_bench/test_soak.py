@@ -204,6 +204,10 @@ class OutputTest(unittest.TestCase):
         self.assertEqual(spec["panels"][-1]["series"][1]["points"], [[5.0, 0.0], [5.0, 1.0], [5.0, 0.0]])
         doc["soak_s"] = 3600.0
         self.assertNotIn("Validation run", soak.render_md(doc, ""))
+        self.assertIn("num_tokens 16, the server's defaults otherwise", soak.render_md(doc, ""))
+        doc["args"] = vars(soak.parse(["--shoal-config", "compaction_throughput: 16MiB/s"]))
+        self.assertIn("num_tokens 16, `compaction_throughput: 16MiB/s`, the server's defaults otherwise",
+                      soak.render_md(doc, ""))
 
     def test_a_run_is_analysed_from_its_stress_report_and_raw_record(self):
         a = soak.parse(["--minutes", "10", "--restart-every", "3m", "--warmup", "0s"])

@@ -214,13 +214,7 @@ impl Traced {
     pub fn decode(payload: &Bytes) -> Result<Traced, DecodeError> {
         let mut r = Reader::new(payload);
         let session = r.uuid("trace session")?;
-        let code = r.u8("traced verb")?;
-        let verb = Verb::from_code(code)
-            .filter(|v| v.response().is_some())
-            .ok_or_else(|| DecodeError::Invalid { what: "traced verb", detail: format!("{code:#04x}") })?;
-        let rest = r.remaining();
-        let payload = r.take(rest, "traced payload")?;
-        r.finish()?;
+        let (verb, payload) = read_inner_request(r, "traced verb", "traced payload")?;
         Ok(Traced { session, verb, payload })
     }
 }
@@ -256,15 +250,27 @@ impl Expiring {
         let mut r = Reader::new(payload);
         let created_at_us = r.i64("creation time")?;
         let timeout_ms = r.u32("timeout")?;
-        let code = r.u8("expiring verb")?;
-        let verb = Verb::from_code(code)
-            .filter(|v| v.response().is_some())
-            .ok_or_else(|| DecodeError::Invalid { what: "expiring verb", detail: format!("{code:#04x}") })?;
-        let rest = r.remaining();
-        let payload = r.take(rest, "expiring payload")?;
-        r.finish()?;
+        let (verb, payload) = read_inner_request(r, "expiring verb", "expiring payload")?;
         Ok(Expiring { created_at_us, timeout_ms, verb, payload })
     }
+}
+
+/// The rest of a wrapper's payload (`Traced`, `Expiring`): the inner
+/// request's verb, one with a response verb of its own (so never a wrapper),
+/// then its payload to the end of the frame.
+fn read_inner_request(
+    mut r: Reader<'_>,
+    verb_what: &'static str,
+    payload_what: &'static str,
+) -> Result<(Verb, Bytes), DecodeError> {
+    let code = r.u8(verb_what)?;
+    let verb = Verb::from_code(code)
+        .filter(|v| v.response().is_some())
+        .ok_or_else(|| DecodeError::Invalid { what: verb_what, detail: format!("{code:#04x}") })?;
+    let rest = r.remaining();
+    let payload = r.take(rest, payload_what)?;
+    r.finish()?;
+    Ok((verb, payload))
 }
 
 /// The answer to a `ReadReq` (data) or `DigestReq` (digest): opaque for now.

@@ -153,9 +153,8 @@ pub struct TcpConfig {
     pub tls: Option<InternodeTls>,
     /// Judge an expiring request's age by its sender's clock (Cassandra's
     /// `internode_timeout`; `expiry`'s steady clocks, the floor taking out
-    /// their offset),
-    /// so time spent before this node read it counts. Off: by its arrival,
-    /// so only time queued here counts.
+    /// their offset), so time spent before this node read it counts. Off:
+    /// by its arrival, so only time queued here counts.
     pub internode_timeout: bool,
 }
 

@@ -158,6 +158,42 @@ mod tests {
     }
 
     #[test]
+    fn random_skews_transits_and_holds_age_requests_by_their_extra_transit_only() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5EED);
+        for _ in 0..200 {
+            let skew: i64 = rng.gen_range(-3_600_000 * MS..=3_600_000 * MS);
+            let mut clock = TransitClock::new();
+            let t0 = Instant::now();
+            let (mut sent, mut local) = (1_000_000 * MS, Duration::ZERO);
+            let mut quickest = i64::MAX;
+            let mut last_quick: Option<Duration> = None;
+            for _ in 0..rng.gen_range(1..300) {
+                sent += rng.gen_range(0..=200 * MS);
+                // Most requests take 0-2 ms; some are held up to 30 s (a pause,
+                // a full socket), at any point, including the very first.
+                let transit =
+                    if rng.gen_bool(0.05) { rng.gen_range(0..=30_000 * MS) } else { rng.gen_range(0..=2 * MS) };
+                local = local.max(Duration::from_micros((sent - 1_000_000 * MS + transit) as u64));
+                let age = clock.age(sent, sent + transit + skew, t0 + local);
+                quickest = quickest.min(transit);
+                // Never older than its own transit, whatever the skew: at most its
+                // extra over the quickest request seen (the floor may be older).
+                assert!(age <= Duration::from_micros((transit - quickest) as u64), "skew {skew}");
+                assert!(age <= Duration::from_micros(transit as u64), "skew {skew}");
+                // And a request held past a quick one of the last window is
+                // as old as its hold, give or take the quick one's transit.
+                if last_quick.is_some_and(|at| local - at < WINDOW) {
+                    assert!(age + Duration::from_millis(2) >= Duration::from_micros(transit as u64), "skew {skew}");
+                }
+                if transit <= 2 * MS {
+                    last_quick = Some(local);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_backward_step_counts_at_once() {
         let mut clock = TransitClock::new();
         let t0 = Instant::now();

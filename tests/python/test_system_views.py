@@ -22,6 +22,8 @@ def test_system_views_answer_from_the_nodes_state(shoal_node_factory, cqlsh_bin)
             s.execute("INSERT INTO sv.t (k, v) VALUES (%s, %s)", (i, "x" * 100))
         for i in range(25):
             s.execute("SELECT * FROM sv.t WHERE k = %s", (i,))
+        for i in range(5):  # read again: served by the row cache
+            assert s.execute("SELECT v FROM sv.t WHERE k = %s", (i,)).one().v == "x" * 100
         listed = sorted(r.table_name for r in s.execute(
             "SELECT table_name FROM system_virtual_schema.tables WHERE keyspace_name = 'system_views'"))
         assert listed == TABLES, listed
@@ -31,7 +33,7 @@ def test_system_views_answer_from_the_nodes_state(shoal_node_factory, cqlsh_bin)
         assert clients, "this very connection is a client"
         mine = [r for r in clients if r.driver_name and "Python Driver" in r.driver_name]
         assert mine and all(r.connection_stage == "ready" and r.protocol_version in (4, 5) for r in mine), clients
-        assert sum(r.request_count for r in mine) >= 65, mine
+        assert sum(r.request_count for r in mine) >= 70, mine
         assert all(r.username == "anonymous" and r.ssl_enabled is False for r in mine), mine
 
         settings = {r.name: r.value for r in s.execute("SELECT * FROM system_views.settings")}
@@ -47,14 +49,20 @@ def test_system_views_answer_from_the_nodes_state(shoal_node_factory, cqlsh_bin)
 
         w = s.execute("SELECT * FROM system_views.local_write_latency WHERE keyspace_name = 'sv' AND table_name = 't'").one()
         r = s.execute("SELECT * FROM system_views.local_read_latency WHERE keyspace_name = 'sv' AND table_name = 't'").one()
-        assert w.count == 40 and r.count == 25, (w, r)
+        assert w.count == 40 and r.count == 30, (w, r)
         assert r.p99th_ms >= r.p50th_ms > 0 and r.max_ms >= r.p99th_ms, r
         assert w.per_second is None  # not measured: null, not a made-up number
 
         disk = s.execute("SELECT * FROM system_views.disk_usage WHERE keyspace_name = 'sv'").one()
         assert disk.table_name == "t" and disk.mebibytes >= 0
-        (cache,) = list(s.execute("SELECT * FROM system_views.caches"))
-        assert cache.name == "chunks" and cache.capacity_bytes > 0 and cache.hit_count is None, cache
+        caches = {r.name: r for r in s.execute("SELECT * FROM system_views.caches")}
+        assert set(caches) == {"chunks", "rows"}, caches
+        chunks, rows = caches["chunks"], caches["rows"]
+        assert chunks.capacity_bytes > 0 and chunks.hit_count is None, chunks
+        # 25 partitions read once (misses that fill), 5 of them again (hits).
+        assert rows.capacity_bytes > 0 and rows.entry_count >= 25 and rows.size_bytes > 25 * 100, rows
+        assert rows.hit_count >= 5 and rows.request_count >= 30, rows
+        assert abs(rows.hit_ratio - rows.hit_count / rows.request_count) < 1e-9, rows
     finally:
         c.shutdown()
 

@@ -259,6 +259,7 @@ mod tests {
             data_dir: dir.path().to_path_buf(),
             commitlog_sync: storage::CommitlogSync::Periodic { period: std::time::Duration::from_secs(10) },
             cache_bytes: 1 << 20,
+            row_cache_bytes: 0,
             memtable_bytes: 1 << 20,
             memtable_space: 8 << 20,
             tombstone_horizon: i64::MAX,

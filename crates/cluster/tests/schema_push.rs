@@ -47,6 +47,7 @@ fn node() -> Node {
         data_dir: dir.path().to_path_buf(),
         commitlog_sync: CommitlogSync::Periodic { period: Duration::from_secs(10) },
         cache_bytes: 8 << 20,
+        row_cache_bytes: 0,
         memtable_bytes: 8 << 20,
         memtable_space: 64 << 20,
         tombstone_horizon: i64::MAX,

@@ -61,6 +61,7 @@ fn storage(dir: &std::path::Path) -> Arc<Storage> {
         data_dir: dir.to_path_buf(),
         commitlog_sync: CommitlogSync::Periodic { period: Duration::from_secs(10) },
         cache_bytes: 8 << 20,
+        row_cache_bytes: 4 << 20,
         memtable_bytes: 8 << 20,
         memtable_space: 64 << 20,
         tombstone_horizon: i64::MAX,

@@ -274,6 +274,7 @@ mod tests {
             data_dir: dir.to_path_buf(),
             commitlog_sync: storage::CommitlogSync::Periodic { period: Duration::from_secs(10) },
             cache_bytes: 8 << 20,
+            row_cache_bytes: 0,
             memtable_bytes: 8 << 20,
             memtable_space: 64 << 20,
             tombstone_horizon: i64::MAX,

@@ -3,7 +3,8 @@
 //! `settings` (the configuration in force), `thread_pools` (the request
 //! stages), `local_read_latency`, `local_write_latency`,
 //! `local_scan_latency` (per table, this replica's), `disk_usage` (per
-//! table) and `caches` (the block cache, Cassandra's chunk cache).
+//! table) and `caches` (the block cache, Cassandra's chunk cache, and the
+//! row cache, `rows`).
 //!
 //! Invariants:
 //! - Rows are made from the node's live counters on every read; nothing is
@@ -289,11 +290,24 @@ pub fn rows(table: &TableDef, proc: &Processor) -> Vec<VirtualRow> {
             .collect(),
         "caches" => {
             let node = proc.storage.node_samples();
-            vec![row(vec![
-                ("name", text("chunks")),
-                ("capacity_bytes", v(Value::BigInt(node.block_cache_capacity as i64))),
-                ("size_bytes", v(Value::BigInt(node.block_cache_bytes as i64))),
-            ])]
+            let rows = node.row_cache;
+            let ratio = if rows.requests == 0 { f64::NAN } else { rows.hits as f64 / rows.requests as f64 };
+            vec![
+                row(vec![
+                    ("name", text("chunks")),
+                    ("capacity_bytes", v(Value::BigInt(node.block_cache_capacity as i64))),
+                    ("size_bytes", v(Value::BigInt(node.block_cache_bytes as i64))),
+                ]),
+                row(vec![
+                    ("name", text("rows")),
+                    ("capacity_bytes", v(Value::BigInt(rows.capacity_bytes as i64))),
+                    ("entry_count", v(Value::Int(rows.entries.min(i32::MAX as u64) as i32))),
+                    ("hit_count", v(Value::BigInt(rows.hits as i64))),
+                    ("hit_ratio", v(Value::Double(ratio))),
+                    ("request_count", v(Value::BigInt(rows.requests as i64))),
+                    ("size_bytes", v(Value::BigInt(rows.size_bytes as i64))),
+                ]),
+            ]
         }
         _ => Vec::new(),
     }

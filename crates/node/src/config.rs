@@ -86,6 +86,12 @@ pub struct ConfigFile {
     /// quarter of the heap).
     pub memtable_heap_space: Option<Size>,
     pub block_cache_size: Option<Size>,
+    /// The row cache (whole partitions of tables without clustering columns,
+    /// in front of the memtables and the files): Cassandra's name, default
+    /// 512MiB (Cassandra's is 0, off; ScyllaDB's cache is always on); 0 turns it off.
+    pub row_cache_size: Option<Size>,
+    /// The same in MiB (Cassandra before 4.1).
+    pub row_cache_size_in_mb: Option<u64>,
     pub batch_size_warn_threshold: Option<Size>,
     pub batch_size_warn_threshold_in_kb: Option<u64>,
     pub batch_size_fail_threshold: Option<Size>,
@@ -461,6 +467,7 @@ pub struct NodeConfig {
     pub memtable_bytes: usize,
     pub memtable_space: usize,
     pub block_cache_bytes: usize,
+    pub row_cache_bytes: usize,
     /// The admin API's port (Shoal-only; default 7199), bound on `listen_address`.
     pub admin_port: u16,
     /// The Prometheus endpoint's port (default 9180; 0 = none) and address (default `listen_address`).
@@ -538,6 +545,7 @@ impl NodeConfig {
             ("cas_contention_timeout", ms(self.cas_contention_timeout)),
             ("memtable_heap_space", mib(self.memtable_space as u64)),
             ("block_cache_size", mib(self.block_cache_bytes as u64)),
+            ("row_cache_size", mib(self.row_cache_bytes as u64)),
             ("auto_bootstrap", self.auto_bootstrap.to_string()),
             ("authenticator", format!("{:?}Authenticator", self.auth.authenticator)),
             ("authorizer", format!("{:?}Authorizer", self.auth.authorizer)),
@@ -792,6 +800,14 @@ impl ConfigFile {
             block_cache_bytes: match self.block_cache_size {
                 Some(s) => size_bytes("block_cache_size", &s)? as usize,
                 None => 256 << 20,
+            },
+            row_cache_bytes: match (&self.row_cache_size, self.row_cache_size_in_mb) {
+                (Some(_), Some(_)) => {
+                    return Err(ConfigError("give row_cache_size or row_cache_size_in_mb, not both".into()))
+                }
+                (Some(s), None) => size_bytes("row_cache_size", s)? as usize,
+                (None, Some(mib)) => mib.saturating_mul(1 << 20) as usize,
+                (None, None) => 512 << 20,
             },
             admin_port,
             prometheus_port: self.prometheus_port.unwrap_or(9180),
@@ -1170,6 +1186,16 @@ mod tests {
             .unwrap_err();
         assert!(e.0.contains("not both"), "{e:?}");
         assert!(c.internode_timeout, "on by default, as Cassandra 4.1");
+        assert_eq!(c.row_cache_bytes, 512 << 20, "the row cache is on by default, as ScyllaDB's");
+        let c = ConfigFile::parse("row_cache_size: 0MiB\n").unwrap().build(o.clone()).unwrap();
+        assert_eq!(c.row_cache_bytes, 0);
+        let c = ConfigFile::parse("row_cache_size_in_mb: 64\n").unwrap().build(o.clone()).unwrap();
+        assert_eq!(c.row_cache_bytes, 64 << 20);
+        let e = ConfigFile::parse("row_cache_size: 1GiB\nrow_cache_size_in_mb: 64\n")
+            .unwrap()
+            .build(o.clone())
+            .unwrap_err();
+        assert!(e.0.contains("not both"), "{e:?}");
         for (yaml, on) in [("internode_timeout: false\n", false), ("cross_node_timeout: false\n", false)] {
             assert_eq!(ConfigFile::parse(yaml).unwrap().build(o.clone()).unwrap().internode_timeout, on, "{yaml}");
         }

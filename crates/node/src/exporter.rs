@@ -321,6 +321,22 @@ fn node(w: &mut Writer, state: &AdminState, samples: &[storage::TableSample]) {
         node.block_cache_bytes as f64,
     );
     w.gauge("shoal_block_cache_capacity_bytes", "The block cache's capacity.", &[], node.block_cache_capacity as f64);
+    let rows = node.row_cache;
+    w.gauge(
+        "shoal_row_cache_size_bytes",
+        "Bytes held by the row cache (Cache.Size, row cache).",
+        &[],
+        rows.size_bytes as f64,
+    );
+    w.gauge(
+        "shoal_row_cache_capacity_bytes",
+        "The row cache's capacity (Cache.Capacity).",
+        &[],
+        rows.capacity_bytes as f64,
+    );
+    w.gauge("shoal_row_cache_entries", "Partitions in the row cache (Cache.Entries).", &[], rows.entries as f64);
+    w.counter("shoal_row_cache_hits_total", "Row cache lookups that hit (Cache.Hits).", &[], rows.hits);
+    w.counter("shoal_row_cache_requests_total", "Row cache lookups (Cache.Requests).", &[], rows.requests);
     w.counter(
         "shoal_compaction_bytes_compacted_total",
         "Bytes compactions wrote, over every table (Compaction.BytesCompacted).",

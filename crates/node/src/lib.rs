@@ -53,6 +53,7 @@ fn open_storage(config: &NodeConfig) -> anyhow::Result<(Arc<Storage>, Vec<types:
         data_dir: config.data_dir.clone(),
         commitlog_sync: config.commitlog_sync,
         cache_bytes: config.block_cache_bytes,
+        row_cache_bytes: config.row_cache_bytes,
         memtable_bytes: config.memtable_bytes,
         memtable_space: config.memtable_space,
         // Nothing is purged until the horizon task has computed each table's

@@ -315,6 +315,7 @@ pub(crate) fn open_replica(
         data_dir: base.join("data"),
         commitlog_sync: CommitlogSync::Periodic { period: Duration::from_secs(10) },
         cache_bytes,
+        row_cache_bytes: 4 << 20,
         memtable_bytes: 4 << 20,
         memtable_space,
         tombstone_horizon: i64::MAX,

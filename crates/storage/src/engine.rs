@@ -51,6 +51,9 @@ pub struct StorageConfig {
     pub commitlog_sync: CommitlogSync,
     /// Block cache size for reads.
     pub cache_bytes: usize,
+    /// Row cache size (`row_cache`): whole partitions of tables without
+    /// clustering columns, in front of the memtables and RocksDB; 0 for none.
+    pub row_cache_bytes: usize,
     /// Memtable size per table before a flush.
     pub memtable_bytes: usize,
     /// All tables' active (not yet flushing) memtables together: above it
@@ -155,6 +158,8 @@ pub struct NodeSample {
     pub commitlog_fsync: metrics::Snapshot,
     pub block_cache_bytes: u64,
     pub block_cache_capacity: u64,
+    /// The row cache's size, entries, hits and lookups (`row_cache`).
+    pub row_cache: crate::row_cache::RowCacheStats,
     /// Bytes RocksDB's compactions read and wrote since the engine opened
     /// (Compaction.BytesCompacted is the written side).
     pub compaction_bytes_read: u64,
@@ -188,6 +193,15 @@ pub(crate) struct TableStore {
     /// Deletion markers written and tombstone compactions (`purge`); shared
     /// as `mem` is.
     pub markers: Arc<purge::Markers>,
+    /// The table's partitions in the row cache are keyed by this (`row_cache`):
+    /// kept, as `mem` is, across schema changes; new on TRUNCATE, so a read
+    /// that began before a TRUNCATE can never fill the new table's entries.
+    pub cache_id: u64,
+    /// Reads of this table go through the row cache: it has no clustering
+    /// columns and its `caching` option does not say `'enabled': 'false'`
+    /// (ScyllaDB's sub-option; Cassandra's `rows_per_partition` is not
+    /// consulted, as ScyllaDB does not). Writes invalidate whatever it says.
+    pub row_cached: bool,
 }
 
 impl TableStore {
@@ -205,7 +219,11 @@ impl TableStore {
         let mem = mem.unwrap_or_default();
         let full_merge = Arc::new(AtomicBool::new(false));
         let markers = markers.unwrap_or_else(|| Arc::new(purge::Markers::new(unix_now())));
+        static CACHE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         TableStore {
+            cache_id: CACHE_IDS.fetch_add(1, Ordering::Relaxed),
+            row_cached: def.clustering().next().is_none()
+                && !def.options.caching.get("enabled").is_some_and(|v| v.eq_ignore_ascii_case("false")),
             def: def.clone(),
             layout: Layout::of(def),
             cf_name,
@@ -239,6 +257,8 @@ pub struct Storage {
     pub(crate) manifest: Mutex<Manifest>,
     pub(crate) config: StorageConfig,
     pub(crate) cache: Cache,
+    /// Partitions of tables without clustering columns (`row_cache`).
+    pub(crate) row_cache: crate::row_cache::RowCache,
     /// Shared with compaction filter factories: the live gc_grace and
     /// repaired horizon per column family.
     pub(crate) gc_registry: filter::GcRegistry,
@@ -425,6 +445,7 @@ impl Storage {
             flusher: Arc::clone(&flusher),
             flush_thread: Mutex::new(None),
             manifest: Mutex::new(manifest),
+            row_cache: crate::row_cache::RowCache::new(config.row_cache_bytes),
             config,
             cache,
             gc_registry,
@@ -670,10 +691,12 @@ impl Storage {
                 ),
             };
             gc_grace.store(table.options.gc_grace_seconds, Ordering::Relaxed);
-            let store = Arc::new(
-                TableStore::new(table, cf_name, ks.durable_writes, gc_grace, horizon, mem, markers)
-                    .keeping_metrics(existing.as_deref()),
-            );
+            let mut store = TableStore::new(table, cf_name, ks.durable_writes, gc_grace, horizon, mem, markers)
+                .keeping_metrics(existing.as_deref());
+            if let Some(old) = &existing {
+                store.cache_id = old.cache_id;
+            }
+            let store = Arc::new(store);
             if let Some(old) = &existing {
                 self.retune(old, &store)?;
             }
@@ -694,6 +717,7 @@ impl Storage {
         write_manifest(&self.config.data_dir, &manifest)?;
         *write_lock(&self.tables) = new_tables;
         for store in removed {
+            self.row_cache.invalidate_table(store.cache_id);
             self.db.drop_cf(&store.cf_name)?;
             self.gc_registry.remove(&store.cf_name);
         }
@@ -843,6 +867,9 @@ impl Storage {
         manifest.truncated.insert(*table, self.log.next_seq());
         write_manifest(&self.config.data_dir, &manifest)?;
         write_lock(&self.tables).insert(*table, store);
+        // The old store's cached partitions are no longer looked up (the new one has its
+        // own cache id); this frees them.
+        self.row_cache.invalidate_table(old.cache_id);
         self.unrepaired.forget(table);
         self.db.drop_cf(&old.cf_name)?;
         self.gc_registry.remove(&old.cf_name);
@@ -1148,13 +1175,14 @@ impl Storage {
     }
 
     /// Node-wide storage gauges: commit log bytes on disk, its fsync
-    /// latencies, and the block cache's usage and capacity.
+    /// latencies, the block cache's usage and capacity, the row cache's counters.
     pub fn node_samples(&self) -> NodeSample {
         NodeSample {
             commitlog_bytes: self.log.total_bytes(),
             commitlog_fsync: self.log.fsync_latency.snapshot(),
             block_cache_bytes: self.cache.get_usage() as u64,
             block_cache_capacity: self.config.cache_bytes as u64,
+            row_cache: self.row_cache.stats(),
             compaction_bytes_read: self.statistics.get_ticker_count(rocksdb::statistics::Ticker::CompactReadBytes),
             compaction_bytes_written: self.statistics.get_ticker_count(rocksdb::statistics::Ticker::CompactWriteBytes),
         }

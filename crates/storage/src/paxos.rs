@@ -127,6 +127,7 @@ mod tests {
             data_dir: dir.path().to_path_buf(),
             commitlog_sync: CommitlogSync::Batch,
             cache_bytes: 8 << 20,
+            row_cache_bytes: 0,
             memtable_bytes: 4 << 20,
             memtable_space: 64 << 20,
             tombstone_horizon: i64::MAX,

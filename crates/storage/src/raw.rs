@@ -306,8 +306,9 @@ impl Storage {
     pub fn read_raw(&self, read: &PartitionRead) -> Result<RawPartition, StorageError> {
         let store = self.table(&read.table)?;
         let start = std::time::Instant::now();
-        let (raw, mut scanned) = self.read_raw_in(&store, read)?;
-        scanned.sstables = self.partition_files(&store, read);
+        let hit = std::cell::Cell::new(false);
+        let (raw, mut scanned) = self.read_raw_in(&store, read, Some(&hit))?;
+        scanned.sstables = if hit.get() { 0 } else { self.partition_files(&store, read) };
         scanned.record(&store, start);
         Ok(raw)
     }
@@ -315,17 +316,24 @@ impl Storage {
     /// `read_raw` without counting it in the metrics (repair's validation).
     pub(crate) fn read_raw_uncounted(&self, read: &PartitionRead) -> Result<RawPartition, StorageError> {
         let store = self.table(&read.table)?;
-        Ok(self.read_raw_in(&store, read)?.0)
+        // Not through the row cache: validation hashes what the files and memtables hold.
+        Ok(self.read_raw_in(&store, read, None)?.0)
     }
 
     fn read_raw_in(
         &self,
         store: &crate::engine::TableStore,
         read: &PartitionRead,
+        hit: Option<&std::cell::Cell<bool>>,
     ) -> Result<(RawPartition, read::Scanned), StorageError> {
         let cf = self.cf(store)?;
         let mut recording = Recording::default();
-        read::traverse(store, read, |lower, upper| self.cells(store, &cf, lower, upper), &mut recording)?;
+        read::traverse(
+            store,
+            read,
+            |lower, upper| self.cells_via_cache(store, &cf, lower, upper, hit),
+            &mut recording,
+        )?;
         // Reversed reads visit rows in descending key order.
         let cells = match sorted(&recording.cells) {
             Cow::Borrowed(_) => recording.cells,

@@ -15,7 +15,11 @@ use crate::engine::{read_lock, Db, Storage, TableStore};
 use crate::keys::{self, ColumnPart};
 use crate::memtable::{merge_values, MemCursor, MergeCursor};
 use crate::packed::Unpacked;
+use crate::row_cache::Lookup;
 use crate::StorageError;
+
+/// A stored (key, merged value) pair.
+pub(crate) type StoredEntry = (Vec<u8>, Vec<u8>);
 
 /// A live cell as read.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,8 +135,15 @@ impl Storage {
         let start = std::time::Instant::now();
         let mut scanned = Scanned::default();
         let cf = self.cf(&store)?;
-        let out = traverse(&store, read, |lower, upper| self.cells(&store, &cf, lower, upper), &mut scanned);
-        scanned.sstables = self.partition_files(&store, read);
+        let hit = std::cell::Cell::new(false);
+        let out = traverse(
+            &store,
+            read,
+            |lower, upper| self.cells_via_cache(&store, &cf, lower, upper, Some(&hit)),
+            &mut scanned,
+        );
+        // A partition the row cache answered went through no SSTable (Cassandra counts a row cache hit so).
+        scanned.sstables = if hit.get() { 0 } else { self.partition_files(&store, read) };
         scanned.record(&store, start);
         out
     }
@@ -257,31 +268,73 @@ impl Storage {
         lower: Vec<u8>,
         upper: Vec<u8>,
     ) -> Result<Unpacked<'a, Box<dyn Cursor + 'a>>, StorageError> {
+        self.cells_via_cache(store, cf, lower, upper, None)
+    }
+
+    /// `cells`, through the row cache for a partition of a cached table
+    /// (`row_cache`) when `hit` is given: it is set when the cache answered.
+    pub(crate) fn cells_via_cache<'a>(
+        &'a self,
+        store: &'a TableStore,
+        cf: &impl rocksdb::AsColumnFamilyRef,
+        lower: Vec<u8>,
+        upper: Vec<u8>,
+        hit: Option<&std::cell::Cell<bool>>,
+    ) -> Result<Unpacked<'a, Box<dyn Cursor + 'a>>, StorageError> {
         let point = store.layout.clustering.is_empty() && lower.last() == Some(&keys::SECTION_PARTITION_DELETION);
         let inner: Box<dyn Cursor + 'a> = if point {
             let prefix = &lower[..lower.len() - 1];
-            let keys =
-                [with_section(prefix, keys::SECTION_PARTITION_DELETION), with_section(prefix, keys::SECTION_ROWS)];
-            // Memtables before RocksDB (see `memtable`).
-            let mems = read_lock(&store.mem).live();
-            let mut found = Vec::with_capacity(2);
-            for (key, value) in keys.iter().zip(self.db.batched_multi_get_cf(cf, &keys, true)) {
-                let stored = value?;
-                let operands: Vec<Vec<u8>> = mems.iter().filter_map(|m| m.get(key)).collect();
-                let merged = match (stored, operands.is_empty()) {
-                    (None, true) => None,
-                    (Some(v), true) => Some(v.to_vec()),
-                    (stored, false) => merge_values(key, stored.as_deref(), operands.iter().map(Vec::as_slice)),
-                };
-                if let Some(v) = merged {
-                    found.push((key.clone(), v));
+            let lookup = match hit {
+                Some(_) if store.row_cached => self.row_cache.get(store.cache_id, prefix),
+                _ => Lookup::Off,
+            };
+            match lookup {
+                Lookup::Hit(entries) => {
+                    if let Some(hit) = hit {
+                        hit.set(true);
+                    }
+                    Box::new(SliceCursor::new(entries, &lower, &upper))
                 }
+                Lookup::Miss(ticket) => {
+                    let entries = self.point_entries(store, cf, prefix)?;
+                    self.row_cache.fill(ticket, &entries);
+                    Box::new(SliceCursor::new(entries, &lower, &upper))
+                }
+                Lookup::Off => Box::new(SliceCursor::new(self.point_entries(store, cf, prefix)?, &lower, &upper)),
             }
-            Box::new(SliceCursor::new(found, &lower, &upper))
         } else {
             self.cursor(store, cf, lower, upper)
         };
         Ok(Unpacked::new(inner, &store.layout))
+    }
+
+    /// Every stored entry of the partition `prefix` of a table without
+    /// clustering columns (its partition deletion and its row), merged over
+    /// the memtables and RocksDB: two point lookups in one `MultiGet`.
+    fn point_entries(
+        &self,
+        store: &TableStore,
+        cf: &impl rocksdb::AsColumnFamilyRef,
+        prefix: &[u8],
+    ) -> Result<Vec<StoredEntry>, StorageError> {
+        let keys = [with_section(prefix, keys::SECTION_PARTITION_DELETION), with_section(prefix, keys::SECTION_ROWS)];
+        // Memtables before RocksDB (see `memtable`).
+        let mems = read_lock(&store.mem).live();
+        let mut found = Vec::with_capacity(2);
+        let values = self.db.batched_multi_get_cf(cf, &keys, true);
+        for (key, value) in keys.into_iter().zip(values) {
+            let stored = value?;
+            let operands: Vec<Vec<u8>> = mems.iter().filter_map(|m| m.get(&key)).collect();
+            let merged = match (stored, operands.is_empty()) {
+                (None, true) => None,
+                (Some(v), true) => Some(v.to_vec()),
+                (stored, false) => merge_values(&key, stored.as_deref(), operands.iter().map(Vec::as_slice)),
+            };
+            if let Some(v) = merged {
+                found.push((key, v));
+            }
+        }
+        Ok(found)
     }
 
     /// A cursor over the table's entries in `[lower, upper)`: its memtables
@@ -367,51 +420,88 @@ impl Cursor for DBRawIteratorWithThreadMode<'_, Db> {
     }
 }
 
-/// A [`Cursor`] over the entries of a slice sorted by key (strictly
-/// ascending) that fall in `[lower, upper)`.
+/// Entries sorted by key (strictly ascending), by index: what a
+/// [`SliceCursor`] walks.
+pub(crate) trait Pairs {
+    fn count(&self) -> usize;
+    fn key_at(&self, i: usize) -> &[u8];
+    fn value_at(&self, i: usize) -> &[u8];
+}
+
+impl<S: AsRef<[StoredEntry]>> Pairs for S {
+    fn count(&self) -> usize {
+        self.as_ref().len()
+    }
+    fn key_at(&self, i: usize) -> &[u8] {
+        &self.as_ref()[i].0
+    }
+    fn value_at(&self, i: usize) -> &[u8] {
+        &self.as_ref()[i].1
+    }
+}
+
+/// A [`Cursor`] over the entries of sorted [`Pairs`] that fall in
+/// `[lower, upper)`.
 pub(crate) struct SliceCursor<S> {
     cells: S,
     /// The entries within `[lower, upper)`: `lo..hi` of `cells`.
     lo: usize,
     hi: usize,
-    /// `usize::MAX` (or anything outside `lo..hi`) when not valid.
+    /// Relative to `lo`; `usize::MAX` (or anything past `hi - lo`) when not valid.
     pos: usize,
 }
 
-impl<S: AsRef<[(Vec<u8>, Vec<u8>)]>> SliceCursor<S> {
+/// The first index in `lo..hi` whose key is not `before` (keys ascending).
+fn partition_point<S: Pairs>(cells: &S, mut lo: usize, mut hi: usize, before: impl Fn(&[u8]) -> bool) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(cells.key_at(mid)) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+impl<S: Pairs> SliceCursor<S> {
     pub(crate) fn new(sorted: S, lower: &[u8], upper: &[u8]) -> SliceCursor<S> {
-        let cells = sorted.as_ref();
-        let lo = cells.partition_point(|(k, _)| k.as_slice() < lower);
-        let hi = cells.partition_point(|(k, _)| k.as_slice() < upper).max(lo);
+        let n = sorted.count();
+        let lo = partition_point(&sorted, 0, n, |k| k < lower);
+        let hi = partition_point(&sorted, lo, n, |k| k < upper);
         SliceCursor { cells: sorted, lo, hi, pos: usize::MAX }
     }
 
-    fn window(&self) -> &[(Vec<u8>, Vec<u8>)] {
-        &self.cells.as_ref()[self.lo..self.hi]
+    fn len(&self) -> usize {
+        self.hi - self.lo
+    }
+
+    fn at(&self) -> Option<usize> {
+        (self.pos < self.len()).then_some(self.lo + self.pos)
     }
 }
 
-impl<S: AsRef<[(Vec<u8>, Vec<u8>)]>> Cursor for SliceCursor<S> {
+impl<S: Pairs> Cursor for SliceCursor<S> {
     fn seek_to_first(&mut self) {
         self.pos = 0;
     }
     fn seek_to_last(&mut self) {
-        self.pos = self.window().len().wrapping_sub(1);
+        self.pos = self.len().wrapping_sub(1);
     }
     fn seek(&mut self, key: &[u8]) {
-        self.pos = self.window().partition_point(|(k, _)| k.as_slice() < key);
+        self.pos = partition_point(&self.cells, self.lo, self.hi, |k| k < key) - self.lo;
     }
     fn seek_for_prev(&mut self, key: &[u8]) {
-        self.pos = self.window().partition_point(|(k, _)| k.as_slice() <= key).wrapping_sub(1);
+        self.pos = (partition_point(&self.cells, self.lo, self.hi, |k| k <= key) - self.lo).wrapping_sub(1);
     }
     fn valid(&self) -> bool {
-        self.pos < self.window().len()
+        self.pos < self.len()
     }
     fn key(&self) -> Option<&[u8]> {
-        self.window().get(self.pos).map(|(k, _)| k.as_slice())
+        self.at().map(|i| self.cells.key_at(i))
     }
     fn value(&self) -> Option<&[u8]> {
-        self.window().get(self.pos).map(|(_, v)| v.as_slice())
+        self.at().map(|i| self.cells.value_at(i))
     }
     fn next(&mut self) {
         if self.valid() {

@@ -422,6 +422,7 @@ impl SnapshotReader {
                 data_dir: scratch.clone(),
                 commitlog_sync: CommitlogSync::Periodic { period: std::time::Duration::from_secs(10) },
                 cache_bytes: 8 << 20,
+                row_cache_bytes: 0,
                 memtable_bytes: 4 << 20,
                 memtable_space: 16 << 20,
                 // Nothing is purged while it is read.

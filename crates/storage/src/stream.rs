@@ -216,6 +216,7 @@ impl Storage {
         for (lower, upper) in &gaps {
             self.db.delete_range_cf(&cf, lower, upper)?;
         }
+        self.row_cache.invalidate_table(store.cache_id);
         self.unrepaired.forget(table);
         for (lower, upper) in &gaps {
             self.db.compact_range_cf(&cf, Some(lower), Some(upper));
@@ -251,6 +252,7 @@ impl Storage {
         let indexed = !store.def.indexes.is_empty();
         let files_before = if indexed { self.file_names(&store.cf_name) } else { Default::default() };
         self.db.ingest_external_file_cf_opts(&cf, &ingest, paths)?;
+        self.row_cache.invalidate_table(store.cache_id);
         self.unrepaired.forget(table);
         if indexed {
             // The streamed data's secondary index entries, written before the stream counts as received.

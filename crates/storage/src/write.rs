@@ -177,8 +177,8 @@ impl Storage {
     ///
     /// Order (see `commitlog`'s and `memtable`'s invariants): reserve a log
     /// seq, append the log record, sync as the mode says, and only then
-    /// merge into the memtables (where reads see the write) and release the
-    /// seq; then (with `mark`) count the writes in their ranges' generations
+    /// merge into the memtables (where reads see the write), forget the
+    /// partitions written from the row cache, and release the seq; then (with `mark`) count the writes in their ranges' generations
     /// (`unrepaired`). A write whose log append or sync failed never reaches
     /// a memtable. An unknown table fails the write before anything is made.
     pub(crate) fn write<'a>(
@@ -219,6 +219,7 @@ impl Storage {
                 let micros = start.elapsed().as_micros() as u64 / *n as u64;
                 store.metrics.write_latency.record_n(micros, *n as u64);
             }
+            self.invalidate_cached(&runs, ops.clone());
         }
         drop(reservation);
         if mark {
@@ -235,6 +236,31 @@ impl Storage {
             self.flusher.after_write(store);
         }
         Ok(())
+    }
+
+    /// Forgets the cached partitions (`row_cache`) the operands of `runs`
+    /// wrote: after their memtable insert, before the write is acknowledged.
+    fn invalidate_cached<'a>(
+        &self,
+        runs: &[(Arc<TableStore>, usize)],
+        mut ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])>,
+    ) {
+        if !self.row_cache.enabled() {
+            return;
+        }
+        for (store, n) in runs {
+            let run = ops.by_ref().take(*n);
+            if !store.layout.clustering.is_empty() {
+                // Only tables without clustering columns are cached.
+                run.for_each(drop);
+                continue;
+            }
+            for (_, key, _) in run {
+                if let Some((_, _, rest)) = keys::split_partition(key) {
+                    self.row_cache.invalidate(store.cache_id, &key[..key.len() - rest.len()]);
+                }
+            }
+        }
     }
 
     /// Appends the record of `ops` to the commit log and syncs it as the

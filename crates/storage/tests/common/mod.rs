@@ -21,6 +21,7 @@ pub fn config(dir: &Path, sync: CommitlogSync) -> StorageConfig {
         data_dir: dir.to_path_buf(),
         commitlog_sync: sync,
         cache_bytes: 8 << 20,
+        row_cache_bytes: 8 << 20,
         memtable_bytes: 4 << 20,
         memtable_space: 64 << 20,
         tombstone_horizon: i64::MAX,

@@ -12,34 +12,7 @@ use std::collections::BTreeMap;
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use storage::{ColumnData, Storage};
-use types::mutation::Mutation;
-use uuid::Uuid;
-
-const V: u16 = 17;
-
-fn put(table: Uuid, pk: i32, value: &str, ts: i64) -> Mutation {
-    let mut m = mutation(table, pk);
-    let mut r = row(Vec::new());
-    r.marker = marker(ts);
-    r.cells.push(live_cell(V, ts, text(value)));
-    m.rows.push(r);
-    m
-}
-
-fn delete(table: Uuid, pk: i32, ts: i64) -> Mutation {
-    let mut m = mutation(table, pk);
-    m.partition_deletion = Some(deletion(ts, now_secs()));
-    m
-}
-
-fn get(storage: &Storage, table: Uuid, pk: i32) -> Option<String> {
-    let p = storage.read_partition(&full_read(table, pk, now_secs())).unwrap()?;
-    match p.rows.first()?.column(V)? {
-        ColumnData::Simple(c) => Some(String::from_utf8(c.value.clone()).unwrap()),
-        _ => None,
-    }
-}
+use storage::Storage;
 
 #[test]
 fn point_reads_agree_with_a_last_write_wins_model() {
@@ -57,13 +30,13 @@ fn point_reads_agree_with_a_last_write_wins_model() {
                 0..=6 => {
                     // Distinct values per timestamp keep ties out of the model.
                     let value = format!("v{ts}");
-                    storage.apply(&[put(t, pk, &value, ts)]).unwrap();
+                    storage.apply(&[kv(t, pk, &value, ts)]).unwrap();
                     if entry.1.as_ref().is_none_or(|(old, _)| ts > *old) {
                         entry.1 = Some((ts, value));
                     }
                 }
                 7 => {
-                    storage.apply(&[delete(t, pk, ts)]).unwrap();
+                    storage.apply(&[kv_delete(t, pk, ts)]).unwrap();
                     entry.0 = entry.0.max(ts);
                 }
                 8 => storage.flush(None).unwrap(),
@@ -75,7 +48,7 @@ fn point_reads_agree_with_a_last_write_wins_model() {
             }
             for (pk, (deleted, write)) in &model {
                 let expect = write.as_ref().filter(|(ts, _)| ts > deleted).map(|(_, v)| v.clone());
-                assert_eq!(get(&storage, t, *pk), expect, "seed {seed} step {step} pk {pk}");
+                assert_eq!(kv_get(&storage, t, *pk), expect, "seed {seed} step {step} pk {pk}");
                 let raw = storage.read_raw(&full_read(t, *pk, now_secs())).unwrap();
                 let resolved = storage.resolve_raw(&full_read(t, *pk, now_secs()), &raw).unwrap();
                 assert_eq!(
@@ -97,21 +70,21 @@ fn a_read_counts_the_sstables_it_goes_through() {
         (sample.metrics.sstables_per_read.snapshot(), sample.live_sstables)
     };
     // Only in the memtable: no SSTable.
-    storage.apply(&[put(t, 1, "a", 1)]).unwrap();
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("a"));
+    storage.apply(&[kv(t, 1, "a", 1)]).unwrap();
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("a"));
     let (h, _) = per_read(&storage);
     assert_eq!((h.count, h.max()), (1, 0));
     // Partition 1 alone in every file: a read of it goes through all of them, one of partition 2 through none.
     for (ts, v) in [(2, "b"), (3, "c")] {
         storage.flush(None).unwrap();
-        storage.apply(&[put(t, 1, v, ts)]).unwrap();
+        storage.apply(&[kv(t, 1, v, ts)]).unwrap();
     }
     storage.flush(None).unwrap();
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("c"));
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("c"));
     let (h, files) = per_read(&storage);
     assert!(files >= 1, "{files} files");
     assert_eq!((h.count, h.max()), (2, files));
-    assert_eq!(get(&storage, t, 2), None);
+    assert_eq!(kv_get(&storage, t, 2), None);
     let (h, _) = per_read(&storage);
     assert_eq!((h.count, h.min()), (3, 0));
 }

@@ -15,45 +15,16 @@ use std::sync::Arc;
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use storage::{ColumnData, RowCacheStats, Storage};
+use storage::{RowCacheStats, Storage};
 use types::mutation::Mutation;
 use uuid::Uuid;
-
-const V: u16 = 17;
-
-fn put(table: Uuid, pk: i32, value: &str, ts: i64) -> Mutation {
-    let mut m = mutation(table, pk);
-    let mut r = row(Vec::new());
-    r.marker = marker(ts);
-    r.cells.push(live_cell(V, ts, text(value)));
-    m.rows.push(r);
-    m
-}
 
 fn put_ttl(table: Uuid, pk: i32, value: &str, ts: i64, ttl: i32, expiry: i32) -> Mutation {
     let mut m = mutation(table, pk);
     let mut r = row(Vec::new());
-    r.cells.push(expiring_cell(V, ts, ttl, expiry, text(value)));
+    r.cells.push(expiring_cell(17, ts, ttl, expiry, text(value)));
     m.rows.push(r);
     m
-}
-
-fn delete(table: Uuid, pk: i32, ts: i64) -> Mutation {
-    let mut m = mutation(table, pk);
-    m.partition_deletion = Some(deletion(ts, now_secs()));
-    m
-}
-
-fn get_at(storage: &Storage, table: Uuid, pk: i32, now: i32) -> Option<String> {
-    let p = storage.read_partition(&full_read(table, pk, now)).unwrap()?;
-    match p.rows.first()?.column(V)? {
-        ColumnData::Simple(c) => Some(String::from_utf8(c.value.clone()).unwrap()),
-        _ => None,
-    }
-}
-
-fn get(storage: &Storage, table: Uuid, pk: i32) -> Option<String> {
-    get_at(storage, table, pk, now_secs())
 }
 
 fn stats(storage: &Storage) -> RowCacheStats {
@@ -64,53 +35,53 @@ fn stats(storage: &Storage) -> RowCacheStats {
 fn cached_partitions_follow_writes_deletions_ttls_and_truncate() {
     let dir = tempfile::tempdir().unwrap();
     let (storage, t) = open_kv(dir.path());
-    storage.apply(&[put(t, 1, "a", 1)]).unwrap();
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("a"));
+    storage.apply(&[kv(t, 1, "a", 1)]).unwrap();
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("a"));
     let s = stats(&storage);
     assert_eq!((s.entries, s.hits, s.requests), (1, 0, 1), "a miss fills");
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("a"));
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("a"));
     assert_eq!(stats(&storage).hits, 1, "the second read hits");
     // A miss of an absent partition is cached as empty too.
-    assert_eq!(get(&storage, t, 9), None);
-    assert_eq!(get(&storage, t, 9), None);
+    assert_eq!(kv_get(&storage, t, 9), None);
+    assert_eq!(kv_get(&storage, t, 9), None);
     assert_eq!(stats(&storage).hits, 2);
 
     // A newer write, an older one (loses by its timestamp), a deletion, a write after it.
-    storage.apply(&[put(t, 1, "b", 5)]).unwrap();
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("b"));
-    storage.apply(&[put(t, 1, "old", 2)]).unwrap();
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("b"));
-    storage.apply(&[delete(t, 1, 6)]).unwrap();
-    assert_eq!(get(&storage, t, 1), None);
-    storage.apply(&[put(t, 1, "c", 7)]).unwrap();
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("c"));
-    storage.apply(&[put(t, 9, "z", 1)]).unwrap();
-    assert_eq!(get(&storage, t, 9).as_deref(), Some("z"), "a cached empty partition is invalidated by a write");
+    storage.apply(&[kv(t, 1, "b", 5)]).unwrap();
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("b"));
+    storage.apply(&[kv(t, 1, "old", 2)]).unwrap();
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("b"));
+    storage.apply(&[kv_delete(t, 1, 6)]).unwrap();
+    assert_eq!(kv_get(&storage, t, 1), None);
+    storage.apply(&[kv(t, 1, "c", 7)]).unwrap();
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("c"));
+    storage.apply(&[kv(t, 9, "z", 1)]).unwrap();
+    assert_eq!(kv_get(&storage, t, 9).as_deref(), Some("z"), "a cached empty partition is invalidated by a write");
 
     // Flushes and compactions do not change what a cached partition reads as.
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("c"));
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("c"));
     storage.flush(None).unwrap();
     storage.compact(None).unwrap();
     let hits = stats(&storage).hits;
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("c"));
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("c"));
     assert_eq!(stats(&storage).hits, hits + 1, "still cached after a flush and a compaction");
 
     // A TTL expires at the read's own `now`, cached or not.
     let now = now_secs();
     storage.apply(&[put_ttl(t, 2, "brief", 1, 100, now + 100)]).unwrap();
-    assert_eq!(get_at(&storage, t, 2, now).as_deref(), Some("brief"));
-    assert_eq!(get_at(&storage, t, 2, now).as_deref(), Some("brief"));
-    assert_eq!(get_at(&storage, t, 2, now + 101), None, "expired while cached");
+    assert_eq!(kv_get_at(&storage, t, 2, now).as_deref(), Some("brief"));
+    assert_eq!(kv_get_at(&storage, t, 2, now).as_deref(), Some("brief"));
+    assert_eq!(kv_get_at(&storage, t, 2, now + 101), None, "expired while cached");
 
     // The raw read (digests, read repair) from the cache equals the stored one.
     let cached = storage.read_raw(&full_read(t, 1, now)).unwrap();
     assert_eq!(storage.resolve_raw(&full_read(t, 1, now), &cached).unwrap().map(|p| p.rows.len()), Some(1));
 
     storage.truncate(&t).unwrap();
-    assert_eq!(get(&storage, t, 1), None, "TRUNCATE empties the cache of its table");
-    assert_eq!(get(&storage, t, 9), None);
-    storage.apply(&[put(t, 1, "after", 8)]).unwrap();
-    assert_eq!(get(&storage, t, 1).as_deref(), Some("after"));
+    assert_eq!(kv_get(&storage, t, 1), None, "TRUNCATE empties the cache of its table");
+    assert_eq!(kv_get(&storage, t, 9), None);
+    storage.apply(&[kv(t, 1, "after", 8)]).unwrap();
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("after"));
 }
 
 #[test]
@@ -123,25 +94,25 @@ fn streamed_files_and_cleanup_invalidate_the_table() {
     a.set_schema(&ks).unwrap();
     b.set_schema(&ks).unwrap();
     for pk in 0..50 {
-        a.apply(&[put(t, pk, &format!("a{pk}"), 10)]).unwrap();
+        a.apply(&[kv(t, pk, &format!("a{pk}"), 10)]).unwrap();
     }
-    b.apply(&[put(t, 1, "b-old", 1)]).unwrap();
+    b.apply(&[kv(t, 1, "b-old", 1)]).unwrap();
     // B caches its own state of every partition: empty, or its older value of 1.
     for pk in 0..50 {
-        assert_eq!(get(&b, t, pk), (pk == 1).then(|| "b-old".to_string()));
+        assert_eq!(kv_get(&b, t, pk), (pk == 1).then(|| "b-old".to_string()));
     }
     assert_eq!(stats(&b).entries, 50);
     let files = a.export_ranges(&t, &[(5, 5)], &dirs[2].path().join("spool"), 1 << 20).unwrap();
     b.ingest_streamed(&t, &files).unwrap();
     for pk in 0..50 {
-        assert_eq!(get(&b, t, pk), Some(format!("a{pk}")), "pk {pk}: the ingested files are read, not the cache");
+        assert_eq!(kv_get(&b, t, pk), Some(format!("a{pk}")), "pk {pk}: the ingested files are read, not the cache");
     }
 
     // Cleanup keeping no range: every partition goes, cached or not.
     let keep: Vec<(i64, i64)> = Vec::new();
     b.cleanup(&t, &keep).unwrap();
     for pk in 0..50 {
-        assert_eq!(get(&b, t, pk), None, "pk {pk} after cleanup");
+        assert_eq!(kv_get(&b, t, pk), None, "pk {pk} after cleanup");
     }
 }
 
@@ -154,9 +125,9 @@ fn a_table_with_caching_disabled_or_a_cache_of_zero_bytes_keeps_nothing() {
     off_def.options.caching.insert("enabled".into(), "false".into());
     storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "on", on), off_def.clone()])]).unwrap();
     for t in [on, off] {
-        storage.apply(&[put(t, 1, "v", 1)]).unwrap();
-        assert_eq!(get(&storage, t, 1).as_deref(), Some("v"));
-        assert_eq!(get(&storage, t, 1).as_deref(), Some("v"));
+        storage.apply(&[kv(t, 1, "v", 1)]).unwrap();
+        assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("v"));
+        assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("v"));
     }
     let s = stats(&storage);
     assert_eq!((s.entries, s.hits, s.requests), (1, 1, 2), "only the table with caching on: {s:?}");
@@ -165,17 +136,17 @@ fn a_table_with_caching_disabled_or_a_cache_of_zero_bytes_keeps_nothing() {
     // Turned on by ALTER: writes made while it was off were still seen.
     off_def.options.caching.insert("enabled".into(), "true".into());
     storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "on", on), off_def])]).unwrap();
-    assert_eq!(get(&storage, off, 1).as_deref(), Some("v"));
-    storage.apply(&[put(off, 1, "w", 2)]).unwrap();
-    assert_eq!(get(&storage, off, 1).as_deref(), Some("w"));
+    assert_eq!(kv_get(&storage, off, 1).as_deref(), Some("v"));
+    storage.apply(&[kv(off, 1, "w", 2)]).unwrap();
+    assert_eq!(kv_get(&storage, off, 1).as_deref(), Some("w"));
 
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path(), periodic());
     cfg.row_cache_bytes = 0;
     let (storage, _) = open(&cfg);
     storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "on", on)])]).unwrap();
-    storage.apply(&[put(on, 1, "v", 1)]).unwrap();
-    assert_eq!(get(&storage, on, 1).as_deref(), Some("v"));
+    storage.apply(&[kv(on, 1, "v", 1)]).unwrap();
+    assert_eq!(kv_get(&storage, on, 1).as_deref(), Some("v"));
     assert_eq!(stats(&storage), RowCacheStats::default());
 }
 
@@ -199,7 +170,7 @@ fn racing_readers_never_see_a_value_older_than_a_completed_write() {
             let mut rng = StdRng::seed_from_u64(1);
             for ts in 1..=30_000u64 {
                 let pk = rng.gen_range(0..KEYS);
-                storage.apply(&[put(t, pk, &ts.to_string(), ts as i64)]).unwrap();
+                storage.apply(&[kv(t, pk, &ts.to_string(), ts as i64)]).unwrap();
                 completed[pk as usize].fetch_max(ts, Ordering::SeqCst);
                 if ts % 7500 == 0 {
                     storage.flush(None).unwrap();
@@ -216,7 +187,7 @@ fn racing_readers_never_see_a_value_older_than_a_completed_write() {
                 for _ in 0..60_000 {
                     let pk = rng.gen_range(0..KEYS);
                     let floor = completed[pk as usize].load(Ordering::SeqCst);
-                    let seen = get(&storage, t, pk).map_or(0, |v| v.parse::<u64>().unwrap());
+                    let seen = kv_get(&storage, t, pk).map_or(0, |v| v.parse::<u64>().unwrap());
                     assert!(seen >= floor, "pk {pk}: read {seen} after the write of {floor} returned");
                     let before = last.insert(pk, seen).unwrap_or(0);
                     assert!(seen >= before, "pk {pk}: read {seen} after reading {before}");

@@ -251,13 +251,25 @@ pub fn kv(table: Uuid, pk: i32, value: &str, ts: i64) -> Mutation {
 
 /// The value of `kv` partition `pk`, if live.
 pub fn kv_get(storage: &Storage, table: Uuid, pk: i32) -> Option<String> {
-    let p = storage.read_partition(&full_read(table, pk, now_secs())).expect("read_partition")?;
-    match p.rows.first()?.column(17)? {
-        ColumnData::Simple(c) => Some(String::from_utf8(c.value.clone()).expect("utf-8 value")),
-        _ => None,
-    }
+    kv_get_at(storage, table, pk, now_secs())
 }
 
 pub fn kv_schema(ks: &str, tables: &[(&str, Uuid)]) -> KeyspaceDef {
     keyspace(ks, true, tables.iter().map(|(name, id)| kv_table(ks, name, *id)).collect())
+}
+
+/// A DELETE of the `kv_table` partition `pk` at `ts`.
+pub fn kv_delete(table: Uuid, pk: i32, ts: i64) -> Mutation {
+    let mut m = mutation(table, pk);
+    m.partition_deletion = Some(deletion(ts, now_secs()));
+    m
+}
+
+/// The `kv_table` partition `pk`'s `v`, read at `now`.
+pub fn kv_get_at(storage: &Storage, table: Uuid, pk: i32, now: i32) -> Option<String> {
+    let p = storage.read_partition(&full_read(table, pk, now)).expect("read_partition")?;
+    match p.rows.first()?.column(17)? {
+        ColumnData::Simple(c) => Some(String::from_utf8(c.value.clone()).expect("utf-8")),
+        _ => None,
+    }
 }

@@ -2,7 +2,7 @@
 """bench/ab.py: A/B two or more `shoal` binaries on one node, the way the write-path changes were
 measured (ADR 0002, ADR 0003, the commit messages).
 
-    bench/ab.py BIN_A,BIN_B[,...] [ROUNDS]      (env: N=300000 rows, CLIENT=the stress binary (default: the build's),
+    bench/ab.py BIN_A,BIN_B[,...] [ROUNDS]      (BIN@CONFIG.yaml: that binary with `--config CONFIG.yaml`; env: N=300000 rows, CLIENT=the stress binary (default: the build's),
                                                  WORKLOADS=write,mixed; add `read` for reads from files,
                                                  `fixed` for tail latency at a fixed rate: RATE=19896, DURATION=20s;
                                                  WARM=1 reads every key once before the mixed run, unreported)
@@ -47,7 +47,9 @@ for r in range(rounds):
         os.makedirs("/tmp/ab", exist_ok=True)
         d = tempfile.mkdtemp(prefix="run.", dir="/tmp/ab")
         port, admin = free_port(), free_port()
-        srv = subprocess.Popen([b, "server", "--data-dir", d + "/data", "--native-port", str(port), "--admin-port", str(admin)],
+        exe, _, conf = b.partition("@")
+        srv = subprocess.Popen([exe, "server", "--data-dir", d + "/data", "--native-port", str(port), "--admin-port", str(admin)]
+                               + (["--config", conf] if conf else []),
                                stdout=open(d + "/log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
         wait_port(port)
         row = {}
@@ -70,5 +72,5 @@ for r in range(rounds):
         srv.terminate(); srv.wait(30)
         shutil.rmtree(d, ignore_errors=True)
         results[b].append(row)
-        print(os.path.basename(b), row, flush=True)
+        print(os.path.basename(exe) + (f"@{os.path.basename(conf)}" if conf else ""), row, flush=True)
 print(json.dumps(results))

@@ -31,7 +31,7 @@
 //! - Whatever changes stored data without `Storage::write` (TRUNCATE, a
 //!   dropped or altered table, streamed files ingested, cleanup) calls
 //!   `invalidate_table`, which bumps every shard's epoch too.
-//! - The entries' weights (`weight`) never sum past the capacity after an
+//! - The entries' weights (`Slot::weight`: the blob and `ENTRY_OVERHEAD`) never sum past the capacity after an
 //!   insert returns: inserting evicts (CLOCK: an entry read since the hand
 //!   last passed gets another turn) until they fit; an entry heavier than a
 //!   shard's share of the capacity is not kept.

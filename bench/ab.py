@@ -26,10 +26,13 @@ client = os.environ.get("CLIENT") or os.path.join(
     os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/shoal/target"), "release", "shoal")
 def free_port():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-def wait_port(port):
+def wait_port(port, srv):
+    """True once the server listens on `port`; False when it exited first (its port was taken meanwhile)."""
     for _ in range(300):
+        if srv.poll() is not None:
+            return False
         try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close(); return
+            socket.create_connection(("127.0.0.1", port), 0.2).close(); return True
         except OSError: time.sleep(0.1)
     raise SystemExit("no port")
 workloads = [w for w in (("write", ["write", f"n={n}"]), ("mixed", ["mixed", f"n={n//2}", "ratio(read=9,write=1)", "-pop", f"dist=uniform(1..{n})"]),
@@ -46,12 +49,18 @@ for r in range(rounds):
     for b in (bins if r % 2 == 0 else bins[::-1]):
         os.makedirs("/tmp/ab", exist_ok=True)
         d = tempfile.mkdtemp(prefix="run.", dir="/tmp/ab")
-        port, admin = free_port(), free_port()
         exe, _, conf = b.partition("@")
-        srv = subprocess.Popen([exe, "server", "--data-dir", d + "/data", "--native-port", str(port), "--admin-port", str(admin)]
-                               + (["--config", conf] if conf else []),
-                               stdout=open(d + "/log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
-        wait_port(port)
+        for attempt in range(5):
+            # A free port may be taken before the server binds it: then again, on new ports.
+            port, admin = free_port(), free_port()
+            srv = subprocess.Popen([exe, "server", "--data-dir", d + "/data", "--native-port", str(port), "--admin-port", str(admin)]
+                                   + (["--config", conf] if conf else []),
+                                   stdout=open(d + "/log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+            if wait_port(port, srv):
+                break
+            shutil.rmtree(d + "/data", ignore_errors=True)
+        else:
+            raise SystemExit("the server never started: " + d + "/log")
         row = {}
         for name, args in workloads:
             if name == "mixed" and os.environ.get("WARM") == "1":

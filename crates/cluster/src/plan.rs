@@ -300,8 +300,8 @@ impl ReadPlan {
     /// then the rest, each in ring order) and takes the first `blockFor`
     /// that count (per DC for EACH_QUORUM).
     pub fn new(view: &ClusterView, ks: &KeyspaceDef, token: i64, cl: Consistency) -> Result<ReadPlan, CoordError> {
-        let local_dc = view.local_dc().to_string();
-        let requirement = Requirement::of(&ks.replication, cl, &local_dc, false)?;
+        let local_dc = view.local_dc();
+        let requirement = Requirement::of(&ks.replication, cl, local_dc, false)?;
         let mut live: Vec<(Uuid, String)> = view
             .replicas(ks, token)
             .into_iter()
@@ -331,7 +331,10 @@ impl ReadPlan {
                 contacts.len() < requirement.block_for
             };
             if wanted {
-                *taken.entry(dc.clone()).or_default() += 1;
+                if requirement.per_dc.contains_key(&dc) {
+                    // Counted per data center only for EACH_QUORUM.
+                    *taken.entry(dc.clone()).or_default() += 1;
+                }
                 contacts.push((r, dc));
             } else {
                 others.push((r, dc));

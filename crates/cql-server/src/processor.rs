@@ -40,6 +40,14 @@ pub struct PreparedEntry {
     pub query: String,
     pub keyspace: Option<String>,
     pub statement: Statement,
+    /// What its executions plan once and share (a SELECT's selection).
+    pub plans: select::PlanCache,
+}
+
+impl PreparedEntry {
+    pub fn new(query: String, keyspace: Option<String>, statement: Statement) -> PreparedEntry {
+        PreparedEntry { query, keyspace, statement, plans: select::PlanCache::default() }
+    }
 }
 
 pub struct Processor {
@@ -166,7 +174,7 @@ impl Processor {
         let statement = cql::parse(text).map_err(|e| QueryError::Syntax(e.to_string()))?;
         trace::event(|| "Preparing statement".to_string());
         let values = self.positional(&statement, session.as_deref(), &params.values)?;
-        self.run(&statement, session, login, &values, params, group, warnings)
+        self.run(&statement, None, session, login, &values, params, group, warnings)
     }
 
     /// PREPARE: parse, check against the schema, cache, and describe the bind
@@ -183,7 +191,7 @@ impl Processor {
             }
             cache.insert(
                 id.clone(),
-                Arc::new(PreparedEntry { query: text.to_string(), keyspace: session.map(str::to_string), statement }),
+                Arc::new(PreparedEntry::new(text.to_string(), session.map(str::to_string), statement)),
             );
         }
         Ok(ResultBody::Prepared(Box::new(Prepared::new(
@@ -254,7 +262,8 @@ impl Processor {
         }
         let mut keyspace = entry.keyspace.clone().or_else(|| session.clone());
         let values = self.positional(&entry.statement, keyspace.as_deref(), &params.values)?;
-        let result = self.run(&entry.statement, &mut keyspace, login, &values, params, group, warnings)?;
+        let result =
+            self.run(&entry.statement, Some(&entry.plans), &mut keyspace, login, &values, params, group, warnings)?;
         if let ResultBody::SetKeyspace(k) = &result {
             *session = Some(k.clone());
         }
@@ -277,11 +286,7 @@ impl Processor {
                 BatchStatement::Query { query, values } => {
                     let st = cql::parse(query).map_err(|e| QueryError::Syntax(e.to_string()))?;
                     (
-                        Arc::new(PreparedEntry {
-                            query: query.clone(),
-                            keyspace: session.map(str::to_string),
-                            statement: st,
-                        }),
+                        Arc::new(PreparedEntry::new(query.clone(), session.map(str::to_string), st)),
                         session.map(str::to_string),
                         values,
                     )
@@ -622,6 +627,7 @@ impl Processor {
     fn run(
         &self,
         statement: &Statement,
+        plans: Option<&select::PlanCache>,
         session: &mut Option<String>,
         login: Option<&str>,
         values: &[BoundValue],
@@ -655,7 +661,7 @@ impl Processor {
                     skip_metadata: params.skip_metadata,
                     now_in_seconds: params.now_in_seconds,
                 };
-                select::execute(self, &schema, session.as_deref(), s, &ctx, &page)
+                select::execute(self, &schema, session.as_deref(), s, plans, &ctx, &page)
             }
             Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
                 let modification =
@@ -838,7 +844,7 @@ impl AuthTables for Processor {
         let ctx = BindCtx { values: &bound, clock: &self.clock };
         let page =
             Page { consistency: cl, page_size: None, paging_state: None, skip_metadata: false, now_in_seconds: None };
-        match select::execute(self, &schema, None, select, &ctx, &page)? {
+        match select::execute(self, &schema, None, select, None, &ctx, &page)? {
             ResultBody::Rows(rows) => {
                 rows.iter().collect::<Result<Vec<_>, _>>().map_err(|e| QueryError::Server(e.to_string()))
             }

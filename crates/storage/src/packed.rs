@@ -209,7 +209,8 @@ pub(crate) struct Unpacked<'l, C: Cursor> {
 
 impl<'l, C: Cursor> Unpacked<'l, C> {
     pub(crate) fn new(inner: C, layout: &'l Layout) -> Unpacked<'l, C> {
-        Unpacked { inner, layout, spans: Vec::new(), at: None, key: Vec::new() }
+        // Room for a typical row's cells and one cell's key, so a point read's first row grows neither.
+        Unpacked { inner, layout, spans: Vec::with_capacity(16), at: None, key: Vec::with_capacity(64) }
     }
 
     /// Loads the current stored entry; false when it is a packed row with

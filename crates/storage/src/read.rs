@@ -733,10 +733,10 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
     let mut stopped = false;
     let all = [(ClusteringBound::unbounded(), ClusteringBound::unbounded())];
     let ranges: &[(ClusteringBound, ClusteringBound)] = if read.ranges.is_empty() { &all } else { &read.ranges };
-    let ordered: Vec<&(ClusteringBound, ClusteringBound)> =
-        if read.reversed { ranges.iter().rev().collect() } else { ranges.iter().collect() };
     let rows_start = with_section(&prefix, keys::SECTION_ROWS);
-    'ranges: for (start, end) in ordered {
+    // The slices in the read's direction (no list of them is made: most reads have one).
+    let ordered = (0..ranges.len()).map(|i| if read.reversed { ranges.len() - 1 - i } else { i });
+    'ranges: for (start, end) in ordered.filter_map(|i| ranges.get(i)) {
         if rows.len() >= read.row_limit {
             stopped = true;
             break;

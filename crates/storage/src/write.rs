@@ -59,9 +59,11 @@ struct Scratch {
 }
 
 impl WriteBatch {
-    /// An empty batch, sized for a request group's writes.
+    /// An empty batch. It allocates nothing until a write is collected
+    /// into it (then room for a request group's writes at once): most
+    /// request groups of a read workload collect none.
     pub fn new() -> WriteBatch {
-        WriteBatch { arena: Vec::with_capacity(4096), ops: Vec::with_capacity(32), ..WriteBatch::default() }
+        WriteBatch::default()
     }
 
     /// True when nothing was collected.
@@ -112,6 +114,11 @@ impl Storage {
 
     /// Encodes `mutations` into `into`, all or (on an error) none of them.
     fn encode_into(&self, into: &mut WriteBatch, mutations: &[Mutation]) -> Result<(), StorageError> {
+        if into.arena.capacity() == 0 && !mutations.is_empty() {
+            // Sized for a request group's writes (`WriteBatch::new`).
+            into.arena.reserve(4096);
+            into.ops.reserve(32);
+        }
         let (arena_len, ops_len) = (into.arena.len(), into.ops.len());
         let mut durable = false;
         let WriteBatch { arena, ops, scratch: Scratch { key, value, packer }, .. } = &mut *into;

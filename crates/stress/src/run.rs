@@ -333,6 +333,10 @@ async fn connect_driver(settings: &Settings, hosts: &[String]) -> Result<Connect
         if settings.command == Command::Lwt {
             statement.set_serial_consistency(Some(serial));
         }
+        // Rows are decoded by the metadata the PREPARE returned, and the
+        // server is asked to leave it out of each result (SKIP_METADATA), as
+        // the Java driver behind cassandra-stress does for bound statements.
+        statement.set_use_cached_result_metadata(true);
         *slot = Some(statement);
     }
     let native = if settings.simple_native {

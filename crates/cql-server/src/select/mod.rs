@@ -55,6 +55,8 @@ mod group_tests;
 mod json_tests;
 mod paging;
 mod plan;
+#[cfg(test)]
+mod plan_cache_tests;
 mod reader;
 mod selection;
 #[cfg(test)]
@@ -67,7 +69,7 @@ use paging::*;
 use plan::*;
 use reader::*;
 use selection::*;
-pub use selection::{plan_selection, SelectionPlan};
+pub use selection::{plan_selection, PlanCache, SelectionPlan};
 
 /// `what` is the bind variable name, `clause` the clause as errors name it.
 fn limit_value(term: &Option<Term>, what: &str, clause: &str, ctx: &BindCtx<'_>) -> Result<Option<u32>, QueryError> {
@@ -79,17 +81,23 @@ fn limit_value(term: &Option<Term>, what: &str, clause: &str, ctx: &BindCtx<'_>)
     }
 }
 
-/// Executes a SELECT.
+/// Executes a SELECT; a prepared one takes its selection from the
+/// statement's `plans` (planned once per schema version).
 pub fn execute(
     proc: &Processor,
     schema: &Schema,
     session_keyspace: Option<&str>,
     select: &ast::Select,
+    plans: Option<&PlanCache>,
     ctx: &BindCtx<'_>,
     page: &Page<'_>,
 ) -> Result<ResultBody, QueryError> {
     let (keyspace, table) = common::resolve_table(schema, &select.table, session_keyspace)?;
-    let selection = plan_selection(table, select)?;
+    let planned = match plans {
+        Some(plans) => plans.selection(schema.version, table, select)?,
+        None => std::sync::Arc::new(plan_selection(table, select)?),
+    };
+    let selection: &SelectionPlan = &planned;
     let plan = plan_read(table, select, ctx)?;
     let group_prefix = group_by_prefix(table, select)?;
     let limit = limit_value(&select.limit, "[limit]", "LIMIT", ctx)?;
@@ -120,16 +128,8 @@ pub fn execute(
             Some(last @ SelectorExpr::FunctionCall { .. }) => Some(group_by_function(table, last)?),
             _ => None,
         };
-        let grouped = Grouped {
-            table,
-            selection: &selection,
-            plan: &plan,
-            prefix,
-            function,
-            per_partition,
-            limit,
-            values: ctx.values,
-        };
+        let grouped =
+            Grouped { table, selection, plan: &plan, prefix, function, per_partition, limit, values: ctx.values };
         let reader = Reader {
             proc,
             schema,
@@ -177,12 +177,12 @@ pub fn execute(
     }
 
     let mut metadata = selection.result_metadata(page.skip_metadata);
-    let mut out = Out::new(&selection, &proc.clock, ctx.values);
+    let mut out = Out::new(selection, &proc.clock, ctx.values);
     if aggregate {
-        write_aggregate(&selection, &rows, &mut out);
+        write_aggregate(selection, &rows, &mut out);
     } else {
         for row in &rows {
-            write_row(&selection, row, &mut out);
+            write_row(selection, row, &mut out);
         }
         if let Some(next) = next {
             metadata = metadata.with_paging_state(Some(next.encode()));

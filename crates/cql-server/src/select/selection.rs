@@ -1,6 +1,12 @@
 //! The selection of a SELECT: output columns (plain, writetime, ttl, token(),
 //! conversions, CAST, toJson(), aggregates) and their result metadata (also for
 //! PREPARE); for SELECT JSON the result is one `[json]` text column.
+//! A prepared SELECT keeps its selection in its `PlanCache`.
+//!
+//! Invariant: a kept selection is used only in the schema version and for
+//! the table it was planned for (a selection is a function of the two and
+//! the statement alone: literals become constants, time functions run per
+//! execution).
 
 use super::*;
 use crate::functions::{self, arith};
@@ -122,6 +128,50 @@ impl SelectionPlan {
         }
         let (keyspace, table) = self.specs.first().map(|s| (s.keyspace.clone(), s.table.clone())).unwrap_or_default();
         vec![ColumnSpec { keyspace, table, name: "[json]".into(), ty: CqlType::Text }]
+    }
+}
+
+/// The selection of a prepared SELECT, kept with the prepared statement so
+/// that its executions share one plan instead of each resolving its columns
+/// and building its specs again (8 % of a cached point read's server CPU).
+/// A plan is reused only for the schema version and the table it was made
+/// for: after any schema change the next execution plans it again (an
+/// ALTER TABLE ... ADD shows in `SELECT *` at once, as in Cassandra).
+#[derive(Default)]
+pub struct PlanCache {
+    selection: std::sync::Mutex<Option<CachedSelection>>,
+}
+
+struct CachedSelection {
+    version: uuid::Uuid,
+    keyspace: String,
+    table: String,
+    plan: std::sync::Arc<SelectionPlan>,
+}
+
+impl PlanCache {
+    /// `select`'s selection over `table` in schema `version`: the one kept,
+    /// or planned now (and kept; a selection that fails to plan is not).
+    pub fn selection(
+        &self,
+        version: uuid::Uuid,
+        table: &TableDef,
+        select: &ast::Select,
+    ) -> Result<std::sync::Arc<SelectionPlan>, QueryError> {
+        let mut kept = self.selection.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = kept.as_ref() {
+            if c.version == version && c.keyspace == table.keyspace && c.table == table.name {
+                return Ok(std::sync::Arc::clone(&c.plan));
+            }
+        }
+        let plan = std::sync::Arc::new(plan_selection(table, select)?);
+        *kept = Some(CachedSelection {
+            version,
+            keyspace: table.keyspace.clone(),
+            table: table.name.clone(),
+            plan: std::sync::Arc::clone(&plan),
+        });
+        Ok(plan)
     }
 }
 

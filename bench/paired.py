@@ -2,14 +2,15 @@
 """bench/paired.py: a paired A/B of two `shoal` binaries, both serving at once, for a machine too noisy
 for `bench/ab.py`'s one-after-another rounds (a shared VM's steal time moves a run's CPU-us/op by 20 %).
 
-    bench/paired.py BIN_A BIN_B [ROUNDS]      (env: WORKLOAD=mixed|read|write (default mixed), N=300000 rows,
+    bench/paired.py BIN_A BIN_B [ROUNDS]      (env: WORKLOAD=mixed|read|write (default mixed), RATIO=read=9,write=1
+                                                (mixed's), N=300000 rows,
                                                 RATE=15000 op/s per server, DURATION=40s, CLIENT=the stress binary
                                                 (default: the build's))
 
 Both servers start at once (A on 127.0.0.1, B on 127.0.0.2, their data in temp dirs under /tmp/ab), each
 gets `shoal stress write n=N` and then every key read once (so the row cache is warm), one after the
 other. Then each round runs the same fixed-rate workload against both at the same time, for the same
-window: `mixed` is `ratio(read=9,write=1) -pop dist=uniform(1..N)`, `read` uniform reads, `write`
+window: `mixed` is `ratio(RATIO) -pop dist=uniform(1..N)`, `read` uniform reads, `write`
 uniform overwrites, each `-rate fixed=RATE/s threads=64` with `--server-pid`. Whatever the host does to
 the machine in a window, it does to both servers: compare their server CPU-us/op round by round (the
 ratio B/A is printed per round, and its median). A fixed rate well under the maximum keeps both
@@ -28,7 +29,7 @@ duration = os.environ.get("DURATION", "40s")
 client = os.environ.get("CLIENT") or os.path.join(
     os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/shoal/target"), "release", "shoal")
 args = {
-    "mixed": ["mixed", f"duration={duration}", "ratio(read=9,write=1)", "-pop", f"dist=uniform(1..{n})"],
+    "mixed": ["mixed", f"duration={duration}", f"ratio({os.environ.get('RATIO', 'read=9,write=1')})", "-pop", f"dist=uniform(1..{n})"],
     "read": ["read", f"duration={duration}", "-pop", f"dist=uniform(1..{n})"],
     "write": ["write", f"duration={duration}", "-pop", f"dist=uniform(1..{n})"],
 }[workload]

@@ -16,12 +16,17 @@
 //!
 //! Invariants:
 //! - No read returns an entry older than a write that completed before the
-//!   read began. A write invalidates its partition *after* its memtable
-//!   insert (`Storage::write`): it bumps its shard's epoch and removes the
-//!   entry, under the shard's lock. A miss takes the shard's epoch with its
+//!   read began. A write reaches its partition's entry *after* its memtable
+//!   insert (`Storage::write`), under the shard's lock: it bumps the shard's
+//!   epoch and either merges its operand into the entry (`update`: the
+//!   entry was read since its last write; the merge is the one reads and
+//!   RocksDB use, so the entry is then what a read of storage returns) or
+//!   removes it (`invalidate`). A miss takes the shard's epoch with its
 //!   lookup and fills only if the epoch is unchanged when it returns, under
 //!   the same lock: a write that raced with the miss's read of storage
-//!   bumped the epoch, so the possibly stale read is not kept.
+//!   bumped the epoch, so the possibly stale read is not kept. A write the
+//!   entry already held (inserted before the fill's read, merged after) is
+//!   merged twice, harmlessly: merging is idempotent.
 //! - Writes skip the lock while no miss has ever been taken (`armed`): a
 //!   miss arms the cache (a store, then a `SeqCst` fence) before its read of
 //!   storage, and a write looks (a `SeqCst` fence, then a load) after its
@@ -43,6 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::engine::lock;
+use crate::memtable::merge_values;
 use crate::read::{Pairs, StoredEntry};
 
 /// Shards, each with its own lock, epoch and share of the capacity.
@@ -200,6 +206,11 @@ struct Slot {
     seq: u64,
     /// Read since the hand last passed it.
     visited: bool,
+    /// Read since it was last brought up to a write (or filled, by a read):
+    /// a write merges into it only then, and forgets it otherwise, so a
+    /// partition written again and again without reads costs its writes no
+    /// merge.
+    read_since_write: bool,
 }
 
 impl RowCache {
@@ -255,6 +266,7 @@ impl RowCache {
             let key = Cached::key_of(&slot.blob, slot.key_len as usize);
             if key.get(..8) == Some(&table.to_be_bytes()[..]) && key.get(8..) == Some(prefix) {
                 slot.visited = true;
+                slot.read_since_write = true;
                 let (blob, key_len) = (Arc::clone(&slot.blob), slot.key_len as usize);
                 s.hits += 1;
                 drop(s);
@@ -288,7 +300,8 @@ impl RowCache {
         }
         let seq = s.next_seq;
         s.next_seq += 1;
-        let slot = Slot { blob, key_len: key_len as u32, weight: weight as u32, seq, visited: false };
+        let slot =
+            Slot { blob, key_len: key_len as u32, weight: weight as u32, seq, visited: false, read_since_write: true };
         let replaced = s.map.insert(ticket.hash, slot);
         s.bytes += weight;
         s.queue.push_back((ticket.hash, seq));
@@ -314,6 +327,61 @@ impl RowCache {
             s.bytes -= old.weight as usize;
             s.compact_queue();
         }
+    }
+
+    /// Brings a cached partition up to a write of its entry `key` (one of
+    /// the two a point read looks up: the partition's deletion or its row,
+    /// `keys::SECTION_PARTITION_DELETION` / `SECTION_ROWS` after `prefix`):
+    /// the entry becomes the merge of what was cached and `operand`, by the
+    /// function reads and RocksDB merge with (`memtable::merge_values`), so
+    /// it is what a read of storage would now return, and the next read of
+    /// the partition is a hit. Called by every write of such an entry after
+    /// its memtable insert, in place of `invalidate`; like it, it bumps the
+    /// shard's epoch (a fill racing with the write is not kept). A partition
+    /// not read since its last write is forgotten instead (`invalidate`'s
+    /// cost, not a merge's, for partitions written more than read). Merging is
+    /// idempotent, so a write the cached entries already held (its insert
+    /// came before the fill's read) is merged again harmlessly.
+    pub(crate) fn update(&self, table: u64, prefix: &[u8], key: &[u8], operand: &[u8]) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if !self.armed.load(Ordering::SeqCst) {
+            return;
+        }
+        let hash = self.hash(table, prefix);
+        let mut s = lock(self.shard(hash));
+        s.epoch += 1;
+        let Some(slot) = s.map.get(&hash) else { return };
+        let key_len = slot.key_len as usize;
+        let cached = Cached::decode(Arc::clone(&slot.blob), key_len);
+        let ours = slot.read_since_write && {
+            let k = Cached::key_of(&cached.blob, key_len);
+            k.get(..8) == Some(&table.to_be_bytes()[..]) && k.get(8..) == Some(prefix)
+        };
+        let merged = ours.then(|| merge_into(&cached, key, operand)).flatten();
+        let Some(entries) = merged.filter(|e| e.len() <= MAX_ENTRIES) else {
+            // Not read since its last write, another key of the same hash, or a merge that gave nothing: forget it.
+            if let Some(old) = s.map.remove(&hash) {
+                s.bytes -= old.weight as usize;
+                s.compact_queue();
+            }
+            return;
+        };
+        let blob = Cached::encode(Cached::key_of(&cached.blob, key_len), &entries);
+        let weight = blob.len() + ENTRY_OVERHEAD;
+        let Some(slot) = s.map.get_mut(&hash) else { return };
+        let old_weight = slot.weight as usize;
+        slot.blob = blob;
+        slot.weight = weight as u32;
+        slot.read_since_write = false;
+        s.bytes = s.bytes - old_weight + weight;
+        if weight > self.shard_capacity {
+            if let Some(old) = s.map.remove(&hash) {
+                s.bytes -= old.weight as usize;
+                s.compact_queue();
+            }
+            return;
+        }
+        s.evict(self.shard_capacity);
     }
 
     /// Forgets every partition of the table whose cache id is `table`
@@ -350,6 +418,30 @@ impl RowCache {
         }
         out
     }
+}
+
+/// `cached`'s pairs with `operand` merged into the pair of `key` (added, in
+/// key order, when there is none); `None` when the merge gives nothing.
+fn merge_into(cached: &Cached, key: &[u8], operand: &[u8]) -> Option<Vec<StoredEntry>> {
+    let mut out: Vec<StoredEntry> = Vec::with_capacity(cached.count + 1);
+    let mut merged = false;
+    for i in 0..cached.count {
+        let (k, v) = (cached.key_at(i), cached.value_at(i));
+        if !merged && k > key {
+            out.push((key.to_vec(), merge_values(key, None, std::iter::once(operand))?));
+            merged = true;
+        }
+        if k == key {
+            out.push((k.to_vec(), merge_values(k, Some(v), std::iter::once(operand))?));
+            merged = true;
+        } else {
+            out.push((k.to_vec(), v.to_vec()));
+        }
+    }
+    if !merged {
+        out.push((key.to_vec(), merge_values(key, None, std::iter::once(operand))?));
+    }
+    Some(out)
 }
 
 impl Shard {

@@ -184,8 +184,8 @@ impl Storage {
     ///
     /// Order (see `commitlog`'s and `memtable`'s invariants): reserve a log
     /// seq, append the log record, sync as the mode says, and only then
-    /// merge into the memtables (where reads see the write), forget the
-    /// partitions written from the row cache, and release the seq; then (with `mark`) count the writes in their ranges' generations
+    /// merge into the memtables (where reads see the write), bring the
+    /// partitions written in the row cache up to them, and release the seq; then (with `mark`) count the writes in their ranges' generations
     /// (`unrepaired`). A write whose log append or sync failed never reaches
     /// a memtable. An unknown table fails the write before anything is made.
     pub(crate) fn write<'a>(
@@ -245,8 +245,9 @@ impl Storage {
         Ok(())
     }
 
-    /// Forgets the cached partitions (`row_cache`) the operands of `runs`
-    /// wrote: after their memtable insert, before the write is acknowledged.
+    /// Brings the cached partitions (`row_cache`) the operands of `runs`
+    /// wrote up to them (or forgets them): after their memtable insert,
+    /// before the write is acknowledged.
     fn invalidate_cached<'a>(
         &self,
         runs: &[(Arc<TableStore>, usize)],
@@ -262,9 +263,15 @@ impl Storage {
                 run.for_each(drop);
                 continue;
             }
-            for (_, key, _) in run {
-                if let Some((_, _, rest)) = keys::split_partition(key) {
-                    self.row_cache.invalidate(store.cache_id, &key[..key.len() - rest.len()]);
+            for (_, key, operand) in run {
+                let Some((_, _, rest)) = keys::split_partition(key) else { continue };
+                let prefix = &key[..key.len() - rest.len()];
+                match rest {
+                    // The two entries a point read looks up: merged into the cached partition.
+                    [keys::SECTION_PARTITION_DELETION] | [keys::SECTION_ROWS] => {
+                        self.row_cache.update(store.cache_id, prefix, key, operand)
+                    }
+                    _ => self.row_cache.invalidate(store.cache_id, prefix),
                 }
             }
         }

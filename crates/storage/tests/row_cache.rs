@@ -84,6 +84,88 @@ fn cached_partitions_follow_writes_deletions_ttls_and_truncate() {
     assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("after"));
 }
 
+/// Writes bring a cached partition up to date instead of forgetting it: the
+/// same seeded writes (overwrites with older and newer timestamps, TTLs,
+/// partition deletions, several rows in one batch) and flushes go to a node
+/// with the cache and to one without; after each step every partition's raw
+/// entries are byte for byte the cache-less node's, and a read right after
+/// a write is a hit. Then both compact: compaction drops shadowed cells from
+/// the files but not from the cache, so from there the two agree on what the
+/// entries resolve to (what reads return), not on their bytes.
+#[test]
+fn writes_keep_cached_partitions_current_byte_for_byte() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let t = Uuid::new_v4();
+    let open_with = |dir: &std::path::Path, row_cache_bytes: usize| {
+        let mut cfg = config(dir, periodic());
+        cfg.row_cache_bytes = row_cache_bytes;
+        let (storage, _) = open(&cfg);
+        storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+        storage
+    };
+    let (cached, plain) = (open_with(dirs[0].path(), 8 << 20), open_with(dirs[1].path(), 0));
+    let now = now_secs();
+    let mut rng = StdRng::seed_from_u64(20261202);
+    for pk in 0..8 {
+        assert_eq!(kv_get(&cached, t, pk), None, "every partition read once: cached (empty)");
+    }
+    for step in 0..400 {
+        let pk = rng.gen_range(0..8);
+        let ts = rng.gen_range(1..200);
+        let batch: Vec<Mutation> = match rng.gen_range(0..10) {
+            0 => vec![kv_delete(t, pk, ts)],
+            1 => vec![put_ttl(t, pk, &format!("ttl{step}"), ts, 50, now + 50)],
+            2 => vec![kv(t, pk, &format!("a{step}"), ts), kv(t, (pk + 1) % 8, &format!("b{step}"), ts)],
+            3 if step % 7 == 0 => {
+                cached.flush(None).unwrap();
+                plain.flush(None).unwrap();
+                continue;
+            }
+            _ => vec![kv(t, pk, &format!("v{step}"), ts)],
+        };
+        cached.apply(&batch).unwrap();
+        plain.apply(&batch).unwrap();
+        let hits = stats(&cached).hits;
+        assert_eq!(kv_get(&cached, t, pk), kv_get(&plain, t, pk), "step {step} pk {pk}");
+        assert_eq!(stats(&cached).hits, hits + 1, "step {step}: the partition written is still cached");
+        for pk in 0..8 {
+            let read = full_read(t, pk, now);
+            assert_eq!(cached.read_raw(&read).unwrap(), plain.read_raw(&read).unwrap(), "step {step} pk {pk}");
+        }
+    }
+    cached.compact(None).unwrap();
+    plain.compact(None).unwrap();
+    for pk in 0..8 {
+        let read = full_read(t, pk, now);
+        let resolved = |s: &Storage| s.resolve_raw(&read, &s.read_raw(&read).unwrap()).unwrap();
+        assert_eq!(resolved(&cached), resolved(&plain), "after compaction, pk {pk}");
+        assert_eq!(cached.read_partition(&read).unwrap(), plain.read_partition(&read).unwrap(), "pk {pk}");
+    }
+}
+
+/// A write merges into a cached partition read since its last write, and
+/// forgets one that was not: a partition written twice in a row costs its
+/// second write no merge, and is read from storage next.
+#[test]
+fn a_partition_written_twice_without_a_read_between_is_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    let (storage, t) = open_kv(dir.path());
+    storage.apply(&[kv(t, 1, "a", 1)]).unwrap();
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("a"));
+    storage.apply(&[kv(t, 1, "b", 2)]).unwrap();
+    assert_eq!(stats(&storage).entries, 1, "kept, brought up to the write");
+    let hits = stats(&storage).hits;
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("b"));
+    assert_eq!(stats(&storage).hits, hits + 1, "a hit after the write");
+    storage.apply(&[kv(t, 1, "c", 3)]).unwrap();
+    storage.apply(&[kv(t, 1, "d", 4)]).unwrap();
+    assert_eq!(stats(&storage).entries, 0, "the second write in a row forgets it");
+    let hits = stats(&storage).hits;
+    assert_eq!(kv_get(&storage, t, 1).as_deref(), Some("d"));
+    assert_eq!(stats(&storage).hits, hits, "read from storage, and cached again");
+    assert_eq!(stats(&storage).entries, 1);
+}
+
 #[test]
 fn streamed_files_and_cleanup_invalidate_the_table() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();

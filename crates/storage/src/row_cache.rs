@@ -315,18 +315,25 @@ impl RowCache {
     /// Forgets the partition whose key prefix is `prefix`: called by every
     /// write, after its memtable insert.
     pub(crate) fn invalidate(&self, table: u64, prefix: &[u8]) {
+        if let Some((hash, mut s)) = self.written(table, prefix) {
+            // Whatever key holds the slot (another key of the same hash goes too: a cache may drop anything).
+            s.forget(hash);
+        }
+    }
+
+    /// What a write of the partition `prefix` does first (see the module's
+    /// invariants): nothing while the cache is not armed; else it locks the
+    /// partition's shard and bumps its epoch, and gives back the hash and
+    /// the locked shard.
+    fn written(&self, table: u64, prefix: &[u8]) -> Option<(u64, std::sync::MutexGuard<'_, Shard>)> {
         std::sync::atomic::fence(Ordering::SeqCst);
         if !self.armed.load(Ordering::SeqCst) {
-            return;
+            return None;
         }
         let hash = self.hash(table, prefix);
         let mut s = lock(self.shard(hash));
         s.epoch += 1;
-        // Whatever key holds the slot (another key of the same hash goes too: a cache may drop anything).
-        if let Some(old) = s.map.remove(&hash) {
-            s.bytes -= old.weight as usize;
-            s.compact_queue();
-        }
+        Some((hash, s))
     }
 
     /// Brings a cached partition up to a write of its entry `key` (one of
@@ -343,13 +350,7 @@ impl RowCache {
     /// idempotent, so a write the cached entries already held (its insert
     /// came before the fill's read) is merged again harmlessly.
     pub(crate) fn update(&self, table: u64, prefix: &[u8], key: &[u8], operand: &[u8]) {
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if !self.armed.load(Ordering::SeqCst) {
-            return;
-        }
-        let hash = self.hash(table, prefix);
-        let mut s = lock(self.shard(hash));
-        s.epoch += 1;
+        let Some((hash, mut s)) = self.written(table, prefix) else { return };
         let Some(slot) = s.map.get(&hash) else { return };
         let key_len = slot.key_len as usize;
         let cached = Cached::decode(Arc::clone(&slot.blob), key_len);
@@ -360,10 +361,7 @@ impl RowCache {
         let merged = ours.then(|| merge_into(&cached, key, operand)).flatten();
         let Some(entries) = merged.filter(|e| e.len() <= MAX_ENTRIES) else {
             // Not read since its last write, another key of the same hash, or a merge that gave nothing: forget it.
-            if let Some(old) = s.map.remove(&hash) {
-                s.bytes -= old.weight as usize;
-                s.compact_queue();
-            }
+            s.forget(hash);
             return;
         };
         let blob = Cached::encode(Cached::key_of(&cached.blob, key_len), &entries);
@@ -375,10 +373,7 @@ impl RowCache {
         slot.read_since_write = false;
         s.bytes = s.bytes - old_weight + weight;
         if weight > self.shard_capacity {
-            if let Some(old) = s.map.remove(&hash) {
-                s.bytes -= old.weight as usize;
-                s.compact_queue();
-            }
+            s.forget(hash);
             return;
         }
         s.evict(self.shard_capacity);
@@ -445,6 +440,14 @@ fn merge_into(cached: &Cached, key: &[u8], operand: &[u8]) -> Option<Vec<StoredE
 }
 
 impl Shard {
+    /// Removes the entry of `hash`, if any.
+    fn forget(&mut self, hash: u64) {
+        if let Some(old) = self.map.remove(&hash) {
+            self.bytes -= old.weight as usize;
+            self.compact_queue();
+        }
+    }
+
     /// Evicts until the entries fit in `capacity`: the hand takes the oldest
     /// item; an entry read since its last turn gets another, others go.
     fn evict(&mut self, capacity: usize) {

@@ -115,17 +115,16 @@ pub(super) fn plan_read(table: &TableDef, select: &ast::Select, ctx: &BindCtx<'_
             _ => None,
         }
     };
-    let pk_eq: std::collections::HashSet<&str> = select
-        .where_clause
-        .iter()
-        .filter(|r| matches!(r.op, Operator::Eq | Operator::In))
-        .filter_map(|r| match &r.lhs {
-            RelationLhs::Column(n) => {
-                table.column(n).filter(|c| c.kind == ColumnKind::PartitionKey).map(|c| c.name.as_str())
+    // The partition key columns restricted by = or IN, each once (a few: a list, not a set).
+    let mut pk_eq: Vec<&str> = Vec::with_capacity(pk_len);
+    for r in select.where_clause.iter().filter(|r| matches!(r.op, Operator::Eq | Operator::In)) {
+        let RelationLhs::Column(n) = &r.lhs else { continue };
+        if let Some(c) = table.column(n).filter(|c| c.kind == ColumnKind::PartitionKey) {
+            if !pk_eq.contains(&c.name.as_str()) {
+                pk_eq.push(c.name.as_str());
             }
-            _ => None,
-        })
-        .collect();
+        }
+    }
     let pk_full = pk_eq.len() == pk_len;
     let on_pk = |r: &ast::Relation| match &r.lhs {
         RelationLhs::Column(n) => {

@@ -213,6 +213,15 @@ struct Slot {
     read_since_write: bool,
 }
 
+impl Slot {
+    /// Whether this slot holds the partition `prefix` of table `table` (and
+    /// not another key of the same hash).
+    fn holds(&self, table: u64, prefix: &[u8]) -> bool {
+        let key = Cached::key_of(&self.blob, self.key_len as usize);
+        key.get(..8) == Some(&table.to_be_bytes()[..]) && key.get(8..) == Some(prefix)
+    }
+}
+
 impl RowCache {
     /// A cache holding at most `capacity` bytes (0: none).
     pub(crate) fn new(capacity: usize) -> RowCache {
@@ -263,8 +272,7 @@ impl RowCache {
         let mut s = lock(self.shard(hash));
         s.requests += 1;
         if let Some(slot) = s.map.get_mut(&hash) {
-            let key = Cached::key_of(&slot.blob, slot.key_len as usize);
-            if key.get(..8) == Some(&table.to_be_bytes()[..]) && key.get(8..) == Some(prefix) {
+            if slot.holds(table, prefix) {
                 slot.visited = true;
                 slot.read_since_write = true;
                 let (blob, key_len) = (Arc::clone(&slot.blob), slot.key_len as usize);
@@ -353,13 +361,10 @@ impl RowCache {
         let Some((hash, mut s)) = self.written(table, prefix) else { return };
         let Some(slot) = s.map.get(&hash) else { return };
         let key_len = slot.key_len as usize;
-        let cached = Cached::decode(Arc::clone(&slot.blob), key_len);
-        let ours = slot.read_since_write && {
-            let k = Cached::key_of(&cached.blob, key_len);
-            k.get(..8) == Some(&table.to_be_bytes()[..]) && k.get(8..) == Some(prefix)
-        };
-        let merged = ours.then(|| merge_into(&cached, key, operand)).flatten();
-        let Some(entries) = merged.filter(|e| e.len() <= MAX_ENTRIES) else {
+        let cached = (slot.read_since_write && slot.holds(table, prefix))
+            .then(|| Cached::decode(Arc::clone(&slot.blob), key_len));
+        let merged = cached.as_ref().and_then(|c| merge_into(c, key, operand));
+        let (Some(cached), Some(entries)) = (cached, merged.filter(|e| e.len() <= MAX_ENTRIES)) else {
             // Not read since its last write, another key of the same hash, or a merge that gave nothing: forget it.
             s.forget(hash);
             return;

@@ -226,7 +226,7 @@ impl Storage {
                 let micros = start.elapsed().as_micros() as u64 / *n as u64;
                 store.metrics.write_latency.record_n(micros, *n as u64);
             }
-            self.invalidate_cached(&runs, ops.clone());
+            self.update_cached(&runs, ops.clone());
         }
         drop(reservation);
         if mark {
@@ -248,7 +248,7 @@ impl Storage {
     /// Brings the cached partitions (`row_cache`) the operands of `runs`
     /// wrote up to them (or forgets them): after their memtable insert,
     /// before the write is acknowledged.
-    fn invalidate_cached<'a>(
+    fn update_cached<'a>(
         &self,
         runs: &[(Arc<TableStore>, usize)],
         mut ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])>,

@@ -59,9 +59,7 @@ fn open_kv(dir: &Path, table: Uuid, memtable_bytes: usize) -> Storage {
     let mut cfg = config(dir, CommitlogSync::Batch);
     cfg.memtable_bytes = memtable_bytes;
     cfg.memtable_space = 8 * memtable_bytes;
-    let (storage, _) = open(&cfg);
-    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", table)])]).unwrap();
-    storage
+    open_kv_as(&cfg, table)
 }
 
 #[test]

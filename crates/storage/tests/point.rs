@@ -67,9 +67,8 @@ fn a_read_counts_the_sstables_it_goes_through() {
     // Without the row cache: writes keep a cached partition current, so its reads would go through no file.
     let mut cfg = config(dir.path(), periodic());
     cfg.row_cache_bytes = 0;
-    let (storage, _) = open(&cfg);
     let t = uuid::Uuid::new_v4();
-    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+    let storage = open_kv_as(&cfg, t);
     let per_read = |storage: &Storage| {
         let sample = storage.table_samples().into_iter().find(|s| s.table == "kv").unwrap();
         (sample.metrics.sstables_per_read.snapshot(), sample.live_sstables)

@@ -99,9 +99,7 @@ fn writes_keep_cached_partitions_current_byte_for_byte() {
     let open_with = |dir: &std::path::Path, row_cache_bytes: usize| {
         let mut cfg = config(dir, periodic());
         cfg.row_cache_bytes = row_cache_bytes;
-        let (storage, _) = open(&cfg);
-        storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
-        storage
+        open_kv_as(&cfg, t)
     };
     let (cached, plain) = (open_with(dirs[0].path(), 8 << 20), open_with(dirs[1].path(), 0));
     let now = now_secs();

@@ -38,10 +38,15 @@ pub fn open(cfg: &StorageConfig) -> (Storage, Vec<KeyspaceDef>) {
 
 /// A storage under `dir` (`config`, commit log `periodic`) holding one table, `ks.kv` (`kv_table`); its id.
 pub fn open_kv(dir: &Path) -> (Storage, Uuid) {
-    let (storage, _) = open(&config(dir, periodic()));
     let t = Uuid::new_v4();
+    (open_kv_as(&config(dir, periodic()), t), t)
+}
+
+/// A storage opened with `cfg` holding one table, `ks.kv` (`kv_table`), whose id is `t`.
+pub fn open_kv_as(cfg: &StorageConfig, t: Uuid) -> Storage {
+    let (storage, _) = open(cfg);
     storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).expect("set_schema");
-    (storage, t)
+    storage
 }
 
 /// A storage under `dir` with small memtables (64 KiB: flushes happen under test) and `keyspaces` as schema.

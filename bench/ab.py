@@ -18,23 +18,15 @@ stalls of the write path show as p99.9 and max: a run's op/s, CPU-us/op, p99, p9
 and prints (op/s, server CPU-us/op, p99 ms) per workload, then all rounds as JSON. Compare binaries within one
 invocation only: the machine is shared and noisy.
 """
-import json, os, shutil, socket, subprocess, sys, tempfile, time
+import json, os, shutil, subprocess, sys, tempfile
+
+from shoal_bench.util import start_shoal
+
 bins = sys.argv[1].split(",")
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
 n = int(os.environ.get("N", "300000"))
 client = os.environ.get("CLIENT") or os.path.join(
     os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/shoal/target"), "release", "shoal")
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-def wait_port(port, srv):
-    """True once the server listens on `port`; False when it exited first (its port was taken meanwhile)."""
-    for _ in range(300):
-        if srv.poll() is not None:
-            return False
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close(); return True
-        except OSError: time.sleep(0.1)
-    raise SystemExit("no port")
 workloads = [w for w in (("write", ["write", f"n={n}"]), ("mixed", ["mixed", f"n={n//2}", "ratio(read=9,write=1)", "-pop", f"dist=uniform(1..{n})"]),
                          ("read", ["read", f"n={n//2}", "-pop", f"dist=uniform(1..{n})"]))
              if w[0] in os.environ.get("WORKLOADS", "write,mixed").split(",")]
@@ -50,17 +42,7 @@ for r in range(rounds):
         os.makedirs("/tmp/ab", exist_ok=True)
         d = tempfile.mkdtemp(prefix="run.", dir="/tmp/ab")
         exe, _, conf = b.partition("@")
-        for attempt in range(5):
-            # A free port may be taken before the server binds it: then again, on new ports.
-            port, admin = free_port(), free_port()
-            srv = subprocess.Popen([exe, "server", "--data-dir", d + "/data", "--native-port", str(port), "--admin-port", str(admin)]
-                                   + (["--config", conf] if conf else []),
-                                   stdout=open(d + "/log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
-            if wait_port(port, srv):
-                break
-            shutil.rmtree(d + "/data", ignore_errors=True)
-        else:
-            raise SystemExit("the server never started: " + d + "/log")
+        srv, port, admin = start_shoal(exe, d + "/data", d + "/log", extra=["--config", conf] if conf else [])
         row = {}
         for name, args in workloads:
             if name == "mixed" and os.environ.get("WARM") == "1":

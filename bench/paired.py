@@ -16,9 +16,12 @@ the machine in a window, it does to both servers: compare their server CPU-us/op
 ratio B/A is printed per round, and its median). A fixed rate well under the maximum keeps both
 servers equally loaded; their per-op cost is higher than at saturation (less batching), so report the
 ratio, not the absolute figures. Swap A and B in a second run to check that the two slots are equal.
-Prints one line per round, then the rounds as JSON.
+Prints one line per round, then the rounds as JSON (each round's slots A and B: op/s, server CPU-us/op, p99
+ms, and errors plus missing and mismatched rows).
 """
-import json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
+import json, os, shutil, statistics, subprocess, sys, tempfile
+
+from shoal_bench.util import start_shoal
 
 a, b = sys.argv[1], sys.argv[2]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
@@ -35,32 +38,6 @@ args = {
 }[workload]
 
 
-def free_port(host):
-    s = socket.socket(); s.bind((host, 0)); p = s.getsockname()[1]; s.close(); return p
-
-
-def start(exe, host, d):
-    """A server on `host` with its data in `d`, once it listens (new ports if one was taken meanwhile)."""
-    for _ in range(5):
-        port, admin = free_port(host), free_port(host)
-        srv = subprocess.Popen([exe, "server", "--data-dir", d + "/data", "--listen-address", host,
-                                "--native-port", str(port), "--admin-port", str(admin)],
-                               stdout=open(d + "/log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
-        for _ in range(300):
-            if srv.poll() is not None:
-                break
-            try:
-                socket.create_connection((host, port), 0.2).close()
-                return srv, port
-            except OSError:
-                time.sleep(0.1)
-        if srv.poll() is None:
-            srv.kill()
-            raise SystemExit(f"{exe} did not listen on {host}:{port}: {d}/log")
-        shutil.rmtree(d + "/data", ignore_errors=True)
-    raise SystemExit(f"{exe} never started: {d}/log")
-
-
 def stress(host, port, extra, out=None):
     return subprocess.Popen([client, "stress", *extra, "-node", host, "-port", f"native={port}"],
                             stdout=out or subprocess.DEVNULL, stderr=subprocess.STDOUT)
@@ -71,7 +48,7 @@ servers = []
 try:
     for exe, host in ((a, "127.0.0.1"), (b, "127.0.0.2")):
         d = tempfile.mkdtemp(prefix="paired.", dir="/tmp/ab")
-        srv, port = start(exe, host, d)
+        srv, port, _ = start_shoal(exe, d + "/data", d + "/log", host=host)
         servers.append((exe, host, port, srv, d))
     for _, host, port, _, _ in servers:
         for load in (["write", f"n={n}", "-rate", "threads=64"], ["read", f"n={n}", "-pop", f"seq=1..{n}", "-rate", "threads=64"]):
@@ -84,18 +61,19 @@ try:
             j = f"{d}/round{r}.json"
             extra = [*args, "-rate", f"fixed={rate}/s", "threads=64", "--server-pid", str(srv.pid), "--json", j]
             runs.append((exe, j, stress(host, port, extra, open(f"{d}/round{r}.log", "w"))))
+        # By slot, not by binary: an A/A run (one binary in both slots) checks the slots are equal.
         row = {}
-        for exe, j, p in runs:
+        for slot, (exe, j, p) in zip("AB", runs):
             if p.wait() != 0:
                 raise SystemExit(f"round {r} against {exe} failed: {j[:-5]}.log")
             sm = json.load(open(j))["summary"]
-            row[exe] = (round(sm["op_rate"]), round(sm["server_cpu_us_per_op"], 2), sm["latency"]["p99_ms"],
-                        sm["errors"] + sm["missing"] + sm["mismatched"])
-        ra, rb = row[a][1], row[b][1]
+            row[slot] = (round(sm["op_rate"]), round(sm["server_cpu_us_per_op"], 2), sm["latency"]["p99_ms"],
+                         sm["errors"] + sm["missing"] + sm["mismatched"])
+        ra, rb = row["A"][1], row["B"][1]
         row["ratio"] = round(rb / ra, 3) if ra else None
         results.append(row)
-        print(f"{workload} round {r}: A {row[a][0]} op/s {ra} us/op p99 {row[a][2]} ms | "
-              f"B {row[b][0]} op/s {rb} us/op p99 {row[b][2]} ms | B/A {row['ratio']}", flush=True)
+        print(f"{workload} round {r}: A {row['A'][0]} op/s {ra} us/op p99 {row['A'][2]} ms | "
+              f"B {row['B'][0]} op/s {rb} us/op p99 {row['B'][2]} ms | B/A {row['ratio']}", flush=True)
     ratios = [r["ratio"] for r in results if r["ratio"]]
     print(f"median B/A server CPU-us/op: {statistics.median(ratios):.3f} over {len(ratios)} rounds", flush=True)
     print(json.dumps({"a": a, "b": b, "workload": workload, "rate": rate, "n": n, "rounds": results}))

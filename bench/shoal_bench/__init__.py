@@ -2,7 +2,8 @@
 
 `bench/compare` is its entry point; `cli` holds the command line and its --help text. The modules:
 
-  util         paths and environment (ROOT, SHOAL_BIN, CASS_REF, ...), log, sh, Fail, ports, shown()
+  util         paths and environment (ROOT, SHOAL_BIN, CASS_REF, ...), log, sh, Fail, ports, shown(),
+               start_shoal (one local node on free ports: bench/ab.py and bench/paired.py)
   proc         /proc readers: machine ticks, CPU and memory probes, peak RSS, thread CPU, the Sampler
   servers      Shoal and Cassandra nodes and clusters; the registry of running servers and stop_all
   compare      the comparison: Bench, its runs, tables, issue-5 targets, the max-rate phase, RESULTS.md

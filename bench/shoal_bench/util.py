@@ -4,6 +4,7 @@ with a time bound (`sh`), the expected-failure exception (`Fail`), and TCP port 
 
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import time
@@ -74,9 +75,9 @@ def port_open(host, port):
         return False
 
 
-def free_port():
+def free_port(host="127.0.0.1"):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -89,6 +90,27 @@ def wait_port(host, port, seconds, proc=None, what="server"):
             return
         time.sleep(0.25)
     raise Fail(f"{what}: nothing listens on {host}:{port} after {seconds}s")
+
+
+def start_shoal(exe, data_dir, log_path, host="127.0.0.1", extra=(), tries=5, seconds=30):
+    """`exe server` on `host` with its data in `data_dir` and free native and admin ports, once it
+    listens: (process, native port, admin port). A free port may be taken before the server binds it;
+    a server that exits before listening is started again on new ports (its data dir emptied), up to
+    `tries` times."""
+    for _ in range(tries):
+        port, admin = free_port(host), free_port(host)
+        proc = subprocess.Popen([exe, "server", "--data-dir", data_dir, "--listen-address", host,
+                                 "--native-port", str(port), "--admin-port", str(admin), *extra],
+                                stdout=open(log_path, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_port(host, port, seconds, proc, what=exe)
+            return proc, port, admin
+        except Fail:
+            if proc.poll() is None:
+                proc.kill()
+                raise
+        shutil.rmtree(data_dir, ignore_errors=True)
+    raise Fail(f"{exe} never started: {log_path}")
 
 
 def md_table(header, rows):

@@ -24,7 +24,13 @@
 //!   removes it (`invalidate`). A miss takes the shard's epoch with its
 //!   lookup and fills only if the epoch is unchanged when it returns, under
 //!   the same lock: a write that raced with the miss's read of storage
-//!   bumped the epoch, so the possibly stale read is not kept. A write the
+//!   bumped the epoch, so the possibly stale read is not kept. Nor is a fill
+//!   made while a write of its shard is between the start of its memtable
+//!   insert and its cache step (`begin_write` counts it in flight): a
+//!   concurrent miss may already have read that write from the memtable
+//!   and returned it, and an older read filled meanwhile would then take a
+//!   reader back in time (a read after a newer read returns older data:
+//!   `storage/tests/row_cache.rs`'s racing readers caught it). A write the
 //!   entry already held (inserted before the fill's read, merged after) is
 //!   merged twice, harmlessly: merging is idempotent.
 //! - Writes skip the lock while no miss has ever been taken (`armed`): a
@@ -44,7 +50,7 @@
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::engine::lock;
@@ -162,6 +168,10 @@ pub(crate) struct RowCache {
     /// Set by the first miss: until then no entry exists nor is being filled,
     /// and writes need not invalidate.
     armed: AtomicBool,
+    /// Per shard: writes of its partitions between the start of their
+    /// memtable insert (`begin_write`) and their cache step (`written`). A
+    /// fill is refused while any is in flight (see the module's invariants).
+    writing: Box<[AtomicU64]>,
 }
 
 /// The maps are keyed by the key's 64-bit keyed hash (`RowCache::hasher`),
@@ -231,6 +241,7 @@ impl RowCache {
             shard_capacity: capacity / SHARDS,
             capacity,
             armed: AtomicBool::new(false),
+            writing: (0..SHARDS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -258,7 +269,23 @@ impl RowCache {
     /// The shard of a hash: bits the maps' bucket index (the low bits) and
     /// control tags (the top 7) do not use.
     fn shard(&self, hash: u64) -> &Mutex<Shard> {
-        &self.shards[(hash >> 24) as usize % SHARDS]
+        &self.shards[Self::shard_index(hash)]
+    }
+
+    fn shard_index(hash: u64) -> usize {
+        (hash >> 24) as usize % SHARDS
+    }
+
+    fn writing(&self, hash: u64) -> &AtomicU64 {
+        &self.writing[Self::shard_index(hash)]
+    }
+
+    /// What a write of the partition `prefix` does before its memtable
+    /// insert: counts itself in flight on the partition's shard, until its
+    /// `update` or `invalidate` (which every `begin_write` must be followed
+    /// by, once the insert is done).
+    pub(crate) fn begin_write(&self, table: u64, prefix: &[u8]) {
+        self.writing(self.hash(table, prefix)).fetch_add(1, Ordering::SeqCst);
     }
 
     /// The cached entries of the partition whose key prefix (token, key
@@ -303,7 +330,7 @@ impl RowCache {
             return;
         }
         let mut s = lock(self.shard(ticket.hash));
-        if s.epoch != ticket.epoch {
+        if s.epoch != ticket.epoch || self.writing(ticket.hash).load(Ordering::SeqCst) != 0 {
             return;
         }
         let seq = s.next_seq;
@@ -334,13 +361,16 @@ impl RowCache {
     /// partition's shard and bumps its epoch, and gives back the hash and
     /// the locked shard.
     fn written(&self, table: u64, prefix: &[u8]) -> Option<(u64, std::sync::MutexGuard<'_, Shard>)> {
+        let hash = self.hash(table, prefix);
         std::sync::atomic::fence(Ordering::SeqCst);
         if !self.armed.load(Ordering::SeqCst) {
+            self.writing(hash).fetch_sub(1, Ordering::SeqCst);
             return None;
         }
-        let hash = self.hash(table, prefix);
         let mut s = lock(self.shard(hash));
         s.epoch += 1;
+        // Under the lock, after the epoch: a fill sees the write in flight or its new epoch.
+        self.writing(hash).fetch_sub(1, Ordering::SeqCst);
         Some((hash, s))
     }
 
@@ -511,6 +541,7 @@ mod tests {
         c.fill(ticket, &pairs(1, 10));
         assert_eq!(read(&hit(&c, t, b"k1").expect("filled")), pairs(1, 10));
         assert!(hit(&c, u, b"k1").is_none(), "another table's partition is another key");
+        c.begin_write(t, b"k1");
         c.invalidate(t, b"k1");
         assert!(hit(&c, t, b"k1").is_none());
         for (table, k) in [(t, b"a"), (t, b"b"), (u, b"a")] {
@@ -547,6 +578,7 @@ mod tests {
         let t = 1u64;
         let Lookup::Miss(ticket) = c.get(t, b"k") else { panic!() };
         // A write lands between the miss's lookup and its fill.
+        c.begin_write(t, b"k");
         c.invalidate(t, b"k");
         c.fill(ticket, &pairs(1, 10));
         assert!(hit(&c, t, b"k").is_none(), "the read may predate the write");
@@ -554,6 +586,26 @@ mod tests {
         c.invalidate_table(t);
         c.fill(ticket, &pairs(1, 10));
         assert!(hit(&c, t, b"k").is_none());
+    }
+
+    /// Two misses, one read of storage before a write's memtable insert and
+    /// one after (that reader has returned the new value), fill in the
+    /// other order while the write has not reached the cache: neither is
+    /// kept, else the older would take the second reader back in time.
+    #[test]
+    fn a_fill_while_a_write_of_its_shard_is_in_flight_is_not_kept() {
+        let c = RowCache::new(1 << 20);
+        let t = 1u64;
+        let Lookup::Miss(older) = c.get(t, b"k") else { panic!() };
+        let Lookup::Miss(newer) = c.get(t, b"k") else { panic!() };
+        c.begin_write(t, b"k");
+        c.fill(newer, &pairs(2, 10));
+        c.fill(older, &pairs(1, 10));
+        assert!(hit(&c, t, b"k").is_none(), "no fill is kept while a write of the shard is in flight");
+        c.update(t, b"k", &[9], &[9]);
+        let Lookup::Miss(after) = c.get(t, b"k") else { panic!() };
+        c.fill(after, &pairs(2, 10));
+        assert_eq!(read(&hit(&c, t, b"k").expect("fills are kept again once the write is done")), pairs(2, 10));
     }
 
     #[test]
@@ -604,7 +656,8 @@ mod tests {
     /// Threads write (a version number into a shared "storage", then
     /// invalidate) and read (a lookup, on a miss the storage's version after a
     /// random delay, then a fill); a read must never see a version older than
-    /// the last one whose write completed before the read began.
+    /// the last one whose write completed before the read began, nor older
+    /// than one its thread read before.
     #[test]
     fn random_races_of_reads_and_writes_never_serve_a_version_older_than_a_completed_write() {
         use std::sync::atomic::AtomicU64;
@@ -618,11 +671,13 @@ mod tests {
                 let (c, stored, completed) = (Arc::clone(&c), Arc::clone(&stored), Arc::clone(&completed));
                 std::thread::spawn(move || {
                     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                    let mut last = [0u64; KEYS];
                     for _ in 0..20_000 {
                         let k = rng.gen_range(0..KEYS);
                         let key = [k as u8];
                         if seed == 0 {
                             // The writer: versions of a key only grow.
+                            c.begin_write(t, &key);
                             let v = stored[k].fetch_add(1, Ordering::SeqCst) + 1;
                             c.invalidate(t, &key);
                             completed[k].fetch_max(v, Ordering::SeqCst);
@@ -641,6 +696,8 @@ mod tests {
                                 Lookup::Off => unreachable!(),
                             };
                             assert!(seen >= floor, "key {k}: read version {seen} after version {floor} completed");
+                            assert!(seen >= last[k], "key {k}: read version {seen} after reading {}", last[k]);
+                            last[k] = seen;
                         }
                     }
                 })

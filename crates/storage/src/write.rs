@@ -216,6 +216,8 @@ impl Storage {
             None => Ok(()),
         };
         if logged.is_ok() {
+            // In flight for the row cache from here to `update_cached` (no fill meanwhile).
+            self.for_each_cached(&runs, ops.clone(), |table, prefix, _, _| self.row_cache.begin_write(table, prefix));
             let mut rest = ops.clone();
             for (store, n) in &runs {
                 let start = std::time::Instant::now();
@@ -247,11 +249,30 @@ impl Storage {
 
     /// Brings the cached partitions (`row_cache`) the operands of `runs`
     /// wrote up to them (or forgets them): after their memtable insert,
-    /// before the write is acknowledged.
+    /// before the write is acknowledged; each ends the `begin_write` made
+    /// for it before the insert.
     fn update_cached<'a>(
         &self,
         runs: &[(Arc<TableStore>, usize)],
+        ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])>,
+    ) {
+        self.for_each_cached(runs, ops, |table, prefix, key, operand| match &key[prefix.len()..] {
+            // The two entries a point read looks up: merged into the cached partition.
+            [keys::SECTION_PARTITION_DELETION] | [keys::SECTION_ROWS] => {
+                self.row_cache.update(table, prefix, key, operand)
+            }
+            _ => self.row_cache.invalidate(table, prefix),
+        });
+    }
+
+    /// Calls `f(cache id, partition prefix, key, operand)` for each operand
+    /// of `runs` whose table the row cache holds (no clustering columns),
+    /// in order; nothing when the cache is off.
+    fn for_each_cached<'a>(
+        &self,
+        runs: &[(Arc<TableStore>, usize)],
         mut ops: impl Iterator<Item = (Uuid, &'a [u8], &'a [u8])>,
+        mut f: impl FnMut(u64, &'a [u8], &'a [u8], &'a [u8]),
     ) {
         if !self.row_cache.enabled() {
             return;
@@ -265,14 +286,7 @@ impl Storage {
             }
             for (_, key, operand) in run {
                 let Some((_, _, rest)) = keys::split_partition(key) else { continue };
-                let prefix = &key[..key.len() - rest.len()];
-                match rest {
-                    // The two entries a point read looks up: merged into the cached partition.
-                    [keys::SECTION_PARTITION_DELETION] | [keys::SECTION_ROWS] => {
-                        self.row_cache.update(store.cache_id, prefix, key, operand)
-                    }
-                    _ => self.row_cache.invalidate(store.cache_id, prefix),
-                }
+                f(store.cache_id, &key[..key.len() - rest.len()], key, operand);
             }
         }
     }

@@ -3,6 +3,7 @@
     bench/lifecycle [--gb-per-node 5] [--system shoal|cassandra|both] [--smoke] [--json OUT] [--dir DIR] [--keep]
                     [--cassandra-gb-per-node 1] [--cassandra-load-minutes 15] [--dd-mib 2048]
                     [--rate 2000] [--baseline-s 20] [--no-same-size] [--shoal-config 'KEY: VALUE']...
+                    [--cycles K] [--cpu-trace]
 
 For each system, on one local cluster (Shoal: `shoal cluster` on 127.0.0.1..; Cassandra:
 bench/cassandra-cluster.sh), in this order:
@@ -62,6 +63,7 @@ import threading
 import time
 import zlib
 
+from . import cputrace
 from .proc import machine
 from .servers import cassandra_installed
 from . import util
@@ -425,6 +427,9 @@ class ShoalSystem:
     def pids(self):
         return [n["pid"] for n in self.status() if n.get("running") and n.get("pid")]
 
+    def labelled_pids(self):
+        return {f"node{n['index']}": n["pid"] for n in self.status() if n.get("running") and n.get("pid")}
+
     def up(self):
         os.makedirs(self.dir, exist_ok=True)
         cfg = os.path.join(os.path.dirname(self.dir), "shoal.yaml")
@@ -611,6 +616,9 @@ class CassandraSystem:
     def pids(self):
         out, _ = self.sh("pids", timeout=60)
         return [int(p) for p in out.strip().split(",") if p.strip()]
+
+    def labelled_pids(self):
+        return {f"jvm{i}": pid for i, pid in enumerate(self.pids(), 1)}
 
     def up(self):
         self.started = True
@@ -816,6 +824,17 @@ class Lifecycle:
                                " ".join(rep.get("command_line", [])))
         log(f"  p50 {base['p50_ms']:.2f} ms, p99 {base['p99_ms']:.2f} ms")
 
+        if a.cycles:
+            # The experiment's loop: joins and leaves under load only, back to back, no cleanup, no repair.
+            res["cycles"] = []
+            for c in range(a.cycles):
+                self.phase(f"{system.label}: cycle {c + 1} of {a.cycles}: bootstrap of a node under load")
+                join = self.topology(system, stress, out, lo, True, "bootstrap", None, tag=f"-{c + 1}")
+                self.phase(f"{system.label}: cycle {c + 1} of {a.cycles}: decommission of node {join['node']} under load")
+                leave = self.topology(system, stress, out, lo, True, "decommission", join["node"], tag=f"-{c + 1}")
+                res["cycles"].append({"bootstrap+load": join, "decommission+load": leave})
+            return
+
         for loaded in (False, True):
             tag = "+load" if loaded else ""
             self.phase(f"{system.label}: bootstrap of a 4th node{' under load' if loaded else ''}")
@@ -861,17 +880,22 @@ class Lifecycle:
                 f"difference ({true_diff / MB:,.2f} MB)")
         res["repair"] = r
 
-    def topology(self, system, stress, out, lo, loaded, op, node):
+    def topology(self, system, stress, out, lo, loaded, op, node, tag=""):
         """A bootstrap (node None) or decommission, under the fixed-rate load or not; timed, metered."""
         a = self.a
-        bg = None
+        bg, trace, samples = None, None, None
         if loaded:
-            bg = stress.start(fixed_words(a.rate, 8, lo, 6 * 3600), f"{op}-load")
+            bg = stress.start(fixed_words(a.rate, 8, lo, 6 * 3600), f"{op}-load{tag}")
             bg_start = time.time()
+            if a.cpu_trace:
+                trace = cputrace.CpuTrace(self.traced_processes(system, bg))
+                trace.start()
             time.sleep(a.lead_s)
             if bg.poll() is not None:
                 stress.finish(bg, 10)
-                raise Fail(f"the background stress of {op} ended early; see {op}-load.log")
+                if trace:
+                    trace.stop()
+                raise Fail(f"the background stress of {op} ended early; see {op}-load{tag}.log")
         meter = WireMeter(system.storage_port)
         meter.start()
         t0 = time.time()
@@ -880,6 +904,7 @@ class Lifecycle:
         finally:
             t1 = time.time()
             wire = meter.stop()
+            samples = trace.stop() if trace else None
             if bg is not None:
                 time.sleep(1)
                 rep = stress.finish(bg, 120, interrupt=True)
@@ -892,6 +917,14 @@ class Lifecycle:
             r["client"] = dict(w, lead_p99_ms=lead["p99_ms"], lead_ops=lead["ops"],
                                whole_run_p99_ms=rep["summary"]["latency"]["p99_ms"],
                                whole_run_errors=rep["summary"]["errors"])
+        if samples is not None:
+            r["cpu"] = cputrace.summarize(samples, t0, t1 + 0.5)
+            r["cpu_before"] = cputrace.summarize(samples, t0 - a.lead_s + 1, t0)
+            r["cpu_samples"] = samples
+            for key, what in (("cpu_before", f"in the {a.lead_s} s before"), ("cpu", "during it")):
+                c = r[key]
+                log(f"  CPU {what} ({c['seconds']:.1f} s): " + ", ".join(f"{k} {v:.1f} s" for k, v in c["kinds"][:8])
+                    + "; machine: " + ", ".join(f"{k} {v:.1f} s" for k, v in c["machine"].items() if v >= 0.05))
         stream_s = r.get("stream_s")
         r["mb_s"] = mb(r["bytes"]) / stream_s if r.get("bytes") and stream_s else None
         r["mb_s_whole"] = mb(r["bytes"]) / r["seconds"] if r.get("bytes") else None
@@ -903,6 +936,26 @@ class Lifecycle:
             + (f"; client p99 {fmt(r['client']['p99_ms'], 2, ' ms')} during, {fmt(r['client']['lead_p99_ms'], 2, ' ms')} "
                f"in the {a.lead_s} s before ({r['client']['errors']} errors)" if bg else ""))
         return r
+
+
+    @staticmethod
+    def traced_processes(system, bg):
+        """{label: pid} of the nodes (node1.., as `cluster status` says; cached for 3 s, since asking costs a
+        process) and of the background client."""
+        cache = dict(at=0.0, pids={})
+
+        def current():
+            if time.time() - cache["at"] > 3:
+                cache["at"] = time.time()
+                try:
+                    cache["pids"] = system.labelled_pids()
+                except Exception:  # keep the last known
+                    pass
+            pids = dict(cache["pids"])
+            if bg is not None:
+                pids["client"] = bg.pid
+            return pids
+        return current
 
 
 # ---------------------------------------------------------------- tables
@@ -949,6 +1002,41 @@ def repair_rows(res):
                     fmt(mb(g.get("bytes_repaired")), 2), fmt(mb(g.get("wire_bytes")), 2),
                     fmt(mb(g.get("reported_wire_bytes")), 2), fmt(mb(r["true_bytes"]), 2),
                     fmt(g.get("wire_vs_true"), 2, "x")])
+    return out
+
+
+CYCLE_HEADER = ["cycle", "operation", "s", "MB moved", "MB/s streaming", "p99 just before ms", "p99 during ms",
+                "during/before", "during/baseline", "top CPU kinds during it (s)"]
+
+
+def cycle_rows(res):
+    """One row per operation of --cycles."""
+    rows = []
+    base = res.get("baseline", {}).get("p99_ms")
+    for i, c in enumerate(res.get("cycles", []), 1):
+        for key in ("bootstrap+load", "decommission+load"):
+            r = c.get(key) or {}
+            cl = r.get("client", {})
+            top = ", ".join(f"{k} {v:.1f}" for k, v in (r.get("cpu") or {}).get("kinds", [])[:4])
+            rows.append([str(i), key, fmt(r.get("time_to_normal_s", r.get("time_s")), 1), fmt(mb(r.get("bytes")), 0),
+                         fmt(r.get("mb_s"), 0), fmt(cl.get("lead_p99_ms"), 2), fmt(cl.get("p99_ms"), 2),
+                         fmt(ratio(cl.get("p99_ms"), cl.get("lead_p99_ms")), 2, "x"),
+                         fmt(ratio(cl.get("p99_ms"), base), 2, "x"), top or "-"])
+    return rows
+
+
+def cycle_medians(res):
+    """Per operation of --cycles: the median client p99 during it, against the baseline's."""
+    base = res.get("baseline", {}).get("p99_ms")
+    out = []
+    for key in ("bootstrap+load", "decommission+load"):
+        during = sorted(c[key]["client"]["p99_ms"] for c in res.get("cycles", [])
+                        if (c.get(key) or {}).get("client", {}).get("p99_ms") is not None)
+        if during:
+            med = during[len(during) // 2] if len(during) % 2 else (during[len(during) // 2 - 1] + during[len(during) // 2]) / 2
+            out.append(f"{key}: median client p99 during it {med:.2f} ms over {len(during)} cycles "
+                       f"({fmt(ratio(med, base), 2, 'x')} the baseline's {fmt(base, 2, ' ms')}; "
+                       f"range {during[0]:.2f}-{during[-1]:.2f} ms)")
     return out
 
 
@@ -1000,7 +1088,14 @@ def render(results, command):
         desc.append("- " + describe(res) + (f" ({res['note']})" if res.get("note") else ""))
     md = [f"Command: `{command}`", f"Machine: {machine()}", f"Date: {time.strftime('%Y-%m-%d %H:%M %Z')}; "
           f"source at commit {source_commit()} (plus the working tree the binary was built from)", "",
-          *desc, "", md_table(LC_HEADER, lc), "", md_table(REPAIR_HEADER, rp)]
+          *desc]
+    for header, rows in ((LC_HEADER, lc), (REPAIR_HEADER, rp)):
+        if rows:  # --cycles runs neither table's phases
+            md += ["", md_table(header, rows)]
+    for res in results:
+        if res.get("cycles"):
+            md += ["", f"Cycles ({res['label']}): joins and leaves under load, back to back:", "",
+                   md_table(CYCLE_HEADER, cycle_rows(res)), ""] + [f"- {x}" for x in cycle_medians(res)]
     for res in results:
         if res["system"] == "shoal" and not res.get("note"):
             g = goals(res)
@@ -1045,6 +1140,12 @@ def parse(argv):
     p.add_argument("--shoal-config", action="append", default=[], metavar="'KEY: VALUE'",
                    help="a line added to every Shoal node's shoal.yaml (repeatable), e.g. 'stream_throughput_outbound: 50MiB/s'")
     p.add_argument("--join-timeout", type=int, default=3600, help="seconds a join may take (default 3600)")
+    p.add_argument("--cycles", type=int, default=0, metavar="K",
+                   help="an experiment: after the load and baseline, K joins and leaves under load back to back "
+                        "(no cleanup, no joins without load, no repair), each with its client p99")
+    p.add_argument("--cpu-trace", action="store_true",
+                   help="sample /proc during each operation: CPU seconds by thread kind of the nodes, the client "
+                        "and the kernel's threads, and the machine's user/nice/system/softirq/steal split")
     a = p.parse_args(argv)
     a.gb_per_node = a.gb_per_node or (0.05 if a.smoke else 5.0)
     a.cassandra_gb_per_node = a.cassandra_gb_per_node or (0.05 if a.smoke else 1.0)
@@ -1053,6 +1154,8 @@ def parse(argv):
     a.lead_s = 3 if a.smoke else 10  # the load runs this long before the operation starts
     if a.gb_per_node <= 0 or a.cassandra_gb_per_node <= 0:
         p.error("sizes must be positive")
+    if a.cycles < 0:
+        p.error("--cycles must not be negative")
     return a
 
 

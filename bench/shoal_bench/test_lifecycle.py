@@ -116,6 +116,20 @@ class RenderTest(unittest.TestCase):
         self.assertIn("Side by side on the same data set (1,000 rows", md)
         self.assertEqual(md.count("Goals ("), 1)  # the same-size run is for the side-by-side only
 
+    def test_cycles_table_and_medians(self):
+        res = dict(system="shoal", label="Shoal", version="v", dd=dict(write_mb_s=2000.0), baseline=dict(p99_ms=2.0),
+                   load=dict(rows=10, load_bytes=[1e9] * 3, seconds=5.0), cycles=[])
+        for during in (30.0, 10.0, 20.0):
+            op = dict(bytes=450e6, mb_s=100.0, seconds=9.0, time_to_normal_s=9.0,
+                      client=dict(p99_ms=during, lead_p99_ms=2.5), cpu=dict(kinds=[["node1:bulk", 1.25]]))
+            res["cycles"].append({"bootstrap+load": op, "decommission+load": dict(op, time_s=8.0)})
+        md = lc.render([res], "bench/lifecycle --cycles 3")
+        self.assertIn("| 1 | bootstrap+load | 9.0 | 450 | 100 | 2.50 | 30.00 | 12.00x | 15.00x | node1:bulk 1.2 |", md)
+        self.assertIn("bootstrap+load: median client p99 during it 20.00 ms over 3 cycles (10.00x the baseline's "
+                      "2.00 ms; range 10.00-30.00 ms)", md)
+        self.assertNotIn("| system | operation |", md, "no empty phase tables")
+        self.assertEqual(lc.parse(["--cycles", "2", "--cpu-trace"]).cycles, 2)
+
 
 class CommandLineTest(unittest.TestCase):
     def test_smoke_defaults(self):

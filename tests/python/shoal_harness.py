@@ -44,11 +44,36 @@ VENV_BIN = Path(sys.executable).parent
 # ---------------------------------------------------------------- helpers
 
 
+# The ports servers here listen on: below the kernel's ephemeral range (32768 and up here), where
+# every outbound connection takes its local port, from whichever loopback address it leaves: a
+# port that was free on 127.0.0.1 could be a connection's end on 127.0.0.2 by the time a cluster's
+# node 2 listens there (CI saw "cannot listen for CQL on 127.0.0.2:33679: Address already in use").
+# Each pytest-xdist worker (gw0, gw1, ...) draws from a block of its own, in turn.
+PORT_BASE, PORT_SPAN, PORT_BLOCKS = 10000, 4000, 5
+_ports = itertools.count()
+
+
+def _port_block():
+    m = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+    return PORT_BASE + (int(m.group(1)) % PORT_BLOCKS if m else 0) * PORT_SPAN
+
+
 def free_port(host=HOST):
-    """A port that was free a moment ago (bind to port 0 and read it back)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port no socket holds on any address now (a bind to the wildcard address, without
+    SO_REUSEADDR, fails on any listener, connection or TIME_WAIT on the port), the next of this
+    worker's block below the ephemeral range. `host` is where it will be used (every address is
+    checked)."""
+    del host
+    base = _port_block()
+    for _ in range(PORT_SPAN):
+        port = base + next(_ports) % PORT_SPAN
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {base}..{base + PORT_SPAN - 1}")
 
 
 def wait_until(predicate, timeout, interval=0.1, what="condition"):

@@ -65,18 +65,18 @@ class CpuTrace(threading.Thread):
         self.samples = []
         self.last_threads, self.last_machine = {}, None
 
+    @staticmethod
+    def task(path):
+        """parse_task_stat of the stat file at `path`; None when it is gone or cannot be read."""
+        st = read(path)
+        try:
+            return parse_task_stat(st) if st else None
+        except (ValueError, IndexError):
+            return None
+
     def kernel_pids(self):
-        pids = []
-        for d in os.listdir(self.proc):
-            if d.isdigit():
-                st = read(f"{self.proc}/{d}/stat")
-                if st:
-                    try:
-                        if parse_task_stat(st)[2] == 2:
-                            pids.append(int(d))
-                    except (ValueError, IndexError):
-                        pass
-        return pids
+        return [int(d) for d in os.listdir(self.proc)
+                if d.isdigit() and (self.task(f"{self.proc}/{d}/stat") or (None, 0, 0))[2] == 2]
 
     def snapshot(self, kernel):
         threads = {}
@@ -91,21 +91,13 @@ class CpuTrace(threading.Thread):
             except OSError:
                 continue
             for tid in tids:
-                st = read(f"{tasks}/{tid}/stat")
-                if st:
-                    try:
-                        comm, ticks, _ = parse_task_stat(st)
-                    except (ValueError, IndexError):
-                        continue
-                    threads[(pid, int(tid))] = (f"{label}:{thread_kind(comm)}", ticks)
+                t = self.task(f"{tasks}/{tid}/stat")
+                if t:
+                    threads[(pid, int(tid))] = (f"{label}:{thread_kind(t[0])}", t[1])
         for pid in kernel:
-            st = read(f"{self.proc}/{pid}/stat")
-            if st:
-                try:
-                    comm, ticks, _ = parse_task_stat(st)
-                except (ValueError, IndexError):
-                    continue
-                threads[(pid, pid)] = (f"kernel:{thread_kind(comm)}", ticks)
+            t = self.task(f"{self.proc}/{pid}/stat")
+            if t:
+                threads[(pid, pid)] = (f"kernel:{thread_kind(t[0])}", t[1])
         stat = read(f"{self.proc}/stat")
         return threads, (machine_ticks(stat) if stat else None)
 

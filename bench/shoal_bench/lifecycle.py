@@ -56,6 +56,7 @@ import re
 import shlex
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -1033,7 +1034,7 @@ def cycle_medians(res):
         during = sorted(c[key]["client"]["p99_ms"] for c in res.get("cycles", [])
                         if (c.get(key) or {}).get("client", {}).get("p99_ms") is not None)
         if during:
-            med = during[len(during) // 2] if len(during) % 2 else (during[len(during) // 2 - 1] + during[len(during) // 2]) / 2
+            med = statistics.median(during)
             out.append(f"{key}: median client p99 during it {med:.2f} ms over {len(during)} cycles "
                        f"({fmt(ratio(med, base), 2, 'x')} the baseline's {fmt(base, 2, ' ms')}; "
                        f"range {during[0]:.2f}-{during[-1]:.2f} ms)")

@@ -356,10 +356,11 @@ impl RowCache {
         }
     }
 
-    /// What a write of the partition `prefix` does first (see the module's
-    /// invariants): nothing while the cache is not armed; else it locks the
-    /// partition's shard and bumps its epoch, and gives back the hash and
-    /// the locked shard.
+    /// A write's cache step, after its memtable insert (see the module's
+    /// invariants): ends its `begin_write`; while the cache is not armed,
+    /// nothing more; else it locks the partition's shard, bumps its epoch
+    /// (ending the count under the lock), and gives back the hash and the
+    /// locked shard.
     fn written(&self, table: u64, prefix: &[u8]) -> Option<(u64, std::sync::MutexGuard<'_, Shard>)> {
         let hash = self.hash(table, prefix);
         std::sync::atomic::fence(Ordering::SeqCst);

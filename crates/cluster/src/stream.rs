@@ -2,20 +2,26 @@
 //! `storage::stream`. The receiver pulls; the sender serves.
 //!
 //! A stream session moves one table's ranges from one peer: the receiver
-//! asks the peer to export them (`StreamReq`: the peer writes sorted files
-//! with `Storage::export_ranges` and answers with each file's length,
-//! entries and CRC-32C), fetches every file into its spool directory (over
-//! a bulk connection, `bulk_wire`, where the transport has them and the peer
-//! serves them; else in chunks, `StreamChunkReq`, at most `CHUNK_BYTES`
-//! each), has storage check
-//! and ingest the files (`Storage::ingest_streamed`), then tells the peer it
-//! is done (`StreamDoneReq`), which deletes the export.
+//! asks the peer to export them (`StreamReq`), and the peer writes sorted
+//! files with `Storage::export_next`, one at a time, in a staging directory
+//! (`staging_dir`: memory where `/dev/shm` allows), at most
+//! `EXPORT_AHEAD_FILES` files ahead of the receiver. Each `StreamReq` answers
+//! with the files so far (length, entries, CRC-32C) and whether that is all,
+//! and tells the sender which files the receiver already holds whole (the
+//! sender deletes them). The receiver fetches every file into its spool
+//! directory (over a bulk connection, `bulk_wire`, where the transport has
+//! them and the peer serves them; else in chunks, `StreamChunkReq`, at most
+//! `CHUNK_BYTES` each), asks again until the export is complete, has
+//! storage check and ingest the files (`Storage::ingest_streamed`), then
+//! tells the peer it is done (`StreamDoneReq`), which deletes the export.
 //!
 //! Resumable: a session is named by the receiver. Asking again for the same
 //! session gets the same files (the sender keeps an export until it is done
 //! or `SESSION_TTL` passes), and the receiver continues each file from the
 //! bytes it already holds, so a retry does not send again what was
-//! received. A file whose CRC does not match is fetched again whole.
+//! received. A file whose CRC does not match is fetched again whole; if the
+//! sender deleted it already (the receiver had said it held it), both ends
+//! drop the session and the next try starts it over.
 //! Throttled by the sender: `stream_throughput_outbound` bytes per second
 //! over all its sessions (0 = unthrottled), as Cassandra's setting.
 //!
@@ -30,6 +36,9 @@
 //! - Nothing is ingested unless every file of the session arrived whole and
 //!   matches its CRC-32C (storage checks before it ingests anything).
 //! - A chunk request never reads outside a file of the session it names.
+//! - A session's staged files the receiver does not hold yet come to less
+//!   than `EXPORT_AHEAD_FILES` files' worth, plus the file being written;
+//!   files it holds are deleted.
 //! - Every session a node serves or receives is listed in its
 //!   `StreamRegistry` (nodetool netstats) with bytes done and total.
 
@@ -182,10 +191,122 @@ impl StreamRegistry {
     }
 }
 
-/// An export a peer is pulling.
+/// An export a peer is pulling: written a file at a time by a task of its
+/// own (`StreamSource::export`), at most `EXPORT_AHEAD_FILES` ahead of what
+/// the receiver holds, so the staging directory holds a few files of each
+/// session whatever the ranges' size (and can be memory: `staging_dir`).
 struct OutSession {
-    files: Vec<StreamedFile>,
+    state: Mutex<Export>,
+    /// Woken whenever `state` changes.
+    changed: tokio::sync::Notify,
     created: Instant,
+}
+
+#[derive(Default)]
+struct Export {
+    files: Vec<StreamedFile>,
+    /// The receiver holds files `..held` whole; they are deleted here.
+    held: usize,
+    complete: bool,
+    failed: Option<String>,
+    /// Done or abandoned: no more files are written.
+    ended: bool,
+}
+
+impl Export {
+    /// Bytes exported that the receiver does not hold yet.
+    fn ahead(&self) -> u64 {
+        self.files.iter().skip(self.held).map(|f| f.bytes).sum()
+    }
+}
+
+impl OutSession {
+    /// The receiver holds the first `held` files whole: they go.
+    fn hold(&self, held: usize) {
+        let mut st = lock(&self.state);
+        let upto = held.min(st.files.len());
+        if upto <= st.held {
+            return;
+        }
+        for f in st.files.get(st.held..upto).unwrap_or_default() {
+            let _ = std::fs::remove_file(&f.path);
+        }
+        st.held = upto;
+        drop(st);
+        self.changed.notify_waiters();
+    }
+
+    fn end(&self) {
+        lock(&self.state).ended = true;
+        self.changed.notify_waiters();
+    }
+}
+
+/// The message of a chunk request for a file the receiver said it holds
+/// (deleted since); a receiver that meets it starts the session over.
+const RECEIVED_AND_DELETED: &str = "was deleted once the receiver held it";
+
+/// Where a node stages the files it exports: memory (a directory of its own
+/// under `/dev/shm`, named after `data_dir`) where that is a tmpfs with
+/// `STAGING_MIN_FREE` bytes free, else `data_dir/streams/out`. In memory an
+/// export costs no disk writes and no reads back: on a small machine the
+/// kernel's writeback of exported files behind a stream, not the copy
+/// itself, is what delays the clients (`bench/LIFECYCLE.md`). Exports are
+/// written a few files ahead of the receiver (`EXPORT_AHEAD_FILES`), so
+/// memory use is bounded per session.
+pub fn staging_dir(data_dir: &Path) -> PathBuf {
+    let on_disk = data_dir.join("streams").join("out");
+    let shm = Path::new("/dev/shm");
+    if !is_tmpfs_with_room(shm) {
+        return on_disk;
+    }
+    let name = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let tag = crc32c::crc32c(name.as_os_str().as_encoded_bytes());
+    shm.join(format!("{STAGING_PREFIX}{tag:08x}"))
+}
+
+/// Staging directories under `/dev/shm` begin so (`staging_dir`).
+const STAGING_PREFIX: &str = "shoal-streams-";
+/// Free memory `/dev/shm` must have to stage exports in.
+const STAGING_MIN_FREE: u64 = 2 << 30;
+/// How far an export runs ahead of its receiver, in files.
+pub const EXPORT_AHEAD_FILES: u64 = 2;
+/// The file in a staging directory naming the process that owns it.
+const OWNER_FILE: &str = "owner.pid";
+
+#[allow(clippy::unnecessary_cast, reason = "statfs's field types differ between libc targets")]
+fn is_tmpfs_with_room(dir: &Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else { return false };
+    // SAFETY: statfs writes only into the zeroed struct it is given; `path` is NUL-terminated.
+    #[allow(unsafe_code)]
+    let (rc, st) = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        (libc::statfs(path.as_ptr(), &mut st), st)
+    };
+    rc == 0
+        && st.f_type as i64 == TMPFS_MAGIC
+        && (st.f_bavail as u64).saturating_mul(st.f_bsize as u64) >= STAGING_MIN_FREE
+}
+
+/// Deletes the staging directories under `/dev/shm` whose owning process
+/// is gone (a node killed while it streamed leaves its files in memory).
+fn sweep_abandoned_staging(own: &Path) {
+    let Ok(entries) = std::fs::read_dir("/dev/shm") else { return };
+    for e in entries.flatten() {
+        let path = e.path();
+        let ours = e.file_name().to_string_lossy().starts_with(STAGING_PREFIX);
+        if !ours || path == own {
+            continue;
+        }
+        let owner = std::fs::read_to_string(path.join(OWNER_FILE)).ok().and_then(|s| s.trim().parse::<i32>().ok());
+        // SAFETY: kill with signal 0 sends nothing; it only asks whether the process exists.
+        #[allow(unsafe_code)]
+        let gone = owner.is_none_or(|pid| unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH));
+        if gone {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 /// The sending side: exports that peers pull in chunks, and the outbound
@@ -200,12 +321,67 @@ pub struct StreamSource {
     throughput: u64,
     /// When the throttle lets the next chunk go.
     next_send: Mutex<Instant>,
+    /// `stream_throughput_outbound_under_load`: bytes per second over all
+    /// sessions while the node serves clients; 0 = no such limit.
+    under_load: u64,
+    /// The same throttle for the exports' writes (their own budget, so an
+    /// export runs at the rate its files are sent).
+    next_export: Mutex<Instant>,
+    /// The size exports are cut into.
+    file_bytes: u64,
     pub registry: Arc<StreamRegistry>,
 }
 
+/// A token bucket's step: `bytes` at `rate` bytes per second (0 = free)
+/// are paid for when `next` says; returns how long to wait for that.
+fn pay(next: &Mutex<Instant>, rate: u64, bytes: u64) -> Duration {
+    if rate == 0 {
+        return Duration::ZERO;
+    }
+    let mut next = lock(next);
+    let now = Instant::now();
+    *next = (*next).max(now) + Duration::from_secs_f64(bytes as f64 / rate as f64);
+    *next - now
+}
+
+/// Whether this process finished at least `SERVING_MIN_RATE` client
+/// requests a second over the last `SERVING_WINDOW`: a thread of its own
+/// (`stream-load-probe`, started on first use) looks once per window.
+fn serving_clients() -> bool {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SERVING: AtomicBool = AtomicBool::new(false);
+    static PROBE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    PROBE.get_or_init(|| {
+        let probe = std::thread::Builder::new().name("stream-load-probe".into()).spawn(|| {
+            let mut last = metrics::client_requests_completed();
+            loop {
+                std::thread::sleep(SERVING_WINDOW);
+                let now = metrics::client_requests_completed();
+                let rate = now.saturating_sub(last) as f64 / SERVING_WINDOW.as_secs_f64();
+                SERVING.store(rate >= SERVING_MIN_RATE, Ordering::Relaxed);
+                last = now;
+            }
+        });
+        if let Err(e) = probe {
+            tracing::warn!("cannot start the stream load probe (streams are not slowed for clients): {e}");
+        }
+    });
+    SERVING.load(Ordering::Relaxed)
+}
+
+/// How often `serving_clients` looks at the client requests.
+const SERVING_WINDOW: Duration = Duration::from_secs(1);
+/// Client requests a second from which a node counts as serving clients.
+const SERVING_MIN_RATE: f64 = 10.0;
+
+/// How long the sender holds a `StreamReq` waiting for a new file before it
+/// answers with what it has.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
+
 impl StreamSource {
     /// A source exporting under `dir` (what an earlier run left there is
-    /// deleted: its sessions are gone with the process).
+    /// deleted: its sessions are gone with the process; so are staging
+    /// directories in memory whose process is gone).
     pub fn new(
         storage: Arc<Storage>,
         dir: PathBuf,
@@ -214,6 +390,13 @@ impl StreamSource {
         registry: Arc<StreamRegistry>,
     ) -> StreamSource {
         let _ = std::fs::remove_dir_all(&dir);
+        tracing::info!("stream exports are staged in {}", dir.display());
+        if dir.starts_with("/dev/shm") {
+            sweep_abandoned_staging(&dir);
+            if std::fs::create_dir_all(&dir).is_ok() {
+                let _ = std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string());
+            }
+        }
         StreamSource {
             storage,
             dir,
@@ -221,55 +404,191 @@ impl StreamSource {
             sessions: Mutex::new(HashMap::new()),
             throughput,
             next_send: Mutex::new(Instant::now()),
+            under_load: 0,
+            next_export: Mutex::new(Instant::now()),
+            file_bytes: FILE_BYTES,
             registry,
         }
     }
 
-    /// Exports `ranges` of `table` for `session` (or returns the files of
-    /// an export already made for it). Blocking: run it off the runtime.
-    pub fn prepare(
-        &self,
+    /// The same source, throttled to `bytes` per second over all its
+    /// sessions (their sends and their exports alike) while the node serves
+    /// client requests (`stream_throughput_outbound_under_load`; 0 = not).
+    pub fn with_under_load(mut self, bytes: u64) -> StreamSource {
+        self.under_load = bytes;
+        if bytes > 0 {
+            // Starts the probe, so it knows by the first stream.
+            serving_clients();
+        }
+        self
+    }
+
+    /// The outbound rate now, bytes per second (0 = unthrottled):
+    /// `stream_throughput_outbound`, and while the node serves clients
+    /// `stream_throughput_outbound_under_load` too (the lower applies).
+    pub fn rate(&self) -> u64 {
+        let busy = if self.under_load > 0 && serving_clients() { self.under_load } else { 0 };
+        match (self.throughput, busy) {
+            (0, b) => b,
+            (t, 0) => t,
+            (t, b) => t.min(b),
+        }
+    }
+
+    /// How long to hold `bytes` of export writes (`export_next`'s pace)
+    /// so exports run at most at `rate`.
+    fn export_delay(&self, bytes: u64) -> Duration {
+        pay(&self.next_export, self.rate(), bytes)
+    }
+
+    /// The same source cutting its exports into files of `bytes` (tests:
+    /// many files from little data).
+    pub fn with_file_bytes(mut self, bytes: u64) -> StreamSource {
+        self.file_bytes = bytes.max(1);
+        self
+    }
+
+    /// Where this source stages its exports.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Answers a `StreamReq`: starts exporting `req.ranges` of `req.table`
+    /// for `req.session` (the first time), deletes the files the receiver
+    /// holds, and returns the session's files once there are more than
+    /// `req.known` of them, the export is complete, or `ANSWER_WAIT` passed;
+    /// with whether the export is complete. A failed export is reported
+    /// once and forgotten (asking again starts it over).
+    pub async fn prepare(
+        self: &Arc<Self>,
         peer: SocketAddr,
+        req: &wire::StreamRequest,
+    ) -> Result<(Vec<StreamFileInfo>, bool), String> {
+        self.expire();
+        let s = self.session(peer, req)?;
+        s.hold(req.held as usize);
+        let deadline = tokio::time::Instant::now() + ANSWER_WAIT;
+        loop {
+            let changed = s.changed.notified();
+            {
+                let st = lock(&s.state);
+                if let Some(e) = st.failed.clone() {
+                    drop(st);
+                    if lock(&self.sessions).remove(&req.session).is_some() {
+                        let _ = std::fs::remove_dir_all(self.dir.join(req.session.to_string()));
+                    }
+                    return Err(e);
+                }
+                if st.complete || st.files.len() > req.known as usize || tokio::time::Instant::now() >= deadline {
+                    return Ok((infos(&st.files), st.complete));
+                }
+            }
+            let _ = tokio::time::timeout_at(deadline, changed).await;
+        }
+    }
+
+    /// The session `req` names, started (its export task spawned) if new.
+    fn session(self: &Arc<Self>, peer: SocketAddr, req: &wire::StreamRequest) -> Result<Arc<OutSession>, String> {
+        let mut sessions = lock(&self.sessions);
+        if let Some(s) = sessions.get(&req.session) {
+            return Ok(Arc::clone(s));
+        }
+        let dir = self.dir.join(req.session.to_string());
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let s = Arc::new(OutSession {
+            state: Mutex::new(Export::default()),
+            changed: tokio::sync::Notify::new(),
+            created: Instant::now(),
+        });
+        sessions.insert(req.session, Arc::clone(&s));
+        drop(sessions);
+        self.registry.start(req.session, peer, req.table, Direction::Sending);
+        tokio::spawn(Arc::clone(self).export(Arc::clone(&s), req.session, req.table, req.ranges.clone(), dir));
+        Ok(s)
+    }
+
+    /// A session's export: `Storage::export_next` on the bulk threads, a
+    /// file at a time, while the files the receiver does not hold yet come
+    /// to less than `EXPORT_AHEAD_FILES` files' worth; until the ranges are exhausted,
+    /// the export fails, or the session ends.
+    async fn export(
+        self: Arc<Self>,
+        s: Arc<OutSession>,
         session: Uuid,
         table: Uuid,
-        ranges: &[(i64, i64)],
-    ) -> Result<Vec<StreamFileInfo>, String> {
-        self.expire();
-        if let Some(s) = lock(&self.sessions).get(&session) {
-            return Ok(infos(&s.files));
-        }
-        self.registry.start(session, peer, table, Direction::Sending);
-        let dir = self.dir.join(session.to_string());
-        let files = self.storage.export_ranges(&table, ranges, &dir, FILE_BYTES).map_err(|e| e.to_string());
-        let files = match files {
-            Ok(files) => files,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                self.registry.update(session, |s| s.state = format!("failed: {e}"));
-                return Err(e);
+        ranges: Vec<(i64, i64)>,
+        dir: PathBuf,
+    ) {
+        let ranges = Arc::new(ranges);
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            loop {
+                let changed = s.changed.notified();
+                {
+                    let st = lock(&s.state);
+                    if st.ended {
+                        return;
+                    }
+                    if st.ahead() < EXPORT_AHEAD_FILES * self.file_bytes {
+                        break;
+                    }
+                }
+                changed.await;
             }
-        };
-        let info = infos(&files);
-        self.registry.update(session, |s| {
-            s.files_total = files.len();
-            s.bytes_total = files.iter().map(|f| f.bytes).sum();
-            s.entries = files.iter().map(|f| f.entries).sum();
-        });
-        lock(&self.sessions).insert(session, Arc::new(OutSession { files, created: Instant::now() }));
-        Ok(info)
+            let index = lock(&s.state).files.len();
+            let path = dir.join(format!("{index}.sst"));
+            let (source, ranges, from) = (Arc::clone(&self), Arc::clone(&ranges), after.take());
+            let step = crate::bulk::run(move || {
+                let pace = &mut |bytes| {
+                    let delay = source.export_delay(bytes);
+                    if !delay.is_zero() {
+                        std::thread::sleep(delay);
+                    }
+                };
+                let storage = &source.storage;
+                storage
+                    .export_next(&table, &ranges, from.as_deref(), &path, source.file_bytes, pace)
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("stream export task failed: {e}")));
+            let mut st = lock(&s.state);
+            if st.ended {
+                if let Ok(Some((file, _))) = &step {
+                    let _ = std::fs::remove_file(&file.path);
+                }
+                return;
+            }
+            match step {
+                Ok(Some((file, last))) => {
+                    self.registry.update(session, |r| {
+                        r.files_total += 1;
+                        r.bytes_total += file.bytes;
+                        r.entries += file.entries;
+                    });
+                    st.files.push(file);
+                    after = Some(last);
+                }
+                Ok(None) => st.complete = true,
+                Err(e) => {
+                    self.registry.update(session, |r| r.state = format!("failed: {e}"));
+                    st.failed = Some(e);
+                }
+            }
+            let finished = st.complete || st.failed.is_some();
+            drop(st);
+            s.changed.notify_waiters();
+            if finished {
+                return;
+            }
+        }
     }
 
     /// How long to hold a chunk of `bytes` so the node sends at most
     /// `stream_throughput_outbound`: the chunk goes when its own bytes have
     /// been paid for at that rate (a session of one chunk is throttled too).
     pub fn delay_for(&self, bytes: u64) -> Duration {
-        if self.throughput == 0 {
-            return Duration::ZERO;
-        }
-        let mut next = lock(&self.next_send);
-        let now = Instant::now();
-        *next = (*next).max(now) + Duration::from_secs_f64(bytes as f64 / self.throughput as f64);
-        *next - now
+        pay(&self.next_send, self.rate(), bytes)
     }
 
     /// Up to `len` bytes of file `file` of `session` from `offset`. Blocking.
@@ -287,7 +606,11 @@ impl StreamSource {
     /// `offset` it holds (fewer at its end), and whether they reach its end.
     fn file_range(&self, session: Uuid, file: u32, offset: u64, len: u64) -> Result<(PathBuf, u64, bool), String> {
         let s = lock(&self.sessions).get(&session).cloned().ok_or_else(|| format!("no stream session {session}"))?;
-        let f = s.files.get(file as usize).ok_or_else(|| format!("stream session {session} has no file {file}"))?;
+        let st = lock(&s.state);
+        let f = st.files.get(file as usize).ok_or_else(|| format!("stream session {session} has no file {file}"))?;
+        if (file as usize) < st.held {
+            return Err(format!("file {file} of stream session {session} {RECEIVED_AND_DELETED}"));
+        }
         if offset > f.bytes {
             return Err(format!("offset {offset} is past the end of file {file} ({} bytes)", f.bytes));
         }
@@ -368,7 +691,9 @@ impl StreamSource {
 
     /// The receiver has what it needs: the export goes.
     pub fn done(&self, session: Uuid) {
-        if lock(&self.sessions).remove(&session).is_some() {
+        let removed = lock(&self.sessions).remove(&session);
+        if let Some(s) = removed {
+            s.end();
             let _ = std::fs::remove_dir_all(self.dir.join(session.to_string()));
             self.registry.update(session, |s| s.state = "done".into());
         }
@@ -379,7 +704,9 @@ impl StreamSource {
             lock(&self.sessions).iter().filter(|(_, s)| s.created.elapsed() > SESSION_TTL).map(|(id, _)| *id).collect();
         for id in old {
             tracing::warn!(session = %id, "stream export unfinished after an hour: deleted");
-            lock(&self.sessions).remove(&id);
+            if let Some(s) = lock(&self.sessions).remove(&id) {
+                s.end();
+            }
             let _ = std::fs::remove_dir_all(self.dir.join(id.to_string()));
             self.registry.update(id, |s| s.state = "failed: abandoned by the receiver".into());
         }
@@ -558,51 +885,137 @@ impl<T: Transport> Receiver<'_, T> {
         table: Uuid,
         ranges: &[(i64, i64)],
     ) -> Result<StreamStats, String> {
-        let (transport, storage, registry, spool) = (self.transport, self.storage, self.registry, self.spool);
-        let request = wire::encode_stream_request(session, table, ranges);
-        let (_, payload) = transport
-            .send_request(peer, Verb::StreamReq, request, PREPARE_TIMEOUT)
-            .await
-            .map_err(|e| format!("{peer} did not prepare the stream: {e}"))?;
-        let infos = wire::decode_stream_files(&payload).map_err(|e| format!("{peer}: {e}"))?;
+        let (storage, registry, spool) = (self.storage, self.registry, self.spool);
         let dir = spool.join(session.to_string());
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let total: u64 = infos.iter().map(|f| f.bytes).sum();
-        registry.update(session, |s| {
-            s.files_total = infos.len();
-            s.bytes_total = total;
-            s.entries = infos.iter().map(|f| f.entries).sum();
-        });
-        let mut files = Vec::with_capacity(infos.len());
+        // The files the sender has listed, those this node holds whole (a prefix), and the most it
+        // was told this node holds (the sender has deleted those).
+        let (mut infos, mut files, mut told) = (Vec::<StreamFileInfo>::new(), Vec::new(), 0usize);
         let mut fetched = 0u64;
-        for (i, info) in infos.iter().enumerate() {
-            let path = dir.join(format!("{i}.sst"));
-            fetched += self.fetch_file(peer, session, i as u32, info, &path).await?;
-            files.push(StreamedFile { path, bytes: info.bytes, entries: info.entries, crc32c: info.crc32c });
-            registry.update(session, |s| s.files_done += 1);
+        loop {
+            let request = wire::encode_stream_request(&wire::StreamRequest {
+                session,
+                table,
+                ranges: ranges.to_vec(),
+                known: infos.len() as u32,
+                held: files.len() as u32,
+            });
+            told = told.max(files.len());
+            let (_, payload) = self
+                .transport
+                .send_request(peer, Verb::StreamReq, request, PREPARE_TIMEOUT)
+                .await
+                .map_err(|e| format!("{peer} did not prepare the stream: {e}"))?;
+            let (listed, complete) = wire::decode_stream_files(&payload).map_err(|e| format!("{peer}: {e}"))?;
+            if listed.get(..infos.len()) != Some(infos.as_slice()) {
+                return Err(format!("{peer} changed the files of stream session {session}"));
+            }
+            registry.update(session, |s| {
+                s.files_total = listed.len();
+                s.bytes_total = listed.iter().map(|f| f.bytes).sum();
+                s.entries = listed.iter().map(|f| f.entries).sum();
+            });
+            for (i, info) in listed.iter().enumerate().skip(infos.len()) {
+                let file = StreamedFile {
+                    path: dir.join(format!("{i}.sst")),
+                    bytes: info.bytes,
+                    entries: info.entries,
+                    crc32c: info.crc32c,
+                };
+                match self.fetch_checked(peer, session, i as u32, info, &file).await {
+                    Ok(n) => fetched += n,
+                    Err(e) if e.contains(RECEIVED_AND_DELETED) => {
+                        return Err(self.start_over(peer, session, &dir, e).await)
+                    }
+                    Err(e) => return Err(e),
+                }
+                files.push(file);
+                registry.update(session, |s| s.files_done += 1);
+            }
+            infos = listed;
+            if complete {
+                break;
+            }
         }
         let (store, to_ingest) = (Arc::clone(storage), files.clone());
-        let ingested = crate::bulk::run(move || store.ingest_streamed(&table, &to_ingest))
+        let ingested = crate::bulk::run(move || store.ingest_streamed_checked(&table, &to_ingest))
             .await
             .map_err(|e| format!("ingest task failed: {e}"))?;
         if let Err(e) = ingested {
+            let damaged: Vec<usize> =
+                files.iter().enumerate().filter(|(_, f)| !f.is_whole().unwrap_or(true)).map(|(i, _)| i).collect();
+            if damaged.iter().any(|&i| i < told) {
+                // The sender deleted that file once this node said it held it: it cannot come again.
+                return Err(self.start_over(peer, session, &dir, e.to_string()).await);
+            }
             // A damaged file is fetched again whole on the next try; the rest are kept.
-            for f in files.iter().filter(|f| !f.is_whole().unwrap_or(true)) {
+            for f in damaged.iter().filter_map(|&i| files.get(i)) {
                 let _ = std::fs::remove_file(&f.path);
             }
             return Err(e.to_string());
         }
         let _ = std::fs::remove_dir_all(&dir);
+        self.end_session(peer, session).await;
+        Ok(StreamStats {
+            files: infos.len(),
+            bytes: infos.iter().map(|f| f.bytes).sum(),
+            fetched,
+            entries: infos.iter().map(|f| f.entries).sum(),
+        })
+    }
+
+    /// `fetch_file`, then the file's CRC-32C (computed as it was written)
+    /// checked against the sender's
+    /// (before this node tells the sender it holds the file, which then
+    /// deletes it): a damaged file (a partial one from an earlier try that
+    /// was damaged) is fetched again whole, once. Returns the bytes fetched.
+    async fn fetch_checked(
+        &self,
+        peer: SocketAddr,
+        session: Uuid,
+        index: u32,
+        info: &StreamFileInfo,
+        file: &StreamedFile,
+    ) -> Result<u64, String> {
+        let mut fetched = 0;
+        for attempt in 0..2 {
+            let (n, crc) = self.fetch_file(peer, session, index, info, &file.path).await?;
+            fetched += n;
+            if crc == info.crc32c {
+                return Ok(fetched);
+            }
+            let _ = std::fs::remove_file(&file.path);
+            if attempt == 0 {
+                tracing::warn!(%peer, %session, "file {index} of the stream arrived damaged (its CRC-32C differs): fetching it again whole");
+            }
+        }
+        Err(format!("file {index} of stream session {session} from {peer} arrived damaged twice (its CRC-32C differs)"))
+    }
+
+    /// Tells `peer` the session is over (it deletes its export).
+    async fn end_session(&self, peer: SocketAddr, session: Uuid) {
         let done = wire::encode_stream_done(session);
-        if let Err(e) = transport.send_request(peer, Verb::StreamDoneReq, done, CHUNK_TIMEOUT).await {
-            // The data is in; the peer deletes its export after SESSION_TTL.
+        if let Err(e) = self.transport.send_request(peer, Verb::StreamDoneReq, done, CHUNK_TIMEOUT).await {
+            // The peer deletes its export after SESSION_TTL.
             tracing::warn!(%peer, %session, "cannot tell the peer the stream is done: {e}");
         }
-        Ok(StreamStats { files: infos.len(), bytes: total, fetched, entries: infos.iter().map(|f| f.entries).sum() })
+    }
+
+    /// A file this node needs is gone at the sender, which deleted it when
+    /// this node said it held it: both ends drop the session, so the next
+    /// try of the same session exports and fetches everything again.
+    /// Returns the error to report.
+    async fn start_over(&self, peer: SocketAddr, session: Uuid, dir: &Path, error: String) -> String {
+        let _ = std::fs::remove_dir_all(dir);
+        self.end_session(peer, session).await;
+        format!("{error}; the next try starts the stream session over")
     }
 
     /// Brings `path` to `info.bytes` bytes from `peer`, starting from what it
-    /// already holds. Returns the bytes fetched.
+    /// already holds. Returns the bytes fetched and the CRC-32C of the whole
+    /// file, computed over the bytes as they are written (and over the bytes
+    /// held before, read back), so the file need not be read again to be
+    /// checked.
     async fn fetch_file(
         &self,
         peer: SocketAddr,
@@ -610,7 +1023,7 @@ impl<T: Transport> Receiver<'_, T> {
         index: u32,
         info: &StreamFileInfo,
         path: &Path,
-    ) -> Result<u64, String> {
+    ) -> Result<(u64, u32), String> {
         let (transport, registry) = (self.transport, self.registry);
         let name = path.display().to_string();
         let io = move |e: std::io::Error| format!("{name}: {e}");
@@ -630,18 +1043,19 @@ impl<T: Transport> Receiver<'_, T> {
                     file.set_len(0).map_err(&io)?;
                     held = 0;
                 }
-                Ok::<_, String>((Arc::new(file), held))
+                let crc = prefix_crc(&file, held).map_err(&io)?;
+                Ok::<_, String>((Arc::new(file), held, crc))
             })
             .await??
         };
-        let (file, mut offset) = opened;
+        let (file, mut offset, mut crc) = opened;
         registry.update(session, |s| {
             s.bytes_done += offset;
             s.bytes_skipped += offset;
         });
         if offset < info.bytes {
-            if let Some(fetched) = self.fetch_bulk(peer, session, index, info.bytes, (&file, path), offset, &io).await?
-            {
+            let bulk = self.fetch_bulk(peer, session, index, info.bytes, (&file, path), (offset, crc), &io).await?;
+            if let Some(fetched) = bulk {
                 registry.update(session, |s| s.via = "bulk".into());
                 return Ok(fetched);
             }
@@ -660,6 +1074,7 @@ impl<T: Transport> Receiver<'_, T> {
                 return Err(format!("{peer} sent {} bytes for a chunk of {want}", data.len()));
             }
             let n = data.len() as u64;
+            crc = crc32c::crc32c_append(crc, &data);
             unsynced += n;
             // Written out every SYNC_BYTES, so a stream never leaves gigabytes dirty in the page
             // cache (the kernel would throttle every write of the process, client writes included).
@@ -681,8 +1096,23 @@ impl<T: Transport> Receiver<'_, T> {
             registry.update(session, |s| s.bytes_done += n);
         }
         crate::bulk::run(move || file.sync_data().map_err(io)).await??;
-        Ok(fetched)
+        Ok((fetched, crc))
     }
+}
+
+/// CRC-32C of the first `len` bytes of `file`, read back (a file a stream
+/// resumes in: the bytes an earlier try wrote).
+fn prefix_crc(file: &std::fs::File, len: u64) -> std::io::Result<u32> {
+    let mut buf = vec![0u8; (1 << 20).min(len as usize)];
+    let (mut crc, mut at) = (0u32, 0u64);
+    while at < len {
+        let want = ((len - at) as usize).min(buf.len());
+        let piece = buf.get_mut(..want).ok_or_else(|| std::io::Error::other("a read past the buffer"))?;
+        file.read_exact_at(piece, at)?;
+        crc = crc32c::crc32c_append(crc, piece);
+        at += want as u64;
+    }
+    Ok(crc)
 }
 
 impl<T: Transport> Receiver<'_, T> {
@@ -698,9 +1128,9 @@ impl<T: Transport> Receiver<'_, T> {
         index: u32,
         bytes: u64,
         (file, path): (&Arc<std::fs::File>, &Path),
-        offset: u64,
+        (offset, crc): (u64, u32),
         io: &(impl Fn(std::io::Error) -> String + Clone + Send + 'static),
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<(u64, u32)>, String> {
         let Some(connector) = self.transport.bulk_connector() else { return Ok(None) };
         let (progress_tx, mut progress) = tokio::sync::mpsc::unbounded_channel::<u64>();
         let (file, path, io) = (Arc::clone(file), path.to_path_buf(), io.clone());
@@ -715,15 +1145,16 @@ impl<T: Transport> Receiver<'_, T> {
                     return Ok(None);
                 }
             };
-            let received = match receive_bulk(conn, session, index, bytes, (&file, &path), offset, &io, &mut progress) {
-                // An idle connection the peer closed meanwhile: once more on a new one.
-                Err(Received::Unanswered(e)) if reused => {
-                    tracing::debug!(%peer, "a reused bulk stream connection failed ({e}); opening a new one");
-                    let (conn, _) = connector.connect(peer).map_err(|e| format!("{peer}: {e}"))?;
-                    receive_bulk(conn, session, index, bytes, (&file, &path), offset, &io, &mut progress)
-                }
-                other => other,
-            };
+            let received =
+                match receive_bulk(conn, session, index, bytes, (&file, &path), (offset, crc), &io, &mut progress) {
+                    // An idle connection the peer closed meanwhile: once more on a new one.
+                    Err(Received::Unanswered(e)) if reused => {
+                        tracing::debug!(%peer, "a reused bulk stream connection failed ({e}); opening a new one");
+                        let (conn, _) = connector.connect(peer).map_err(|e| format!("{peer}: {e}"))?;
+                        receive_bulk(conn, session, index, bytes, (&file, &path), (offset, crc), &io, &mut progress)
+                    }
+                    other => other,
+                };
             match received {
                 Ok((fetched, conn)) => {
                     connector.give_back(peer, conn);
@@ -750,7 +1181,8 @@ impl<T: Transport> Receiver<'_, T> {
 /// The receiving end of a bulk stream connection: asks for `file` of
 /// `session` from `offset` to `bytes` and writes what comes into `dest` (at
 /// `path`); `progress` gets each read's byte count. Blocking. Returns the
-/// bytes fetched.
+/// bytes fetched and the file's CRC-32C (`crc`, that of its first `offset`
+/// bytes, carried on over the bytes written).
 ///
 /// Whole 4 KiB-aligned blocks are written with `O_DIRECT` where the file
 /// system allows it, around the page cache: the kernel then has no
@@ -767,10 +1199,10 @@ fn receive_bulk(
     index: u32,
     bytes: u64,
     (dest, path): (&std::fs::File, &Path),
-    offset: u64,
+    (offset, crc): (u64, u32),
     io: &impl Fn(std::io::Error) -> String,
     progress: &mut impl FnMut(u64),
-) -> Result<(u64, std::net::TcpStream), Received> {
+) -> Result<((u64, u32), std::net::TcpStream), Received> {
     use std::io::Write;
     let peer = conn.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let net = |e: std::io::Error| format!("{peer}: file {index} of the stream: {e}");
@@ -779,7 +1211,7 @@ fn receive_bulk(
         .and_then(|()| conn.write_all(&bulk_wire::encode_request(session, index, offset, bytes - offset)))
         .and_then(|()| bulk_wire::read_response(&mut conn));
     let n = asked.map_err(|e| Received::Unanswered(net(e)))?.map_err(|e| Received::Failed(format!("{peer}: {e}")))?;
-    let received = receive_into(&mut conn, n, (index, bytes), (dest, path), offset, io, progress);
+    let received = receive_into(&mut conn, n, (index, bytes), (dest, path), (offset, crc), io, progress);
     received.map(|fetched| (fetched, conn)).map_err(Received::Failed)
 }
 
@@ -797,10 +1229,10 @@ fn receive_into(
     n: u64,
     (index, bytes): (u32, u64),
     (dest, path): (&std::fs::File, &Path),
-    offset: u64,
+    (offset, mut crc): (u64, u32),
     io: &impl Fn(std::io::Error) -> String,
     progress: &mut impl FnMut(u64),
-) -> Result<u64, String> {
+) -> Result<(u64, u32), String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     const ALIGN: usize = 4096;
@@ -835,6 +1267,7 @@ fn receive_into(
             continue;
         }
         let data = block.get(..filled).ok_or("a block past the stream buffer")?;
+        crc = crc32c::crc32c_append(crc, data);
         match &direct {
             Some(d) if filled.is_multiple_of(ALIGN) => d.write_all_at(data, base).map_err(io)?,
             _ => {
@@ -850,7 +1283,7 @@ fn receive_into(
         base += filled as u64;
         filled = 0;
     }
-    Ok(base - offset)
+    Ok((base - offset, crc))
 }
 
 /// `StreamPullReq`: a peer (a node leaving, or the node running removenode)
@@ -874,10 +1307,8 @@ pub async fn serve(
     match verb {
         Verb::StreamReq => {
             let req = wire::decode_stream_request(&payload).map_err(|e| e.to_string())?;
-            let files = crate::bulk::run(move || source.prepare(from, req.session, req.table, &req.ranges))
-                .await
-                .map_err(|e| format!("stream export task failed: {e}"))??;
-            Ok((Verb::StreamRsp, wire::encode_stream_files(&files)))
+            let (files, complete) = source.prepare(from, &req).await?;
+            Ok((Verb::StreamRsp, wire::encode_stream_files(&files, complete)))
         }
         Verb::StreamChunkReq => {
             let (session, file, offset, len) = wire::decode_stream_chunk(&payload).map_err(|e| e.to_string())?;

@@ -13,8 +13,8 @@
 //!             partition_limit:u32
 //! ScanRsp  := truncated:u8 count:u32 (token:i64 key:blob)[count]
 //! RepairReq:= table:uuid count:u32 (key:blob value:blob)[count]
-//! StreamReq:= session:uuid table:uuid count:u32 (start:i64 end:i64)[count]
-//! StreamRsp:= count:u32 (bytes:u64 entries:u64 crc32c:u32)[count]
+//! StreamReq:= session:uuid table:uuid count:u32 (start:i64 end:i64)[count] known:u32 held:u32
+//! StreamRsp:= count:u32 (bytes:u64 entries:u64 crc32c:u32)[count] complete:u8
 //! StreamChunkReq := session:uuid file:u32 offset:u64 len:u32      StreamChunkRsp := bytes
 //! StreamDoneReq  := session:uuid                                  StreamDoneRsp  := (empty)
 //! HashesReq:= table:uuid start:i64 end:i64 now:i32 flags:u8 (bit0 after, bit1 compact first,
@@ -302,19 +302,26 @@ pub struct StreamFileInfo {
     pub crc32c: u32,
 }
 
-/// `StreamReq`: export these token ranges (`(start, end]`) of a table for a session.
+/// `StreamReq`: export these token ranges (`(start, end]`) of a table for a
+/// session, and answer with its files once there are more than `known` of
+/// them or the export is complete; the receiver holds the first `held`
+/// files whole (the sender may delete them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamRequest {
     pub session: Uuid,
     pub table: Uuid,
     pub ranges: Vec<(i64, i64)>,
+    pub known: u32,
+    pub held: u32,
 }
 
-pub fn encode_stream_request(session: Uuid, table: Uuid, ranges: &[(i64, i64)]) -> Bytes {
-    let mut out = BytesMut::with_capacity(36 + 16 * ranges.len());
-    out.put_slice(session.as_bytes());
-    out.put_slice(table.as_bytes());
-    put_ranges(&mut out, ranges);
+pub fn encode_stream_request(req: &StreamRequest) -> Bytes {
+    let mut out = BytesMut::with_capacity(44 + 16 * req.ranges.len());
+    out.put_slice(req.session.as_bytes());
+    out.put_slice(req.table.as_bytes());
+    put_ranges(&mut out, &req.ranges);
+    out.put_u32(req.known);
+    out.put_u32(req.held);
     out.freeze()
 }
 
@@ -323,23 +330,25 @@ pub fn decode_stream_request(bytes: &[u8]) -> Result<StreamRequest, WireError> {
     let session = r.uuid()?;
     let table = r.uuid()?;
     let ranges = ranges(&mut r)?;
+    let (known, held) = (r.u32()?, r.u32()?);
     r.finish()?;
-    Ok(StreamRequest { session, table, ranges })
+    Ok(StreamRequest { session, table, ranges, known, held })
 }
 
-/// `StreamRsp`: the session's files.
-pub fn encode_stream_files(files: &[StreamFileInfo]) -> Bytes {
-    let mut out = BytesMut::with_capacity(4 + 20 * files.len());
+/// `StreamRsp`: the session's files so far, and whether they are all of it.
+pub fn encode_stream_files(files: &[StreamFileInfo], complete: bool) -> Bytes {
+    let mut out = BytesMut::with_capacity(5 + 20 * files.len());
     out.put_u32(files.len() as u32);
     for f in files {
         out.put_u64(f.bytes);
         out.put_u64(f.entries);
         out.put_u32(f.crc32c);
     }
+    out.put_u8(u8::from(complete));
     out.freeze()
 }
 
-pub fn decode_stream_files(bytes: &[u8]) -> Result<Vec<StreamFileInfo>, WireError> {
+pub fn decode_stream_files(bytes: &[u8]) -> Result<(Vec<StreamFileInfo>, bool), WireError> {
     let mut r = ByteReader::new(bytes, WireError { what: "stream files" });
     let n = r.u32()? as usize;
     let n = r.count(n, 20)?;
@@ -347,8 +356,9 @@ pub fn decode_stream_files(bytes: &[u8]) -> Result<Vec<StreamFileInfo>, WireErro
     for _ in 0..n {
         files.push(StreamFileInfo { bytes: r.u64()?, entries: r.u64()?, crc32c: r.u32()? });
     }
+    let complete = r.u8()? != 0;
     r.finish()?;
-    Ok(files)
+    Ok((files, complete))
 }
 
 /// `StreamChunkReq`: up to `len` bytes of a session's file from `offset`.
@@ -812,10 +822,14 @@ mod tests {
             session: Uuid::from_u128(5),
             table: Uuid::from_u128(6),
             ranges: vec![(i64::MIN, -1), (i64::MAX, 0)],
+            known: 7,
+            held: 3,
         };
-        assert_eq!(decode_stream_request(&encode_stream_request(req.session, req.table, &req.ranges)).unwrap(), req);
+        assert_eq!(decode_stream_request(&encode_stream_request(&req)).unwrap(), req);
         let files = vec![StreamFileInfo { bytes: 1 << 40, entries: 3, crc32c: 0xDEAD_BEEF }];
-        assert_eq!(decode_stream_files(&encode_stream_files(&files)).unwrap(), files);
+        for complete in [false, true] {
+            assert_eq!(decode_stream_files(&encode_stream_files(&files, complete)).unwrap(), (files.clone(), complete));
+        }
         assert_eq!(
             decode_stream_chunk(&encode_stream_chunk(req.session, 2, 99, 4096)).unwrap(),
             (req.session, 2, 99, 4096)

@@ -171,7 +171,19 @@ fn pair_on<T>(
     throughput: u64,
     transport: T,
     peer: SocketAddr,
+    inbound: tokio::sync::mpsc::Receiver<net::Inbound>,
+) -> Pair<T> {
+    pair_cut(n, throughput, transport, peer, inbound, None)
+}
+
+/// `pair_on` with the source's exports cut into files of `file_bytes`.
+fn pair_cut<T>(
+    n: i32,
+    throughput: u64,
+    transport: T,
+    peer: SocketAddr,
     mut inbound: tokio::sync::mpsc::Receiver<net::Inbound>,
+    file_bytes: Option<u64>,
 ) -> Pair<T> {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let source = storage(dirs[0].path());
@@ -179,13 +191,17 @@ fn pair_on<T>(
     source.flush(None).unwrap();
     write(&source, n / 2..n);
     let receiver = storage(dirs[1].path());
-    let streams = Arc::new(StreamSource::new(
+    let streams = StreamSource::new(
         Arc::clone(&source),
         dirs[2].path().join("out"),
         dirs[2].path().join("pulled"),
         throughput,
         Arc::default(),
-    ));
+    );
+    let streams = Arc::new(match file_bytes {
+        Some(bytes) => streams.with_file_bytes(bytes),
+        None => streams,
+    });
     let serving = Arc::clone(&streams);
     tokio::spawn(async move {
         while let Some(msg) = inbound.recv().await {
@@ -238,6 +254,58 @@ async fn range_arrives_whole<T: Transport>(p: Pair<T>) -> StreamRegistry {
     p.registry
 }
 
+/// An export of many files is written a few files ahead of the receiver: the sender's staging
+/// directory never holds much more than `EXPORT_AHEAD_FILES` files, whatever the ranges' size, and
+/// everything still arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_export_is_staged_a_few_files_ahead_of_the_receiver() {
+    const FILE: u64 = 256 << 10;
+    let config = || TcpConfig::new("127.0.0.1:0".parse().unwrap());
+    let (source_transport, inbound) = TcpTransport::bind(config()).await.unwrap();
+    let (transport, _receiver_inbound) = TcpTransport::bind(config()).await.unwrap();
+    let peer = source_transport.local_addr();
+    // 8 MB/s: the receiver is the slower end, so an unbounded export would run far ahead.
+    let p = pair_cut(6000, 8_000_000, transport, peer, inbound, Some(FILE));
+    let serving = Arc::clone(&p.streams);
+    source_transport.serve_bulk(Arc::new(move |conn, from| Arc::clone(&serving).serve_bulk(conn, from)));
+    std::mem::forget(source_transport);
+    let staging = p._dirs[2].path().join("out");
+    let watching = staging.clone();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    let watcher = std::thread::spawn(move || {
+        let mut peak = 0u64;
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            let staged: u64 = walk(&watching).iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
+            peak = peak.max(staged);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        peak
+    });
+    let stats = p.receiver().fetch(p.peer, Uuid::new_v4(), TABLE, &[(0, 0)]).await.unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = watcher.join().unwrap();
+    assert!(stats.files >= 10, "{stats:?}");
+    assert!((0..6000).all(|k| has(&p.receiver, k)));
+    let bound = (stream::EXPORT_AHEAD_FILES + 1) * FILE + FILE / 2;
+    assert!(peak > 0 && peak <= bound, "staged at most {peak} bytes at once; bound {bound} ({} in all)", stats.bytes);
+    assert!(walk(&staging).is_empty(), "the export is deleted once done");
+}
+
+/// Every file under `dir`, in its subdirectories too.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_session_resumes_and_a_damaged_file_is_fetched_again() {
     resumes_and_refetches(pair(3000, 0)).await;
@@ -249,39 +317,45 @@ async fn a_retried_session_resumes_over_tcp_bulk_connections() {
 }
 
 async fn resumes_and_refetches<T: Transport>(p: Pair<T>) {
-    let session = Uuid::new_v4();
     let whole = (0, 0);
-    // The source exports for the session; the receiver already holds the first half of file 0 (an
-    // earlier try that broke off).
-    let files = p.streams.prepare(p.peer, session, TABLE, &[whole]).unwrap();
-    let exported = std::fs::read_dir(p._dirs[2].path().join("out").join(session.to_string()))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|path| path.to_string_lossy().ends_with("-0.sst"))
-        .unwrap();
+    // A damaged partial file: noticed by its CRC once fetched to its end, fetched again whole at
+    // once, and then the session succeeds.
+    let session = Uuid::new_v4();
+    let (total, half) = half_held(&p, session, true).await;
+    let stats = p.receiver().fetch(p.peer, session, TABLE, &[whole]).await.unwrap();
+    assert_eq!(stats.bytes, total);
+    assert_eq!(stats.fetched, (total - half) + total, "the rest of the damaged file, then all of it again");
+    assert!((0..3000).all(|k| has(&p.receiver, k)));
+
+    // A good partial file: only the rest is fetched.
+    let session = Uuid::new_v4();
+    let (total, half) = half_held(&p, session, false).await;
+    let stats = p.receiver().fetch(p.peer, session, TABLE, &[whole]).await.unwrap();
+    assert_eq!(stats.bytes, total);
+    assert_eq!(stats.fetched, total - half, "the half already held is not sent again");
+    let last = p.registry.list().into_iter().find(|s| s.session == session).unwrap();
+    assert_eq!(last.bytes_skipped, half);
+}
+
+/// Has the source export the whole ring for `session` (one file of about 3 MB) and puts the first
+/// half of it in the receiver's spool, as an earlier try that broke off would have left it,
+/// `damaged` or not. Returns the file's size and the bytes held.
+async fn half_held<T: Transport>(p: &Pair<T>, session: Uuid, damaged: bool) -> (u64, u64) {
+    let req = cluster::wire::StreamRequest { session, table: TABLE, ranges: vec![(0, 0)], known: 0, held: 0 };
+    let (files, _) = p.streams.prepare(p.peer, &req).await.unwrap();
+    assert_eq!(files.len(), 1, "one file of about 3 MB: {files:?}");
+    let exported = p.streams.dir().join(session.to_string()).join("0.sst");
     let bytes = std::fs::read(&exported).unwrap();
     assert_eq!(bytes.len() as u64, files[0].bytes);
     let half = bytes.len() / 2;
     let partial = p.spool.join(session.to_string()).join("0.sst");
     std::fs::create_dir_all(partial.parent().unwrap()).unwrap();
-
-    // A damaged partial file: the session fails at the CRC check, ingests nothing, and drops the file.
-    let mut damaged = bytes[..half].to_vec();
-    damaged[half / 2] ^= 0xFF;
-    std::fs::write(&partial, &damaged).unwrap();
-    let err = p.receiver().fetch(p.peer, session, TABLE, &[whole]).await.unwrap_err();
-    assert!(err.contains("damaged"), "{err}");
-    assert!(!has(&p.receiver, 0) && !partial.exists());
-
-    // A good partial file: only the rest is fetched.
-    std::fs::write(&partial, &bytes[..half]).unwrap();
-    let stats = p.receiver().fetch(p.peer, session, TABLE, &[whole]).await.unwrap();
-    let total: u64 = files.iter().map(|f| f.bytes).sum();
-    assert_eq!(stats.bytes, total);
-    assert_eq!(stats.fetched, total - half as u64, "the half already held is not sent again");
-    assert!((0..3000).all(|k| has(&p.receiver, k)));
-    let last = p.registry.list().into_iter().last().unwrap();
-    assert_eq!(last.bytes_skipped, half as u64);
+    let mut held = bytes[..half].to_vec();
+    if damaged {
+        held[half / 2] ^= 0xFF;
+    }
+    std::fs::write(&partial, &held).unwrap();
+    (bytes.len() as u64, half as u64)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

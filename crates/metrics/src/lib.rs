@@ -125,6 +125,11 @@ impl Drop for Queued<'_> {
 pub static READ_STAGE: Stage = Stage::new_const();
 pub static MUTATION_STAGE: Stage = Stage::new_const();
 
+/// Client requests (CQL reads and writes) this process has finished.
+pub fn client_requests_completed() -> u64 {
+    READ_STAGE.completed.load(Ordering::Relaxed) + MUTATION_STAGE.completed.load(Ordering::Relaxed)
+}
+
 /// The stages by Cassandra's pool names (`tpstats`, `/metrics`, `system_views.thread_pools`).
 pub const STAGES: [(&str, &Stage); 2] = [("ReadStage", &READ_STAGE), ("MutationStage", &MUTATION_STAGE)];
 

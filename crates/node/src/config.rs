@@ -122,6 +122,12 @@ pub struct ConfigFile {
     pub stream_throughput_outbound: Option<Size>,
     /// The same in megabits per second (Cassandra before 4.1).
     pub stream_throughput_outbound_megabits_per_sec: Option<u64>,
+    /// Bytes per second a node streams out to all peers together while it
+    /// serves client requests (at least 10 a second; default 24MiB/s,
+    /// Cassandra's `stream_throughput_outbound`; 0 = no such limit): an idle
+    /// node streams as fast as it can, a busy one leaves its CPU to its
+    /// clients. The lower of this and `stream_throughput_outbound` applies.
+    pub stream_throughput_outbound_under_load: Option<Size>,
     /// Bytes per second compactions may write (`64MiB/s`; 0 = unthrottled,
     /// Shoal's and ScyllaDB's default; Cassandra's is 64MiB/s). Changed at
     /// run time by `shoal tool setcompactionthroughput`.
@@ -475,6 +481,8 @@ pub struct NodeConfig {
     pub prometheus_address: Option<IpAddr>,
     /// Streaming's outbound limit, bytes per second over all sessions; 0 = unthrottled.
     pub stream_throughput_bytes: u64,
+    /// The same while the node serves clients (`stream_throughput_outbound_under_load`); 0 = none.
+    pub stream_throughput_under_load_bytes: u64,
     /// How fast compactions may write, bytes per second; 0 = unthrottled.
     pub compaction_throughput_bytes: u64,
     pub auto_bootstrap: bool,
@@ -837,6 +845,10 @@ impl ConfigFile {
                 (None, Some(megabits)) => megabits.saturating_mul(1_000_000 / 8),
                 (None, None) => 0,
             },
+            stream_throughput_under_load_bytes: match &self.stream_throughput_outbound_under_load {
+                Some(rate) => rate_bytes("stream_throughput_outbound_under_load", rate)?,
+                None => DEFAULT_STREAM_UNDER_LOAD,
+            },
             compaction_throughput_bytes: match (self.compaction_throughput, self.compaction_throughput_mb_per_sec) {
                 (Some(_), Some(_)) => {
                     return Err(ConfigError(
@@ -1038,6 +1050,10 @@ fn duration(key: &str, d: &Dur) -> Result<Duration, ConfigError> {
 }
 
 /// A data rate: `24MiB/s`, `512KiB/s`, `100B/s`, or a bare number of bytes per second.
+/// `stream_throughput_outbound_under_load`'s default: Cassandra's default
+/// `stream_throughput_outbound`.
+const DEFAULT_STREAM_UNDER_LOAD: u64 = 24 << 20;
+
 fn rate_bytes(key: &str, s: &Size) -> Result<u64, ConfigError> {
     match s {
         Size::Bytes(b) => Ok(*b),
@@ -1175,6 +1191,9 @@ mod tests {
         };
         let c = ConfigFile::parse("native_transport_port: 1234\nadmin_port: 7200\n").unwrap().build(o.clone()).unwrap();
         assert_eq!(c.stream_throughput_bytes, 0, "unthrottled by default");
+        assert_eq!(c.stream_throughput_under_load_bytes, 24 << 20, "Cassandra's 24MiB/s while serving clients");
+        let c = ConfigFile::parse("stream_throughput_outbound_under_load: 0MiB/s\n").unwrap().build(o.clone()).unwrap();
+        assert_eq!(c.stream_throughput_under_load_bytes, 0);
         assert_eq!(c.compaction_throughput_bytes, 0, "unthrottled by default");
         let c = ConfigFile::parse("compaction_throughput: 64MiB/s\n").unwrap().build(o.clone()).unwrap();
         assert_eq!(c.compaction_throughput_bytes, 64 << 20);

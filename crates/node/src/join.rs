@@ -231,13 +231,16 @@ pub async fn join(
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(Arc::clone(&gossip).run_refresh(Duration::from_millis(100), Arc::clone(&view), events_tx));
     let stream_registry = Arc::new(StreamRegistry::default());
-    let streams = Arc::new(StreamSource::new(
-        Arc::clone(storage),
-        config.data_dir.join("streams").join("out"),
-        config.data_dir.join("streams").join("in"),
-        config.stream_throughput_bytes,
-        Arc::clone(&stream_registry),
-    ));
+    let streams = Arc::new(
+        StreamSource::new(
+            Arc::clone(storage),
+            cluster::stream::staging_dir(&config.data_dir),
+            config.data_dir.join("streams").join("in"),
+            config.stream_throughput_bytes,
+            Arc::clone(&stream_registry),
+        )
+        .with_under_load(config.stream_throughput_under_load_bytes),
+    );
     // Streamed file data travels on bulk connections, served by bulk threads.
     let source = Arc::clone(&streams);
     transport.serve_bulk(Arc::new(move |conn, from| Arc::clone(&source).serve_bulk(conn, from)));

@@ -1030,6 +1030,9 @@ impl Lifecycle {
                  and the node is NORMAL again (one topology change at a time)"
             ));
         }
+        // Everything here is handed away: no compaction of it meanwhile (its streams and its clients
+        // get that CPU and disk).
+        storage.hold_compactions(true);
         let mut sessions = Vec::new();
         let mut totals = StreamStats::default();
         let receiver = self.receiver();
@@ -1060,6 +1063,7 @@ impl Lifecycle {
         .await;
         if let Err(e) = result {
             // Nothing was handed over for good: this node owns its ranges again.
+            storage.hold_compactions(false);
             self.gossip.set_status(cluster::Status::Normal).await;
             return Err(format!("decommission failed, the node is NORMAL again: {e}"));
         }

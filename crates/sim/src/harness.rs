@@ -65,6 +65,8 @@ pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_millis(200);
 pub const CONVICT_AFTER_FAILURES: u32 = 3;
 /// The longest an announcement takes to reach a node.
 pub const GOSSIP_DELAY_MAX: Duration = Duration::from_millis(500);
+/// The size the simulated nodes cut their stream exports into.
+const SIM_STREAM_FILE_BYTES: u64 = 64 << 10;
 
 /// Short timeouts: virtual time is free, but each one is a step of the run.
 pub fn coordinator_config() -> CoordinatorConfig {
@@ -411,6 +413,8 @@ impl SimCluster {
     }
 
     fn stream_source(&self, base: &Path, storage: &Arc<Storage>, registry: &Arc<StreamRegistry>) -> StreamSource {
+        // Small files: the simulation's exports run to several, so the sender's flow control (a few
+        // files ahead of the receiver, held files deleted) is in every stream it simulates.
         StreamSource::new(
             Arc::clone(storage),
             base.join("streams").join("out"),
@@ -418,6 +422,7 @@ impl SimCluster {
             0,
             Arc::clone(registry),
         )
+        .with_file_bytes(SIM_STREAM_FILE_BYTES)
     }
 
     /// Starts a life of `node` with `streams`: its verb handler, failure

@@ -925,6 +925,14 @@ impl Storage {
         })
     }
 
+    /// Stops starting compactions (`hold`), or starts them again: a node
+    /// that decommissions hands all its data away, so merging it meanwhile
+    /// is CPU and disk taken from its clients and its stream for nothing.
+    /// Merges already running finish; a table created while held is not.
+    pub fn hold_compactions(&self, hold: bool) {
+        self.flusher.hold_compactions(hold);
+    }
+
     /// Flushes memtables of one table, or of all tables, to sorted files.
     pub fn flush(&self, table: Option<&Uuid>) -> Result<(), StorageError> {
         let stores = self.tables_or_all(table)?;

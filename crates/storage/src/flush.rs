@@ -88,6 +88,9 @@ pub(crate) struct Flusher {
     cond: Condvar,
     one_at_a_time: Mutex<()>,
     pub stop: AtomicBool,
+    /// `hold_compactions`: RocksDB starts no compaction of any table, and
+    /// flushes do not wait for one.
+    held: AtomicBool,
     files: AtomicU64,
     /// When a memtable was last flushed (the spare arena chunks go once
     /// none has been for `SPARE_CHUNKS_IDLE`).
@@ -125,6 +128,7 @@ impl Flusher {
             cond: Condvar::new(),
             one_at_a_time: Mutex::new(()),
             stop: AtomicBool::new(false),
+            held: AtomicBool::new(false),
             files: AtomicU64::new(0),
             last_flush: Mutex::new(Instant::now()),
             failing: AtomicBool::new(false),
@@ -429,7 +433,24 @@ impl Flusher {
         }
     }
 
+    /// Stops RocksDB starting compactions of the tables there are now
+    /// (`hold`), or lets it start them again; merges already running finish.
+    /// While held, flushes do not wait for compaction to catch up.
+    pub fn hold_compactions(&self, hold: bool) {
+        self.held.store(hold, Ordering::Relaxed);
+        let value = if hold { "true" } else { "false" };
+        for store in self.stores() {
+            let Some(cf) = self.db.cf_handle(&store.cf_name) else { continue };
+            if let Err(e) = self.db.set_options_cf(&cf, &[("disable_auto_compactions", value)]) {
+                tracing::warn!(table = %store.cf_name, "cannot {} compactions: {e}", if hold { "hold" } else { "resume" });
+            }
+        }
+    }
+
     fn wait_for_compaction(&self, cf: &impl rocksdb::AsColumnFamilyRef, max_runs: u64) {
+        if self.held.load(Ordering::Relaxed) {
+            return;
+        }
         let start = Instant::now();
         let runs = || self.db.property_int_value_cf(cf, "rocksdb.num-files-at-level0").ok().flatten().unwrap_or(0);
         while runs() > max_runs && start.elapsed() < MAX_COMPACTION_WAIT && !self.stop.load(Ordering::Relaxed) {

@@ -25,7 +25,9 @@
 //!   started (the table's memtable is flushed first); entries outside the
 //!   ranges are never exported.
 //! - A file is ingested only if its length and CRC-32C match what the sender
-//!   reported; a damaged file changes nothing and is reported by name.
+//!   reported (its CRC read back here, or computed by the receiver as it
+//!   wrote the file: `ingest_streamed_checked`); a damaged file changes
+//!   nothing and is reported by name.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -88,6 +90,9 @@ pub(crate) fn merged_key_ranges(ranges: &[(i64, i64)]) -> Vec<(Vec<u8>, Option<V
     merged
 }
 
+/// `Storage::export_next` reports its progress every this many bytes.
+pub const PACE_BYTES: u64 = 1 << 20;
+
 /// CRC-32C and length of a file, read back in 1 MiB pieces.
 fn file_crc(path: &Path) -> Result<(u32, u64), StorageError> {
     use std::io::Read;
@@ -103,50 +108,12 @@ fn file_crc(path: &Path) -> Result<(u32, u64), StorageError> {
     Ok((crc, len))
 }
 
-/// An export in progress: the file being written and those finished.
-struct Exporter<'a> {
-    options: &'a rocksdb::Options,
-    dir: &'a Path,
-    stem: String,
-    max_file_bytes: u64,
-    current: Option<(SstFileWriter<'a>, PathBuf, u64)>,
-    done: Vec<StreamedFile>,
-}
-
-impl<'a> Exporter<'a> {
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
-        if self.current.is_none() {
-            let path = self.dir.join(format!("{}-{}.sst", self.stem, self.done.len()));
-            let writer = SstFileWriter::create(self.options);
-            writer.open(&path)?;
-            self.current = Some((writer, path, 0));
-        }
-        let Some((writer, _, entries)) = self.current.as_mut() else {
-            return Err(StorageError::Engine("stream export lost its file".into()));
-        };
-        writer.merge(key, value)?;
-        *entries += 1;
-        if writer.file_size() >= self.max_file_bytes {
-            self.finish_file()?;
-        }
-        Ok(())
-    }
-
-    fn finish_file(&mut self) -> Result<(), StorageError> {
-        let Some((mut writer, path, entries)) = self.current.take() else { return Ok(()) };
-        writer.finish()?;
-        let (crc32c, bytes) = file_crc(&path)?;
-        self.done.push(StreamedFile { path, bytes, entries, crc32c });
-        Ok(())
-    }
-}
-
 impl Storage {
     /// Writes every stored entry of `table` whose token lies in one of
     /// `ranges` (`(start, end]`) into sorted files of about `max_file_bytes`
     /// under `dir` (created if missing), after flushing the table's
-    /// memtable. Returns the files in key order; none when the ranges hold
-    /// nothing.
+    /// memtable: `export_next` until nothing is left. Returns the files in
+    /// key order; none when the ranges hold nothing.
     pub fn export_ranges(
         &self,
         table: &Uuid,
@@ -154,21 +121,59 @@ impl Storage {
         dir: &Path,
         max_file_bytes: u64,
     ) -> Result<Vec<StreamedFile>, StorageError> {
-        let store = self.table(table)?;
-        self.flusher.flush_now(&store)?;
-        let cf = self.cf(&store)?;
         std::fs::create_dir_all(dir)?;
+        let mut files = Vec::new();
+        let mut after = None;
+        loop {
+            let path = dir.join(format!("{}-{}.sst", std::process::id(), files.len()));
+            match self.export_next(table, ranges, after.as_deref(), &path, max_file_bytes, &mut |_| {})? {
+                Some((file, last)) => {
+                    files.push(file);
+                    after = Some(last);
+                }
+                None => return Ok(files),
+            }
+        }
+    }
+
+    /// One file of an export, written to `path`: the stored entries of
+    /// `table` in `ranges` (`(start, end]`) whose keys come after `after`
+    /// (`None`: from the first, after flushing the table's memtable, so the
+    /// export holds everything written before it began), in key order,
+    /// until the file reaches about `max_file_bytes`. Returns the file and
+    /// its last key (the next call's `after`), or `None` when no entry is
+    /// left (no file is written then). Each call reads what is stored when
+    /// it runs: an entry written since an earlier call may be in a later
+    /// file too, which the receiver's merge makes harmless. `pace` is
+    /// called with the bytes written each time the file has grown by
+    /// another `PACE_BYTES` (a caller that throttles sleeps in it).
+    pub fn export_next(
+        &self,
+        table: &Uuid,
+        ranges: &[(i64, i64)],
+        after: Option<&[u8]>,
+        path: &Path,
+        max_file_bytes: u64,
+        pace: &mut dyn FnMut(u64),
+    ) -> Result<Option<(StreamedFile, Vec<u8>)>, StorageError> {
+        let store = self.table(table)?;
+        if after.is_none() {
+            self.flusher.flush_now(&store)?;
+        }
+        let cf = self.cf(&store)?;
+        // The smallest key after `after`.
+        let from = after.map(|a| [a, &[0u8]].concat());
         let options = crate::flush::writer_options();
-        let mut export = Exporter {
-            options: &options,
-            dir,
-            stem: format!("{}-{}", store.cf_name, std::process::id()),
-            max_file_bytes: max_file_bytes.max(1),
-            current: None,
-            done: Vec::new(),
-        };
-        let merged = merged_key_ranges(ranges);
-        for (lower, upper) in merged {
+        let mut writer: Option<SstFileWriter<'_>> = None;
+        let (mut entries, mut last, mut paced) = (0u64, Vec::new(), 0u64);
+        'ranges: for (lower, upper) in merged_key_ranges(ranges) {
+            if from.as_ref().zip(upper.as_ref()).is_some_and(|(from, upper)| upper <= from) {
+                continue;
+            }
+            let lower = match &from {
+                Some(from) if *from > lower => from.clone(),
+                _ => lower,
+            };
             let mut opts = ReadOptions::default();
             opts.fill_cache(false);
             opts.set_iterate_lower_bound(lower);
@@ -178,13 +183,34 @@ impl Storage {
             let mut it = self.db.raw_iterator_cf_opt(&cf, opts);
             it.seek_to_first();
             while let (Some(key), Some(value)) = (it.key(), it.value()) {
-                export.put(key, value)?;
+                let w = match writer.as_mut() {
+                    Some(w) => w,
+                    None => {
+                        let w = SstFileWriter::create(&options);
+                        w.open(path)?;
+                        writer.insert(w)
+                    }
+                };
+                w.merge(key, value)?;
+                entries += 1;
+                last.clear();
+                last.extend_from_slice(key);
+                let size = w.file_size();
+                if size >= paced + PACE_BYTES {
+                    pace(size - paced);
+                    paced = size;
+                }
+                if size >= max_file_bytes.max(1) {
+                    break 'ranges;
+                }
                 it.next();
             }
             it.status()?;
         }
-        export.finish_file()?;
-        Ok(export.done)
+        let Some(mut writer) = writer else { return Ok(None) };
+        writer.finish()?;
+        let (crc32c, bytes) = file_crc(path)?;
+        Ok(Some((StreamedFile { path: path.to_path_buf(), bytes, entries, crc32c }, last)))
     }
 
     /// Cleanup (nodetool cleanup): deletes every entry of `table` whose
@@ -230,12 +256,25 @@ impl Storage {
     /// fails the call before any file is ingested. Returns the entries
     /// ingested.
     pub fn ingest_streamed(&self, table: &Uuid, files: &[StreamedFile]) -> Result<u64, StorageError> {
+        self.ingest_files(table, files, true)
+    }
+
+    /// `ingest_streamed` for files whose CRC-32C the caller computed over
+    /// the bytes as it wrote them and found equal to the sender's (a stream
+    /// receiver): only their lengths are checked here, so the files are not
+    /// read once more before RocksDB opens them.
+    pub fn ingest_streamed_checked(&self, table: &Uuid, files: &[StreamedFile]) -> Result<u64, StorageError> {
+        self.ingest_files(table, files, false)
+    }
+
+    fn ingest_files(&self, table: &Uuid, files: &[StreamedFile], read_crc: bool) -> Result<u64, StorageError> {
         if files.is_empty() {
             return Ok(0);
         }
         let store = self.table(table)?;
         for f in files {
-            let (crc, bytes) = file_crc(&f.path)?;
+            let (crc, bytes) =
+                if read_crc { file_crc(&f.path)? } else { (f.crc32c, std::fs::metadata(&f.path)?.len()) };
             if (crc, bytes) != (f.crc32c, f.bytes) {
                 return Err(StorageError::Invalid(format!(
                     "streamed file {} is damaged: {bytes} bytes with CRC-32C {crc:08x}, the sender wrote {} bytes with {:08x}",

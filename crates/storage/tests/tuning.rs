@@ -3,7 +3,8 @@
 //! written with text starts again, a table whose options turn compression
 //! off is never switched on, and every row reads back the same whatever
 //! mix of compressed and uncompressed files holds it; a small table is
-//! merged whole and a large one in size tiers (`Flusher::tune_merges`).
+//! merged whole and a large one in size tiers (`Flusher::tune_merges`);
+//! held compactions (`Storage::hold_compactions`) leave runs apart.
 
 #![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
 
@@ -197,6 +198,36 @@ fn a_small_table_is_merged_whole_and_a_large_one_in_tiers() {
     storage.set_schema(&[keyspace("ks", true, vec![table, big_table])]).unwrap();
     assert_eq!(storage.merged_whole(&t), Some(true));
     assert_eq!(storage.merged_whole(&big), Some(false));
+}
+
+/// A decommissioning node holds compactions (`Storage::hold_compactions`):
+/// a table merged whole keeps every run its flushes make, and flushes do not
+/// wait for a merge; released, the runs merge again.
+#[test]
+fn held_compactions_leave_runs_apart_until_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), periodic());
+    let (storage, _) = open(&cfg);
+    let t = Uuid::new_v4();
+    storage.set_schema(&[keyspace("ks", true, vec![kv_table("ks", "kv", t)])]).unwrap();
+    flush_rows(&storage, t, 0, 2000);
+    assert_eq!(wait_for_runs(&storage, t, 1), 1);
+    storage.hold_compactions(true);
+    for i in 1..=4 {
+        flush_rows(&storage, t, 2000 * i, 2000 * i + 100);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(storage.sorted_runs(&t), 5, "held: no merge of the new runs");
+    storage.hold_compactions(false);
+    flush_rows(&storage, t, 20_000, 20_010);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while storage.sorted_runs(&t) > 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(storage.sorted_runs(&t) <= 2, "released: the 6 runs merge ({} left)", storage.sorted_runs(&t));
+    for pk in (0..2000).step_by(97).chain(2000..2100) {
+        assert_eq!(read(&storage, t, pk).as_deref(), Some(&text_value(pk)[..]), "pk {pk}");
+    }
 }
 
 #[test]

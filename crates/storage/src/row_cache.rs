@@ -30,7 +30,10 @@
 //!   concurrent miss may already have read that write from the memtable
 //!   and returned it, and an older read filled meanwhile would then take a
 //!   reader back in time (a read after a newer read returns older data:
-//!   `storage/tests/row_cache.rs`'s racing readers caught it). A write the
+//!   `storage/tests/row_cache.rs`'s racing readers caught it). Nor is a hit
+//!   served while a write of its shard is in flight: an entry filled before
+//!   the write began is older than what a miss may already have read from
+//!   the memtable; the lookup is a miss then, and reads storage. A write the
 //!   entry already held (inserted before the fill's read, merged after) is
 //!   merged twice, harmlessly: merging is idempotent.
 //! - Writes skip the lock while no miss has ever been taken (`armed`): a
@@ -298,7 +301,11 @@ impl RowCache {
         let hash = self.hash(table, prefix);
         let mut s = lock(self.shard(hash));
         s.requests += 1;
-        if let Some(slot) = s.map.get_mut(&hash) {
+        // No hit while a write of the shard is in flight: its memtable insert may already be
+        // visible to a miss (whose reader has returned the new value), while the entry does not
+        // hold it until the write's cache step; this read goes to storage instead.
+        let writing = self.writing(hash).load(Ordering::SeqCst) != 0;
+        if let Some(slot) = s.map.get_mut(&hash).filter(|_| !writing) {
             if slot.holds(table, prefix) {
                 slot.visited = true;
                 slot.read_since_write = true;
@@ -607,6 +614,26 @@ mod tests {
         let Lookup::Miss(after) = c.get(t, b"k") else { panic!() };
         c.fill(after, &pairs(2, 10));
         assert_eq!(read(&hit(&c, t, b"k").expect("fills are kept again once the write is done")), pairs(2, 10));
+    }
+
+    /// An entry filled before a write began is not served while the write
+    /// is in flight (a miss meanwhile may have read the write from the
+    /// memtable and returned it; a hit on the older entry would then take
+    /// that reader back in time), and is served again, brought up to the
+    /// write, once the write's cache step is done.
+    #[test]
+    fn no_hit_while_a_write_of_its_shard_is_in_flight() {
+        let c = RowCache::new(1 << 20);
+        let t = 1u64;
+        let Lookup::Miss(ticket) = c.get(t, b"k") else { panic!() };
+        c.fill(ticket, &pairs(1, 10));
+        assert_eq!(read(&hit(&c, t, b"k").expect("filled")), pairs(1, 10));
+        c.begin_write(t, b"k");
+        assert!(matches!(c.get(t, b"k"), Lookup::Miss(_)), "a write of the shard is in flight: no hit");
+        c.invalidate(t, b"k");
+        let Lookup::Miss(ticket) = c.get(t, b"k") else { panic!() };
+        c.fill(ticket, &pairs(2, 10));
+        assert_eq!(read(&hit(&c, t, b"k").expect("hits again once the write is done")), pairs(2, 10));
     }
 
     #[test]

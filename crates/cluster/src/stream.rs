@@ -273,6 +273,9 @@ const STAGING_MIN_FREE: u64 = 2 << 30;
 pub const EXPORT_AHEAD_FILES: u64 = 2;
 /// The file in a staging directory naming the process that owns it.
 const OWNER_FILE: &str = "owner.pid";
+/// A staging directory naming no owner is left alone this long (it may be
+/// one a node is creating).
+const UNOWNED_STAGING_AGE: Duration = Duration::from_secs(600);
 
 #[allow(clippy::unnecessary_cast, reason = "statfs's field types differ between libc targets")]
 fn is_tmpfs_with_room(dir: &Path) -> bool {
@@ -300,13 +303,27 @@ fn sweep_abandoned_staging(own: &Path) {
             continue;
         }
         let owner = std::fs::read_to_string(path.join(OWNER_FILE)).ok().and_then(|s| s.trim().parse::<i32>().ok());
-        // SAFETY: kill with signal 0 sends nothing; it only asks whether the process exists.
-        #[allow(unsafe_code)]
-        let gone = owner.is_none_or(|pid| unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH));
+        let gone = match owner {
+            Some(pid) => !process_exists(pid),
+            // No owner named: one being created right now (its owner file not yet written), or
+            // one whose owner file is lost; only the second, old, goes.
+            None => e
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > UNOWNED_STAGING_AGE)),
+        };
         if gone {
             let _ = std::fs::remove_dir_all(&path);
         }
     }
+}
+
+/// Whether process `pid` exists (a process of another user counts).
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 sends nothing; it only asks whether the process exists.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// The sending side: exports that peers pull in chunks, and the outbound

@@ -23,7 +23,9 @@
 //! sender deleted it already (the receiver had said it held it), both ends
 //! drop the session and the next try starts it over.
 //! Throttled by the sender: `stream_throughput_outbound` bytes per second
-//! over all its sessions (0 = unthrottled), as Cassandra's setting.
+//! over all its sessions (0 = unthrottled), as Cassandra's setting, and
+//! while the node serves clients `stream_throughput_outbound_under_load`
+//! (the lower applies); the export's writes are paced alike.
 //!
 //! The disk and CPU work of a session (the export, chunk reads and writes,
 //! the ingest) runs on the low-priority bulk threads (`crate::bulk`), never
@@ -491,9 +493,7 @@ impl StreamSource {
                 let st = lock(&s.state);
                 if let Some(e) = st.failed.clone() {
                     drop(st);
-                    if lock(&self.sessions).remove(&req.session).is_some() {
-                        let _ = std::fs::remove_dir_all(self.dir.join(req.session.to_string()));
-                    }
+                    self.forget(req.session);
                     return Err(e);
                 }
                 if st.complete || st.files.len() > req.known as usize || tokio::time::Instant::now() >= deadline {
@@ -708,12 +708,19 @@ impl StreamSource {
 
     /// The receiver has what it needs: the export goes.
     pub fn done(&self, session: Uuid) {
-        let removed = lock(&self.sessions).remove(&session);
-        if let Some(s) = removed {
-            s.end();
-            let _ = std::fs::remove_dir_all(self.dir.join(session.to_string()));
+        if self.forget(session) {
             self.registry.update(session, |s| s.state = "done".into());
         }
+    }
+
+    /// Drops `session`: its export stops and its files go. Returns whether
+    /// it was there.
+    fn forget(&self, session: Uuid) -> bool {
+        let removed = lock(&self.sessions).remove(&session);
+        let Some(s) = removed else { return false };
+        s.end();
+        let _ = std::fs::remove_dir_all(self.dir.join(session.to_string()));
+        true
     }
 
     fn expire(&self) {
@@ -721,10 +728,7 @@ impl StreamSource {
             lock(&self.sessions).iter().filter(|(_, s)| s.created.elapsed() > SESSION_TTL).map(|(id, _)| *id).collect();
         for id in old {
             tracing::warn!(session = %id, "stream export unfinished after an hour: deleted");
-            if let Some(s) = lock(&self.sessions).remove(&id) {
-                s.end();
-            }
-            let _ = std::fs::remove_dir_all(self.dir.join(id.to_string()));
+            self.forget(id);
             self.registry.update(id, |s| s.state = "failed: abandoned by the receiver".into());
         }
     }
@@ -1060,7 +1064,7 @@ impl<T: Transport> Receiver<'_, T> {
                     file.set_len(0).map_err(&io)?;
                     held = 0;
                 }
-                let crc = prefix_crc(&file, held).map_err(&io)?;
+                let crc = storage::crc32c_prefix(&file, held).map_err(&io)?;
                 Ok::<_, String>((Arc::new(file), held, crc))
             })
             .await??
@@ -1115,21 +1119,6 @@ impl<T: Transport> Receiver<'_, T> {
         crate::bulk::run(move || file.sync_data().map_err(io)).await??;
         Ok((fetched, crc))
     }
-}
-
-/// CRC-32C of the first `len` bytes of `file`, read back (a file a stream
-/// resumes in: the bytes an earlier try wrote).
-fn prefix_crc(file: &std::fs::File, len: u64) -> std::io::Result<u32> {
-    let mut buf = vec![0u8; (1 << 20).min(len as usize)];
-    let (mut crc, mut at) = (0u32, 0u64);
-    while at < len {
-        let want = ((len - at) as usize).min(buf.len());
-        let piece = buf.get_mut(..want).ok_or_else(|| std::io::Error::other("a read past the buffer"))?;
-        file.read_exact_at(piece, at)?;
-        crc = crc32c::crc32c_append(crc, piece);
-        at += want as u64;
-    }
-    Ok(crc)
 }
 
 impl<T: Transport> Receiver<'_, T> {

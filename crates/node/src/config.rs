@@ -1049,11 +1049,11 @@ fn duration(key: &str, d: &Dur) -> Result<Duration, ConfigError> {
     }
 }
 
-/// A data rate: `24MiB/s`, `512KiB/s`, `100B/s`, or a bare number of bytes per second.
 /// `stream_throughput_outbound_under_load`'s default: Cassandra's default
 /// `stream_throughput_outbound`.
 const DEFAULT_STREAM_UNDER_LOAD: u64 = 24 << 20;
 
+/// A data rate: `24MiB/s`, `512KiB/s`, `100B/s`, or a bare number of bytes per second.
 fn rate_bytes(key: &str, s: &Size) -> Result<u64, ConfigError> {
     match s {
         Size::Bytes(b) => Ok(*b),

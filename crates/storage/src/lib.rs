@@ -112,7 +112,7 @@ pub use raw::{merge_raw, repair_diff, RawPartition};
 pub use read::{Cell, ColumnData, Partition, PartitionRead, Row, ScanRange};
 pub use row_cache::RowCacheStats;
 pub use snapshot::{SnapshotEntry, SnapshotManifest, SnapshotReader};
-pub use stream::StreamedFile;
+pub use stream::{crc32c_prefix, StreamedFile};
 pub use unrepaired::RangeState;
 pub use validate::{bucket_count, bucket_of, bucket_range, fold_buckets, PartitionHash};
 pub use write::WriteBatch;

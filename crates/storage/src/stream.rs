@@ -95,17 +95,26 @@ pub const PACE_BYTES: u64 = 1 << 20;
 
 /// CRC-32C and length of a file, read back in 1 MiB pieces.
 fn file_crc(path: &Path) -> Result<(u32, u64), StorageError> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let (mut crc, mut len) = (0u32, 0u64);
-    loop {
-        let n = file.read(&mut buf)?;
-        let Some(read) = buf.get(..n).filter(|r| !r.is_empty()) else { break };
-        crc = crc32c::crc32c_append(crc, read);
-        len += n as u64;
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    Ok((crc32c_prefix(&file, len)?, len))
+}
+
+/// CRC-32C of the first `len` bytes of `file`, read in 1 MiB pieces (an
+/// error if it holds fewer): a streamed file's check, or the bytes a
+/// resumed stream already holds.
+pub fn crc32c_prefix(file: &std::fs::File, len: u64) -> std::io::Result<u32> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; (1 << 20).min(len as usize)];
+    let (mut crc, mut at) = (0u32, 0u64);
+    while at < len {
+        let want = ((len - at) as usize).min(buf.len());
+        let piece = buf.get_mut(..want).ok_or_else(|| std::io::Error::other("a read past the buffer"))?;
+        file.read_exact_at(piece, at)?;
+        crc = crc32c::crc32c_append(crc, piece);
+        at += want as u64;
     }
-    Ok((crc, len))
+    Ok(crc)
 }
 
 impl Storage {

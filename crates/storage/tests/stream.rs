@@ -8,8 +8,11 @@
 //! inside the range B must answer exactly as C (it now holds A's writes and
 //! its own, merged by the table's rules whatever their order), outside it B
 //! must answer as before. Ingesting the same range again changes nothing; a
-//! damaged file is refused and changes nothing. Replay a failure with
-//! `STREAM_SEED=<seed> cargo test --release -p storage --test stream`.
+//! damaged file is refused and changes nothing; into an empty storage the
+//! export is exactly A's data of the range. Exports cut into many files at
+//! random sizes over random ranges lose and add nothing (an empty receiver
+//! then holds exactly the sender's partitions of the ranges). Replay a
+//! failure with `STREAM_SEED=<seed> cargo test --release -p storage --test stream`.
 
 #![allow(clippy::unwrap_used, reason = "an integration test: a failed unwrap names its line")]
 
@@ -53,7 +56,7 @@ fn read_all(s: &Storage, table: Uuid, now: i32) -> Vec<Option<Partition>> {
 fn run_seed(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let table = Uuid::from_u128(0x5743_0000_0000_0000_0000_0000_0000_0000 | seed as u128);
-    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().expect("tempdir")).collect();
     let ks = vec![keyspace("ks", true, vec![model_table("ks", "t", table, 864_000)])];
     let open_one = |i: usize| open_small(dirs[i].path(), &ks);
     let (a, b, c) = (open_one(0), open_one(1), open_one(2));
@@ -82,11 +85,13 @@ fn run_seed(seed: u64) {
         }
     }
     let range = RANGES[rng.gen_range(0..RANGES.len())];
+    // Files are cut only once a 16 KiB block is written, so this model's small ranges make one
+    // file each; `exports_cut_at_any_size_lose_and_add_nothing` cuts many.
+    let file_bytes = 512;
     let what = format!("STREAM_SEED={seed} range {range:?}");
     let before = read_all(&b, table, now);
     let expected = read_all(&c, table, now);
-    // Small files, so a range usually spans several.
-    let files = a.export_ranges(&table, &[range], &spool.join("1"), 512).expect("export");
+    let files = a.export_ranges(&table, &[range], &spool.join("1"), file_bytes).expect("export");
     let entries: u64 = files.iter().map(|f| f.entries).sum();
     assert!(files.iter().all(|f| f.entries > 0 && f.bytes > 0), "{what}: no empty files");
 
@@ -109,6 +114,17 @@ fn run_seed(seed: u64) {
     for (i, &(token, pk)) in PARTITIONS.iter().enumerate() {
         let want = if contains(range, token) { &expected[i] } else { &before[i] };
         assert_eq!(&after[i], want, "{what}: partition pk={pk} token={token} after the stream");
+    }
+
+    // Into an empty storage, the export is exactly the sender's data of the range: no entry lost
+    // or added at any file boundary.
+    let empty = open_one(4);
+    let copy = a.export_ranges(&table, &[range], &spool.join("3"), file_bytes).expect("export to an empty node");
+    empty.ingest_streamed(&table, &copy).expect("ingest into an empty node");
+    let (sent, got) = (read_all(&a, table, now), read_all(&empty, table, now));
+    for (i, &(token, pk)) in PARTITIONS.iter().enumerate() {
+        let want = if contains(range, token) { &sent[i] } else { &None };
+        assert_eq!(&got[i], want, "{what}: partition pk={pk} token={token} in an empty receiver");
     }
 
     // The same range again (a retried stream) changes nothing, also after compaction.
@@ -270,5 +286,42 @@ fn cleanup_keeps_exactly_the_ranges_given() {
             files.iter().map(|f| f.entries).sum()
         };
         assert_eq!(entries, if keep.is_empty() { 0 } else { kept_entries }, "keep {keep:?}");
+    }
+}
+
+/// Exports of many files (`Storage::export_next` resuming after each file's
+/// last key), at random file sizes and over random token ranges, into an
+/// empty storage: it then holds exactly the sender's partitions of the
+/// ranges and nothing else.
+#[test]
+fn exports_cut_at_any_size_lose_and_add_nothing() {
+    for seed in 0..6u64 {
+        let mut rng = StdRng::seed_from_u64(1000 + seed);
+        let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+        let (a, t) = open_kv(dirs[0].path());
+        let b = open_kv_as(&config(dirs[1].path(), periodic()), t);
+        let keys = rng.gen_range(300..1500);
+        for pk in 0..keys {
+            let value = format!("{pk}-{}", "v".repeat(rng.gen_range(50..3000)));
+            a.apply(&[kv(t, pk, &value, 1)]).expect("apply");
+            if rng.gen_range(0..200) == 0 {
+                a.flush(None).expect("flush");
+            }
+        }
+        let ranges: Vec<(i64, i64)> = (0..rng.gen_range(1..4)).map(|_| (rng.gen(), rng.gen())).collect();
+        let file_bytes = rng.gen_range(1..=256u64 << 10);
+        let what = format!("seed {} ranges {ranges:?} files of {file_bytes} bytes", 1000 + seed);
+        let files = a.export_ranges(&t, &ranges, dirs[2].path(), file_bytes).expect("export");
+        b.ingest_streamed(&t, &files).expect("ingest");
+        let mut held = 0;
+        for pk in 0..keys {
+            let want = ranges.iter().any(|&r| contains(r, token_of(pk))).then(|| kv_get(&a, t, pk)).flatten();
+            held += usize::from(want.is_some());
+            assert_eq!(kv_get(&b, t, pk), want, "{what}: pk {pk}");
+        }
+        assert!(held > 0 || files.is_empty(), "{what}");
+        if held > 0 && file_bytes < 32 << 10 {
+            assert!(files.len() > 1, "{what}: {held} partitions in one file");
+        }
     }
 }

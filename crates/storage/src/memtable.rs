@@ -683,6 +683,9 @@ impl Cursor for MergeCursor<'_> {
         self.step_past(&key);
         self.settle();
     }
+    fn status(&self) -> Result<(), rocksdb::Error> {
+        self.kids.iter().try_for_each(|k| k.status())
+    }
 }
 
 #[cfg(test)]

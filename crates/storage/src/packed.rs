@@ -345,6 +345,10 @@ impl<C: Cursor> Cursor for Unpacked<'_, C> {
             }
         }
     }
+
+    fn status(&self) -> Result<(), rocksdb::Error> {
+        self.inner.status()
+    }
 }
 
 #[cfg(test)]

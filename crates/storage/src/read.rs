@@ -347,11 +347,26 @@ impl Storage {
         lower: Vec<u8>,
         upper: Vec<u8>,
     ) -> Box<dyn Cursor + 'a> {
+        self.cursor_with(store, cf, lower, upper, true)
+    }
+
+    /// `cursor`, saying whether the blocks it reads from files enter the
+    /// block cache (`fill_cache`: false for a scan of much data read once,
+    /// such as a stream's export).
+    pub(crate) fn cursor_with<'a>(
+        &'a self,
+        store: &TableStore,
+        cf: &impl rocksdb::AsColumnFamilyRef,
+        lower: Vec<u8>,
+        upper: Vec<u8>,
+        fill_cache: bool,
+    ) -> Box<dyn Cursor + 'a> {
         // Memtables before RocksDB (see `memtable`).
         let mems = read_lock(&store.mem).live();
         let mut kids: Vec<Box<dyn Cursor + 'a>> =
             mems.into_iter().map(|m| Box::new(MemCursor::new(m, &lower, &upper)) as Box<dyn Cursor + 'a>).collect();
         let mut opts = ReadOptions::default();
+        opts.fill_cache(fill_cache);
         opts.set_iterate_lower_bound(lower);
         opts.set_iterate_upper_bound(upper);
         let stored: DBRawIteratorWithThreadMode<'a, Db> = self.db.raw_iterator_cf_opt(cf, opts);
@@ -379,6 +394,11 @@ pub(crate) trait Cursor {
     fn value(&self) -> Option<&[u8]>;
     fn next(&mut self);
     fn prev(&mut self);
+    /// The error that ended the walk early, if one did: a cursor over files
+    /// is not valid after a read error, exactly as at the end of its range.
+    fn status(&self) -> Result<(), rocksdb::Error> {
+        Ok(())
+    }
 }
 
 impl Cursor for DBRawIteratorWithThreadMode<'_, Db> {
@@ -417,6 +437,9 @@ impl Cursor for DBRawIteratorWithThreadMode<'_, Db> {
     #[inline]
     fn prev(&mut self) {
         DBRawIteratorWithThreadMode::prev(self)
+    }
+    fn status(&self) -> Result<(), rocksdb::Error> {
+        DBRawIteratorWithThreadMode::status(self)
     }
 }
 
@@ -543,6 +566,9 @@ impl<C: Cursor + ?Sized> Cursor for Box<C> {
     fn prev(&mut self) {
         (**self).prev()
     }
+    fn status(&self) -> Result<(), rocksdb::Error> {
+        (**self).status()
+    }
 }
 
 /// A [`Cursor`] confined to `[lower, upper)` of another cursor: one
@@ -587,6 +613,9 @@ impl<C: Cursor> Cursor for Window<'_, C> {
     }
     fn prev(&mut self) {
         self.it.prev()
+    }
+    fn status(&self) -> Result<(), rocksdb::Error> {
+        self.it.status()
     }
 }
 

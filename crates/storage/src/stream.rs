@@ -22,7 +22,9 @@
 //!
 //! Invariants:
 //! - An export holds every entry of the ranges that was written before it
-//!   started (the table's memtable is flushed first); entries outside the
+//!   started: each file is read from the table's memtables merged with its
+//!   column family, as a read sees them (nothing is flushed for it, so the
+//!   sources of a join do not all flush at once); entries outside the
 //!   ranges are never exported.
 //! - A file is ingested only if its length and CRC-32C match what the sender
 //!   reported (its CRC read back here, or computed by the receiver as it
@@ -33,11 +35,12 @@
 
 use std::path::{Path, PathBuf};
 
-use rocksdb::{IngestExternalFileOptions, ReadOptions, SstFileWriter};
+use rocksdb::{IngestExternalFileOptions, SstFileWriter};
 use uuid::Uuid;
 
 use crate::engine::Storage;
 use crate::keys;
+use crate::read::Cursor;
 use crate::StorageError;
 
 /// A sorted file of streamed entries, as the sender describes it to the
@@ -90,6 +93,12 @@ pub(crate) fn merged_key_ranges(ranges: &[(i64, i64)]) -> Vec<(Vec<u8>, Option<V
     merged
 }
 
+/// A key above every key a table holds: the largest token, then more bytes
+/// than any key has.
+fn above_every_key() -> Vec<u8> {
+    vec![0xFF; 8 + 2 + keys::MAX_KEY_LENGTH + 1]
+}
+
 /// `Storage::export_next` reports its progress every this many bytes.
 pub const PACE_BYTES: u64 = 1 << 20;
 
@@ -120,8 +129,8 @@ pub fn crc32c_prefix(file: &std::fs::File, len: u64) -> std::io::Result<u32> {
 impl Storage {
     /// Writes every stored entry of `table` whose token lies in one of
     /// `ranges` (`(start, end]`) into sorted files of about `max_file_bytes`
-    /// under `dir` (created if missing), after flushing the table's
-    /// memtable: `export_next` until nothing is left. Returns the files in
+    /// under `dir` (created if missing): `export_next` until nothing is
+    /// left. Returns the files in
     /// key order; none when the ranges hold nothing.
     pub fn export_ranges(
         &self,
@@ -147,9 +156,9 @@ impl Storage {
 
     /// One file of an export, written to `path`: the stored entries of
     /// `table` in `ranges` (`(start, end]`) whose keys come after `after`
-    /// (`None`: from the first, after flushing the table's memtable, so the
-    /// export holds everything written before it began), in key order,
-    /// until the file reaches about `max_file_bytes`. Returns the file and
+    /// (`None`: from the first), read from the memtables and the column
+    /// family merged, so the export holds everything written before it
+    /// began, in key order, until the file reaches about `max_file_bytes`. Returns the file and
     /// its last key (the next call's `after`), or `None` when no entry is
     /// left (no file is written then). Each call reads what is stored when
     /// it runs: an entry written since an earlier call may be in a later
@@ -166,9 +175,6 @@ impl Storage {
         pace: &mut dyn FnMut(u64),
     ) -> Result<Option<(StreamedFile, Vec<u8>)>, StorageError> {
         let store = self.table(table)?;
-        if after.is_none() {
-            self.flusher.flush_now(&store)?;
-        }
         let cf = self.cf(&store)?;
         // The smallest key after `after`.
         let from = after.map(|a| [a, &[0u8]].concat());
@@ -183,13 +189,9 @@ impl Storage {
                 Some(from) if *from > lower => from.clone(),
                 _ => lower,
             };
-            let mut opts = ReadOptions::default();
-            opts.fill_cache(false);
-            opts.set_iterate_lower_bound(lower);
-            if let Some(upper) = upper {
-                opts.set_iterate_upper_bound(upper);
-            }
-            let mut it = self.db.raw_iterator_cf_opt(&cf, opts);
+            // The memtables merged with the column family, as a read sees
+            // them: nothing is flushed for an export.
+            let mut it = self.cursor_with(&store, &cf, lower, upper.unwrap_or_else(above_every_key), false);
             it.seek_to_first();
             while let (Some(key), Some(value)) = (it.key(), it.value()) {
                 let w = match writer.as_mut() {
@@ -230,8 +232,7 @@ impl Storage {
         let store = self.table(table)?;
         self.flusher.flush_now(&store)?;
         let cf = self.cf(&store)?;
-        // Above every key (the largest token, then more than any key's bytes).
-        let top = vec![0xFF; 8 + 2 + keys::MAX_KEY_LENGTH + 1];
+        let top = above_every_key();
         let mut gaps = Vec::new();
         let mut from = Some(Vec::new());
         for (lower, upper) in merged_key_ranges(keep) {

@@ -178,6 +178,40 @@ fn an_export_holds_only_its_ranges_and_whole_ring_exports_everything() {
     ));
 }
 
+#[test]
+fn an_export_reads_unflushed_writes_and_flushes_nothing() {
+    let table = Uuid::from_u128(0x5743_2222);
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let ks = vec![keyspace("ks", true, vec![model_table("ks", "t", table, 864_000)])];
+    let (a, _) = open(&config(dirs[0].path(), periodic()));
+    a.set_schema(&ks).expect("set_schema");
+    let mut rng = StdRng::seed_from_u64(11);
+    let now = now_secs() + 365 * 24 * 3600;
+    let mut model = Model::default();
+    let mut write = |n: usize| {
+        for _ in 0..n {
+            let m = Gen { rng: &mut rng, table, now }.op(&mut model, &mut String::new());
+            a.apply(std::slice::from_ref(&m)).expect("apply");
+        }
+    };
+    // Older writes in a file, newer ones (to the same partitions) only in the memtable.
+    write(150);
+    a.flush(None).expect("flush");
+    write(150);
+    let sample = |s: &Storage| {
+        let t = s.table_samples().into_iter().find(|t| t.table == "t").expect("table t");
+        (t.live_sstables, t.memtable_bytes)
+    };
+    let (files_before, mem_before) = sample(&a);
+    assert!(files_before > 0 && mem_before > 0, "{files_before} files, {mem_before} memtable bytes");
+    let files = a.export_ranges(&table, &[(0, 0)], dirs[1].path(), 4 << 10).expect("export");
+    assert_eq!(sample(&a), (files_before, mem_before), "the export flushed the memtable");
+    let (b, _) = open(&config(dirs[2].path(), periodic()));
+    b.set_schema(&ks).expect("set_schema");
+    b.ingest_streamed(&table, &files).expect("ingest");
+    assert_eq!(read_all(&b, table, now), read_all(&a, table, now), "the receiver lacks what the memtable held");
+}
+
 /// All of a range's partition hashes, page by page (`limit` per page).
 fn all_hashes(s: &Storage, table: Uuid, range: (i64, i64), limit: usize) -> Vec<storage::PartitionHash> {
     let now = now_secs() + 365 * 24 * 3600;

@@ -83,6 +83,7 @@ impl Storage {
             }
             it.next();
         }
+        it.status()?;
         for (col, context) in cells {
             let Some(i) = columns.iter().position(|c| *c == col) else { continue };
             let Some(slot) = out.get_mut(i) else { continue };

@@ -195,6 +195,7 @@ impl Storage {
                 let mut it = self.cursor(&store, &cf, next.clone(), upper.clone());
                 it.seek_to_first();
                 if !it.valid() {
+                    it.status()?;
                     break;
                 }
                 let Some(k) = it.key() else { break };
@@ -251,6 +252,7 @@ impl Storage {
                 None => break,
             }
         }
+        it.status()?;
         Ok(out)
     }
 
@@ -395,7 +397,9 @@ pub(crate) trait Cursor {
     fn next(&mut self);
     fn prev(&mut self);
     /// The error that ended the walk early, if one did: a cursor over files
-    /// is not valid after a read error, exactly as at the end of its range.
+    /// is not valid after a read error, exactly as at the end of its range,
+    /// so every walk that stops at `!valid()` checks this before it answers
+    /// (a damaged file fails the read, never shortens it). A seek clears it.
     fn status(&self) -> Result<(), rocksdb::Error> {
         Ok(())
     }
@@ -752,6 +756,7 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
             }
             it.next();
         }
+        it.status()?;
         if read.include_static {
             let shadow = header.partition_deletion.unwrap_or(i64::MIN);
             static_row = static_acc.finish(shadow, read.now);
@@ -828,6 +833,7 @@ pub(crate) fn traverse<C: Cursor, V: Visitor>(
             }
             advance(&mut it, read.reversed);
         }
+        it.status()?;
         if let Some(done) = acc.take() {
             let shadow = header.shadowing(&done.key);
             if let Some(row) = done.finish(shadow, read.now) {

@@ -130,8 +130,8 @@ impl Storage {
     /// Writes every stored entry of `table` whose token lies in one of
     /// `ranges` (`(start, end]`) into sorted files of about `max_file_bytes`
     /// under `dir` (created if missing): `export_next` until nothing is
-    /// left. Returns the files in
-    /// key order; none when the ranges hold nothing.
+    /// left. Returns the files in key order; none when the ranges hold
+    /// nothing.
     pub fn export_ranges(
         &self,
         table: &Uuid,
@@ -158,10 +158,10 @@ impl Storage {
     /// `table` in `ranges` (`(start, end]`) whose keys come after `after`
     /// (`None`: from the first), read from the memtables and the column
     /// family merged, so the export holds everything written before it
-    /// began, in key order, until the file reaches about `max_file_bytes`. Returns the file and
-    /// its last key (the next call's `after`), or `None` when no entry is
-    /// left (no file is written then). Each call reads what is stored when
-    /// it runs: an entry written since an earlier call may be in a later
+    /// began, in key order, until the file reaches about `max_file_bytes`.
+    /// Returns the file and its last key (the next call's `after`), or
+    /// `None` when no entry is left (no file is written then). Each call
+    /// reads what is stored when it runs: an entry written since an earlier call may be in a later
     /// file too, which the receiver's merge makes harmless. `pace` is
     /// called with the bytes written each time the file has grown by
     /// another `PACE_BYTES` (a caller that throttles sleeps in it).

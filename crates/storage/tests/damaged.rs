@@ -13,7 +13,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use storage::{ScanRange, Storage, StorageError};
+use storage::{Storage, StorageError};
 use uuid::Uuid;
 
 const ROWS: i32 = 20_000;
@@ -32,18 +32,6 @@ fn sorted_files(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-fn whole_ring(table: Uuid) -> ScanRange {
-    ScanRange {
-        table,
-        start_token: i64::MIN,
-        after_key: None,
-        end_token: i64::MAX,
-        partition_limit: usize::MAX,
-        per_partition: full_read(table, 0, now_secs()),
-        row_limit: usize::MAX,
-    }
 }
 
 fn is_corruption(e: &StorageError) -> bool {

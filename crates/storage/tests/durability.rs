@@ -10,22 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use storage::{ColumnData, CommitlogSync, ScanRange, Storage, StorageError, WriteBatch};
+use storage::{ColumnData, CommitlogSync, Storage, StorageError, WriteBatch};
 use types::schema::{KeyspaceDef, Replication, TableDef};
 use uuid::Uuid;
 
 fn all_keys(storage: &Storage, table: Uuid) -> Vec<(i64, Vec<u8>)> {
-    storage
-        .scan_keys(&ScanRange {
-            table,
-            start_token: i64::MIN,
-            after_key: None,
-            end_token: i64::MAX,
-            partition_limit: usize::MAX,
-            per_partition: full_read(table, 0, now_secs()),
-            row_limit: usize::MAX,
-        })
-        .unwrap()
+    storage.scan_keys(&whole_ring(table)).unwrap()
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use storage::{ColumnData, CommitlogSync, PartitionRead, Storage, StorageConfig};
+use storage::{ColumnData, CommitlogSync, PartitionRead, ScanRange, Storage, StorageConfig};
 use types::mutation::{CellWrite, ClusteringBound, DeletionTime, Liveness, Mutation, RowWrite};
 use types::schema::{ClusteringOrder, ColumnDef, ColumnKind, KeyspaceDef, Replication, TableDef, TableOptions};
 use types::CqlType;
@@ -194,6 +194,19 @@ pub fn full_read(table: Uuid, pk: i32, now: i32) -> PartitionRead {
         include_static: true,
         row_limit: usize::MAX,
         now,
+    }
+}
+
+/// A scan of every partition of `table`, every row of each (`full_read`).
+pub fn whole_ring(table: Uuid) -> ScanRange {
+    ScanRange {
+        table,
+        start_token: i64::MIN,
+        after_key: None,
+        end_token: i64::MAX,
+        partition_limit: usize::MAX,
+        per_partition: full_read(table, 0, now_secs()),
+        row_limit: usize::MAX,
     }
 }
 
